@@ -1,0 +1,30 @@
+# haproxy-weighter — build, test, demo.
+# `make test` is the one test command (README, .ci/run); it runs every test, with -race.
+
+GO        ?= go
+BIN       := bin/haproxy-weighter
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X github.com/haproxy-weighter/haproxy-weighter/cmd.Version=$(VERSION)
+
+.PHONY: all build test test-go test-ipvs lint bench fuzz demo clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/haproxy-weighter
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+# test-go runs unit and integration tests (real HAProxy, Prometheus, Graphite started by the tests).
+test-go:
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+test: lint test-go
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin dist

@@ -1,0 +1,88 @@
+// Package weighter turns per-server load series into HAProxy (or IPVS) weights.
+//
+// It is pure: no network, no files, no processes. Loads come in through a Source,
+// weights go out through a Target; both are small interfaces implemented by the
+// sources/, haproxy/ and lvs/ packages (and by fakes in tests and the simulator).
+//
+// The flow of one cycle for one backend is
+//
+//	Source.Fetch → Loads → aggregate → weighting Func → policy → Plan → Target.SetWeights
+//
+// The Plan is the one value that the dry-run prints, the writers apply, the metrics
+// export and the simulator scores.
+package weighter
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Point is one sample of a server's load. A null sample has Value NaN.
+type Point struct {
+	Time  time.Time
+	Value float64
+}
+
+// Series is one server's load samples, oldest first.
+type Series []Point
+
+// Loads maps a server name (as HAProxy or IPVS knows it) to its load series.
+type Loads map[string]Series
+
+// Source reads the current load of every server of one backend.
+type Source interface {
+	Fetch(ctx context.Context) (Loads, error)
+}
+
+// AdminState is the operator-controlled state of a server.
+type AdminState string
+
+// Admin states as HAProxy reports them.
+const (
+	AdminReady AdminState = "ready"
+	AdminDrain AdminState = "drain"
+	AdminMaint AdminState = "maint"
+)
+
+// ServerState is what a Target reports about one of its servers.
+type ServerState struct {
+	Name          string
+	Address       string // "ip:port" (HAProxy, IPVS); informational
+	Weight        int    // current effective weight, 0..256
+	InitialWeight int    // weight from the configuration file
+	Admin         AdminState
+	Operational   string // "up", "down", "stopping"
+}
+
+// Change is one weight a Target must write.
+type Change struct {
+	Server string
+	Weight int
+}
+
+// Target is where weights are written: an HAProxy backend or an IPVS service.
+type Target interface {
+	// Servers reads the current state of every server of the target.
+	Servers(ctx context.Context) ([]ServerState, error)
+	// SetWeights writes all changes, as one batch where the target allows it.
+	// A failure of individual servers is reported as errors joined with
+	// errors.Join, each a *ServerError, so callers can attribute them.
+	SetWeights(ctx context.Context, changes []Change) error
+}
+
+// ServerError attributes a write failure to one server.
+type ServerError struct {
+	Server string
+	Err    error
+}
+
+func (e *ServerError) Error() string { return fmt.Sprintf("server %s: %v", e.Server, e.Err) }
+
+func (e *ServerError) Unwrap() error { return e.Err }
+
+// MaxWeight is the largest weight HAProxy's runtime API accepts.
+const MaxWeight = 256
+
+// ValidWeight reports whether w can be written to HAProxy or IPVS (0 = drain/quiesce).
+func ValidWeight(w int) bool { return w >= 0 && w <= MaxWeight }
