@@ -1,0 +1,90 @@
+package weighter
+
+import "fmt"
+
+// classify marks the servers that are not ours to weight: operator drain or
+// maint (unless ManageOperatorStates), down or stopping, and weight 0 that we
+// did not set (an operator's drain by weight).
+func (c *Controller) classify(ws []*work) {
+	for _, w := range ws {
+		switch {
+		case !c.p.ManageOperatorStates && (w.st.Admin == AdminDrain || w.st.Admin == AdminMaint):
+			w.decide(ActionSkip, w.Current, "operator "+string(w.st.Admin))
+		case w.st.Operational == "down" || w.st.Operational == "stopping":
+			w.decide(ActionSkip, w.Current, w.st.Operational)
+		case w.Current == 0 && !c.drained[w.Server] && w.written != 0:
+			w.decide(ActionSkip, 0, "operator drain (weight 0 not set by us)")
+		case !ValidWeight(w.Current):
+			w.decide(ActionSkip, w.Current, fmt.Sprintf("current weight %d out of range", w.Current))
+		}
+	}
+}
+
+// coverage is the share of weightable servers with valid data (0 when none).
+func coverage(ws []*work) float64 {
+	n, valid := 0, 0
+	for _, w := range ws {
+		if w.weightable() {
+			n++
+			if w.valid() {
+				valid++
+			}
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(valid) / float64(n)
+}
+
+// imbalance is max/mean of the valid loads of weightable servers, 0 when undefined.
+func imbalance(ws []*work) float64 {
+	var loads []float64
+	for _, w := range ws {
+		if w.weightable() && w.valid() {
+			loads = append(loads, w.Load)
+		}
+	}
+	if len(loads) == 0 {
+		return 0
+	}
+	m, top := mean(loads), 0.0
+	for _, x := range loads {
+		top = max(top, x)
+	}
+	if !(m > 0) {
+		return 0
+	}
+	return top / m // at most n, since m ≥ top/n
+}
+
+// holdReason says why the backend must not change this cycle, or "".
+func (c *Controller) holdReason(ws []*work, cov float64) string {
+	n, valid := 0, 0
+	for _, w := range ws {
+		if w.weightable() {
+			n++
+			if w.valid() {
+				valid++
+			}
+		}
+	}
+	switch {
+	case n == 0:
+		return "no weightable servers"
+	case valid < 2:
+		return fmt.Sprintf("only %d of %d servers have valid data (need at least 2)", valid, n)
+	case cov < c.p.MinCoverage:
+		return fmt.Sprintf("only %d of %d servers have valid data (%.0f%% < min_coverage %.0f%%)",
+			valid, n, 100*cov, 100*c.p.MinCoverage)
+	}
+	return ""
+}
+
+func holdAll(ws []*work, reason string) {
+	for _, w := range ws {
+		if w.weightable() {
+			w.decide(ActionKeep, w.Current, "hold: "+reason)
+		}
+	}
+}

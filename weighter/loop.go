@@ -1,0 +1,117 @@
+package weighter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Results of one cycle, as counted in haproxy_weighter_cycles_total{result}.
+const (
+	ResultOK              = "ok"
+	ResultSourceError     = "source_error"
+	ResultHAProxyError    = "haproxy_error" // the target (HAProxy or IPVS) could not be read or written
+	ResultSkippedCoverage = "skipped_coverage"
+)
+
+// Backend is everything one cycle needs: where loads come from, where weights
+// go, and the Controller that remembers what was written.
+type Backend struct {
+	Name       string
+	Source     Source
+	Target     Target
+	Controller *Controller
+}
+
+// Cycle is the outcome of one RunCycle.
+type Cycle struct {
+	Backend  string
+	Plan     Plan
+	Result   string // one of the Result* constants
+	Err      error
+	Duration time.Duration
+	// Written are the changes the target accepted (nil in a dry run).
+	Written []Change
+	// Applied tells a real cycle from a dry run.
+	Applied bool
+}
+
+// RunCycle runs one cycle for b: read the target's servers, fetch the loads,
+// plan, and — when apply is set — write the plan's changes. Any read error
+// leaves the weights as they are: nothing is written without fresh loads and
+// a fresh view of the servers. ctx bounds all I/O; now is the plan's clock.
+func RunCycle(ctx context.Context, b *Backend, now time.Time, apply bool) Cycle {
+	start := time.Now()
+	c := Cycle{Backend: b.Name, Applied: apply, Plan: Plan{Backend: b.Name, Time: now}}
+	c.Result, c.Err = runCycle(ctx, b, now, apply, &c)
+	c.Duration = time.Since(start)
+	return c
+}
+
+func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cycle) (string, error) {
+	servers, err := b.Target.Servers(ctx)
+	if err != nil {
+		return ResultHAProxyError, fmt.Errorf("read servers of %s: %w", b.Name, err)
+	}
+	loads, err := b.Source.Fetch(ctx)
+	if err != nil {
+		return ResultSourceError, fmt.Errorf("fetch loads of %s: %w", b.Name, err)
+	}
+	c.Plan = b.Controller.Plan(now, loads, servers)
+	if c.Plan.Hold {
+		// A held plan changes nothing; the Controller already said why.
+		return ResultSkippedCoverage, nil
+	}
+	if !apply {
+		return ResultOK, nil
+	}
+	changes := c.Plan.Changes()
+	if len(changes) == 0 {
+		b.Controller.Commit(nil)
+		return ResultOK, nil
+	}
+	err = b.Target.SetWeights(ctx, changes)
+	c.Written = accepted(changes, err)
+	b.Controller.Commit(c.Written)
+	if err != nil {
+		return ResultHAProxyError, fmt.Errorf("write weights of %s: %w", b.Name, err)
+	}
+	return ResultOK, nil
+}
+
+// accepted returns the changes a SetWeights call wrote: all of them on success,
+// those not named by a *ServerError when the failure is attributed per server,
+// and none when it is not (the write failed as a whole).
+func accepted(changes []Change, err error) []Change {
+	if err == nil {
+		return changes
+	}
+	failed := map[string]bool{}
+	for _, e := range flatten(err) {
+		var se *ServerError
+		if !errors.As(e, &se) {
+			return nil
+		}
+		failed[se.Server] = true
+	}
+	var ok []Change
+	for _, ch := range changes {
+		if !failed[ch.Server] {
+			ok = append(ok, ch)
+		}
+	}
+	return ok
+}
+
+// flatten splits errors.Join results into their leaves.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, flatten(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

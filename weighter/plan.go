@@ -1,0 +1,87 @@
+package weighter
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// Action is what a Plan does with one server.
+type Action string
+
+// Actions of a ServerPlan.
+const (
+	// ActionSet: write ServerPlan.New.
+	ActionSet Action = "set"
+	// ActionKeep: the engine looked at the server and leaves its weight (deadband, missing data, hold).
+	ActionKeep Action = "keep"
+	// ActionSkip: the server is not the engine's to weight (operator drain/maint, down).
+	ActionSkip Action = "skip"
+)
+
+// Plan is the outcome of one cycle for one backend: what every server's load and
+// weight are and what will be written. Dry-run prints it, writers apply
+// Changes(), metrics export it and the simulator scores it.
+type Plan struct {
+	Backend   string       `json:"backend"` // set by the caller; the Controller does not know it
+	Time      time.Time    `json:"time"`
+	Function  string       `json:"function"`
+	Servers   []ServerPlan `json:"servers"` // sorted by server name
+	Hold      bool         `json:"hold"`    // nothing changes this cycle (coverage guard)
+	Reason    string       `json:"reason,omitempty"`
+	Coverage  float64      `json:"coverage"`  // share of weightable servers with valid data
+	Imbalance float64      `json:"imbalance"` // max/mean of the valid loads, 0 when undefined
+	Unknown   []string     `json:"unknown,omitempty"`
+}
+
+// ServerPlan is one server's line of a Plan.
+type ServerPlan struct {
+	Server  string  `json:"server"`
+	Load    float64 `json:"load"` // the (smoothed) load used; NaN = no data
+	Current int     `json:"current"`
+	Raw     int     `json:"raw"` // weighting function output before rate limit and deadband
+	New     int     `json:"new"`
+	Action  Action  `json:"action"`
+	Reason  string  `json:"reason,omitempty"`
+}
+
+// Changes returns the weights to write: one Change per server with Action set.
+func (p Plan) Changes() []Change {
+	var out []Change
+	for _, s := range p.Servers {
+		if s.Action == ActionSet {
+			out = append(out, Change{Server: s.Server, Weight: s.New})
+		}
+	}
+	return out
+}
+
+// MarshalJSON writes a NaN (no data) load as null, which JSON can carry.
+func (s ServerPlan) MarshalJSON() ([]byte, error) {
+	type plain ServerPlan
+	out := struct {
+		plain
+		Load *float64 `json:"load"`
+	}{plain: plain(s)}
+	if !math.IsNaN(s.Load) && !math.IsInf(s.Load, 0) {
+		out.Load = &s.Load
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads a null load back as NaN.
+func (s *ServerPlan) UnmarshalJSON(b []byte) error {
+	type plain ServerPlan
+	in := struct {
+		*plain
+		Load *float64 `json:"load"`
+	}{plain: (*plain)(s)}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	s.Load = math.NaN()
+	if in.Load != nil {
+		s.Load = *in.Load
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package weighter
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestExactVectors checks the vectors the issue fixes (round half away from zero).
+func TestExactVectors(t *testing.T) {
+	a := []float64{10, 20, 40, 0}
+	b := []float64{5, 5000, 50, 500, 10}
+	tests := []struct {
+		name  string
+		fn    string
+		l, a  float64
+		loads []float64
+		want  []int
+	}{
+		{"LP L4 A1", "limited-proportions", 4, 1, a, []int{112, 56, 28, 256}},
+		{"LP L4 A2", "limited-proportions", 4, 2, a, []int{49, 12, 3, 256}},
+		{"LP L4 A1 wide", "limited-proportions", 4, 1, b, []int{256, 14, 256, 142, 256}},
+		{"NE A1", "normalised-exponential", 4, 1, a, []int{145, 82, 26, 256}},
+		{"NE A1 wide", "normalised-exponential", 4, 1, b, []int{256, 3, 246, 164, 255}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DefaultPolicy()
+			p.Function, p.LimitingFactor, p.Aggressiveness = tc.fn, tc.l, tc.a
+			got, err := Compute(p, tc.loads, nil)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestEqualLoadsGetMaxWeight: every function gives equal loads the maximum weight.
+func TestEqualLoadsGetMaxWeight(t *testing.T) {
+	for _, name := range FunctionNames() {
+		for _, loads := range [][]float64{{100, 100, 100, 100}, {0, 0, 0}, {7}} {
+			p := DefaultPolicy()
+			p.Function = name
+			got, err := Compute(p, loads, nil)
+			require.NoError(t, err)
+			assert.Equal(t, filled(len(loads), 256), got, "%s %v", name, loads)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package weighter
+
+import (
+	"fmt"
+	"math"
+)
+
+// Reasons of a ServerPlan that callers and tests may match on.
+const (
+	ReasonReapply   = "re-apply (changed outside: reload?)"
+	ReasonMissing   = "missing data"
+	ReasonUnchanged = "unchanged"
+	ReasonRebalance = "rebalance"
+)
+
+// weigh runs the weighting function over the servers still undecided and turns
+// its output into actions: rate limit, deadband, re-apply.
+func (c *Controller) weigh(ws []*work) {
+	var valid []float64
+	for _, w := range ws {
+		if w.weightable() && w.valid() {
+			valid = append(valid, w.Load)
+		}
+	}
+	fill := mean(valid)
+	var active []*work
+	for _, w := range ws {
+		switch {
+		case !w.weightable():
+		case !w.valid() && c.p.Missing == MissingKeep:
+			c.keepMissing(w)
+		default:
+			if !w.valid() {
+				w.filled = fill
+				w.note = fmt.Sprintf("%s: mean load %.4g used", ReasonMissing, fill)
+			}
+			active = append(active, w)
+		}
+	}
+	if len(active) == 0 {
+		return
+	}
+	loads, current := make([]float64, len(active)), make([]int, len(active))
+	for i, w := range active {
+		loads[i], current[i] = w.filled, w.base()
+		if current[i] <= 0 {
+			current[i] = c.p.MaxWeight
+		}
+	}
+	raw := c.fn(loads, current, c.p)
+	for i, w := range active {
+		w.Raw = raw[i]
+		c.finish(w)
+	}
+}
+
+// reapply reports whether the server's weight is no longer what we last wrote.
+func (w *work) reapply() bool { return w.written >= 0 && w.written != w.Current }
+
+// base is the weight the rate limit is measured from: what we last wrote when
+// the weight was changed behind our back (not the reset value), else the current one.
+func (w *work) base() int {
+	if w.reapply() {
+		return w.written
+	}
+	return w.Current
+}
+
+func (c *Controller) keepMissing(w *work) {
+	if w.reapply() && w.written > 0 {
+		w.Raw = w.written
+		w.decide(ActionSet, w.written, ReasonReapply+"; "+ReasonMissing)
+		return
+	}
+	w.decide(ActionKeep, w.Current, ReasonMissing)
+}
+
+// finish decides one weighted server: rate limit from base, then deadband
+// (which a re-apply and a move away from 0 ignore).
+func (c *Controller) finish(w *work) {
+	nw := c.rateLimit(w.Raw, w.base())
+	reason := ReasonRebalance
+	if nw != w.Raw {
+		reason = fmt.Sprintf("rate limit (raw %d, max_step %g)", w.Raw, c.p.MaxStep)
+	}
+	switch {
+	case nw == w.Current:
+		w.decide(ActionKeep, nw, ReasonUnchanged)
+	case w.reapply():
+		w.decide(ActionSet, nw, ReasonReapply)
+	case w.Current > 0 && abs(nw-w.Current) < c.p.Deadband:
+		w.decide(ActionKeep, w.Current, fmt.Sprintf("deadband (%d→%d, < %d)", w.Current, nw, c.p.Deadband))
+	default:
+		w.decide(ActionSet, nw, reason)
+	}
+	if w.note != "" {
+		w.Reason += "; " + w.note
+	}
+}
+
+// rateLimit moves from base towards want by at most a factor MaxStep. From a
+// base of 0 (drained) there is no ratio to limit, so want is used as is.
+func (c *Controller) rateLimit(want, base int) int {
+	if c.p.MaxStep == 0 || base <= 0 {
+		return want
+	}
+	lo := math.Ceil(float64(base) / c.p.MaxStep)
+	hi := math.Floor(float64(base) * c.p.MaxStep) // may be huge: clamp in float first
+	w := math.Max(lo, math.Min(hi, float64(want)))
+	return max(1, min(MaxWeight, int(w)))
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
