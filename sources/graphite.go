@@ -1,0 +1,228 @@
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// GraphiteConfig configures a Graphite render API source. Start from
+// DefaultGraphiteConfig; New fills an empty From and a zero Timeout with the defaults.
+type GraphiteConfig struct {
+	// URL is the Graphite base URL ("https://graphite:8080", or with a Hosted
+	// Graphite API key in the path or query string); "/render" is appended unless present.
+	URL string `yaml:"url"`
+	// Target is a render target with wildcards and functions, one series per server.
+	Target string `yaml:"target"`
+	From   string `yaml:"from"`
+	Until  string `yaml:"until"`
+	// ServerNode picks the server name from the dotted metric path, like aliasByNode.
+	ServerNode *int `yaml:"server_node"`
+	// ServerRegex's first capture group (or the group named "server") is the server name.
+	ServerRegex string `yaml:"server_regex"`
+	// ServerMap maps names (after ServerNode/ServerRegex) to server names; others are dropped.
+	ServerMap   map[string]string `yaml:"server_map"`
+	BasicAuth   BasicAuth         `yaml:"basic_auth"`
+	BearerToken string            `yaml:"bearer_token"`
+	// Headers are sent with every request (e.g. an API key header); values are secret.
+	Headers map[string]string `yaml:"headers"`
+	TLS     TLSConfig         `yaml:"tls"`
+	// Timeout bounds each HTTP attempt.
+	Timeout time.Duration `yaml:"timeout"`
+	// Retries is how many times a failed request (network error, 5xx) is retried.
+	Retries int `yaml:"retries"`
+}
+
+// DefaultGraphiteConfig returns the defaults: from -5min, timeout 5s, 2 retries.
+func DefaultGraphiteConfig() GraphiteConfig {
+	return GraphiteConfig{From: "-5min", Timeout: 5 * time.Second, Retries: 2}
+}
+
+// Validate checks the configuration; messages name the yaml field.
+func (c GraphiteConfig) Validate() error {
+	var errs []error
+	if err := validateURL(c.URL); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.TrimSpace(c.Target) == "" {
+		errs = append(errs, errors.New("target: must be set"))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, errors.New("timeout: must not be negative"))
+	}
+	if c.Retries < 0 || c.Retries > 10 {
+		errs = append(errs, fmt.Errorf("retries: %d not in 0..10", c.Retries))
+	}
+	if _, err := newNameRules(c.ServerNode, c.ServerRegex, c.ServerMap); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateAuth(c.BasicAuth, c.BearerToken); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("graphite: %w", err)
+	}
+	return nil
+}
+
+// validateURL accepts absolute http(s) URLs. The URL itself is never echoed: it may
+// hold an API key.
+func validateURL(raw string) error {
+	if raw == "" {
+		return errors.New("url: must be set")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("url: must be an absolute http or https URL")
+	}
+	return nil
+}
+
+// Graphite reads server loads from the Graphite render API. It implements weighter.Source.
+type Graphite struct {
+	cfg    GraphiteConfig
+	rules  *nameRules
+	client *retryablehttp.Client
+	render *url.URL // full render URL with the query
+	shown  string   // render URL as shown in errors and logs
+	red    *redactor
+	log    *slog.Logger
+}
+
+// NewGraphite validates cfg and builds the source. log may be nil.
+func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
+	def := DefaultGraphiteConfig()
+	if cfg.From == "" {
+		cfg.From = def.From
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = def.Timeout
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: cfg.Timeout}
+	red := newRedactor(cfg.URL, opts.secrets()...)
+	rt, err := opts.transport()
+	if err != nil {
+		return nil, fmt.Errorf("graphite: %w", red.Error(err))
+	}
+	rules, _ := newNameRules(cfg.ServerNode, cfg.ServerRegex, cfg.ServerMap) // checked by Validate
+	g := &Graphite{cfg: cfg, rules: rules, red: red, log: log.With("source", "graphite")}
+	g.render = renderURL(cfg)
+	g.shown = red.URL(g.render)
+	g.client = g.newClient(rt)
+	return g, nil
+}
+
+// renderURL appends /render and the query parameters, keeping the URL's own
+// parameters (an API key).
+func renderURL(cfg GraphiteConfig) *url.URL {
+	u, _ := url.Parse(cfg.URL) // checked by Validate
+	if !strings.HasSuffix(u.Path, "/render") {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/render"
+	}
+	q := u.Query()
+	q.Set("target", cfg.Target)
+	q.Set("from", cfg.From)
+	if cfg.Until != "" {
+		q.Set("until", cfg.Until)
+	}
+	q.Set("format", "json")
+	u.RawQuery = q.Encode()
+	return u
+}
+
+func (g *Graphite) newClient(rt http.RoundTripper) *retryablehttp.Client {
+	c := retryablehttp.NewClient()
+	c.HTTPClient = &http.Client{Transport: rt, Timeout: g.cfg.Timeout}
+	c.Logger = nil // its messages carry the raw URL; we log retries ourselves
+	c.RetryMax = g.cfg.Retries
+	c.RetryWaitMin = 100 * time.Millisecond
+	c.RetryWaitMax = 2 * time.Second
+	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
+	c.RequestLogHook = func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
+		if attempt > 0 {
+			g.log.Debug("retrying render request", "attempt", attempt, "url", g.shown)
+		}
+	}
+	return c
+}
+
+// Fetch renders the target and returns the series per server.
+func (g *Graphite) Fetch(ctx context.Context) (weighter.Loads, error) {
+	body, err := g.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := parseGraphite(body)
+	if err != nil {
+		return nil, g.fail(ErrBadReply, err)
+	}
+	if len(raw) == 0 {
+		return nil, g.fail(ErrNoData, errors.New("target matched no series"))
+	}
+	loads := assemble(g.log, g.rules, raw)
+	if len(loads) == 0 {
+		return nil, g.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid point", len(raw)))
+	}
+	return loads, nil
+}
+
+// maxBody bounds what we read from a reply: a render of a few hundred servers is far smaller.
+const maxBody = 32 << 20
+
+func (g *Graphite) get(ctx context.Context) ([]byte, error) {
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, g.render.String(), nil)
+	if err != nil {
+		return nil, g.fail(ErrUnreachable, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return nil, g.fail(ErrUnreachable, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, g.fail(ErrUnreachable, fmt.Errorf("read reply: %w", err))
+	}
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return body, nil
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return nil, g.fail(ErrQuery, fmt.Errorf("http %d: %s", resp.StatusCode, snippet(body)))
+	default:
+		return nil, g.fail(ErrBadReply, fmt.Errorf("http %d: %s", resp.StatusCode, snippet(body)))
+	}
+}
+
+// fail builds the typed error, with secrets removed from the cause.
+func (g *Graphite) fail(kind, cause error) error {
+	return &Error{Kind: kind, Source: "graphite", URL: g.shown, Query: g.cfg.Target, Err: g.red.Error(cause)}
+}
+
+// snippet is the start of a reply body, on one line, for error messages.
+func snippet(body []byte) string {
+	s := strings.Join(strings.Fields(string(body)), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}

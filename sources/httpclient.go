@@ -1,0 +1,124 @@
+package sources
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// BasicAuth is HTTP basic authentication. An empty Username means none.
+type BasicAuth struct {
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+}
+
+// TLSConfig configures HTTPS to a source.
+type TLSConfig struct {
+	CAFile             string `yaml:"ca_file"`   // PEM bundle to trust instead of the system roots
+	CertFile           string `yaml:"cert_file"` // client certificate (PEM), with KeyFile
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+}
+
+// Validate checks that client certificate and key come as a pair.
+func (c TLSConfig) Validate() error {
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return errors.New("tls: cert_file and key_file must be set together")
+	}
+	return nil
+}
+
+// httpOptions is what Graphite and Prometheus share to build their HTTP client.
+type httpOptions struct {
+	basic   BasicAuth
+	bearer  string
+	headers map[string]string
+	tls     TLSConfig
+	timeout time.Duration
+}
+
+// validateAuth rejects ambiguous authentication settings.
+func validateAuth(b BasicAuth, bearer string) error {
+	if b.Username != "" && bearer != "" {
+		return errors.New("basic_auth and bearer_token are mutually exclusive")
+	}
+	if b.Username == "" && b.Password != "" {
+		return errors.New("basic_auth: username must be set with password")
+	}
+	return nil
+}
+
+// transport builds the round tripper: TLS, then authentication headers on every request.
+func (o httpOptions) transport() (http.RoundTripper, error) {
+	tc, err := o.tls.build()
+	if err != nil {
+		return nil, err
+	}
+	t := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: o.timeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tc,
+		TLSHandshakeTimeout:   o.timeout,
+		ResponseHeaderTimeout: o.timeout,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return &authTransport{next: t, opts: o}, nil
+}
+
+func (c TLSConfig) build() (*tls.Config, error) {
+	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // operator's choice
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls: ca_file %s: no PEM certificate found", c.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls: cert_file/key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// authTransport adds credentials and custom headers to each request.
+type authTransport struct {
+	next http.RoundTripper
+	opts httpOptions
+}
+
+func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range a.opts.headers {
+		req.Header.Set(k, v)
+	}
+	switch {
+	case a.opts.basic.Username != "":
+		req.SetBasicAuth(a.opts.basic.Username, a.opts.basic.Password)
+	case a.opts.bearer != "":
+		req.Header.Set("Authorization", "Bearer "+a.opts.bearer)
+	}
+	return a.next.RoundTrip(req)
+}
+
+// secrets lists the configured credentials, for the redactor.
+func (o httpOptions) secrets() []string {
+	s := []string{o.basic.Password, o.bearer}
+	for _, v := range o.headers {
+		s = append(s, v)
+	}
+	return s
+}

@@ -1,0 +1,238 @@
+package sources
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// PrometheusConfig configures a Prometheus HTTP API source. Start from
+// DefaultPrometheusConfig; New fills an empty ServerLabel and a zero Timeout.
+type PrometheusConfig struct {
+	URL string `yaml:"url"`
+	// Query is PromQL returning one series per server.
+	Query string `yaml:"query"`
+	// Range, when set, makes a range query over [now-Range, now] with Step; the
+	// aggregation then happens in the weighter. Zero means an instant query.
+	Range time.Duration `yaml:"range"`
+	Step  time.Duration `yaml:"step"`
+	// ServerLabel is the label whose value names the server.
+	ServerLabel string `yaml:"server_label"`
+	// ServerRegex rewrites the label value: its first capture group (or the group
+	// named "server") is the server name, e.g. `^([^:]+):\d+$` for instance="node-3:9100".
+	ServerRegex string `yaml:"server_regex"`
+	// ServerMap maps names (after ServerRegex) to server names; others are dropped.
+	ServerMap   map[string]string `yaml:"server_map"`
+	BasicAuth   BasicAuth         `yaml:"basic_auth"`
+	BearerToken string            `yaml:"bearer_token"`
+	Headers     map[string]string `yaml:"headers"`
+	TLS         TLSConfig         `yaml:"tls"`
+	// Timeout bounds one query, request and evaluation.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// DefaultPrometheusConfig returns the defaults: label "server", timeout 5s.
+func DefaultPrometheusConfig() PrometheusConfig {
+	return PrometheusConfig{ServerLabel: "server", Timeout: 5 * time.Second}
+}
+
+// maxPoints is Prometheus' own limit on points per series in a range query.
+const maxPoints = 11000
+
+// Validate checks the configuration; messages name the yaml field.
+func (c PrometheusConfig) Validate() error {
+	var errs []error
+	if err := validateURL(c.URL); err != nil {
+		errs = append(errs, err)
+	}
+	if strings.TrimSpace(c.Query) == "" {
+		errs = append(errs, errors.New("query: must be set"))
+	}
+	if c.ServerLabel == "" {
+		errs = append(errs, errors.New("server_label: must be set"))
+	} else if !model.LabelName(c.ServerLabel).IsValid() {
+		errs = append(errs, fmt.Errorf("server_label: %q is not a valid label name", c.ServerLabel))
+	}
+	errs = append(errs, c.validateRange()...)
+	if c.Timeout < 0 {
+		errs = append(errs, errors.New("timeout: must not be negative"))
+	}
+	if _, err := newNameRules(nil, c.ServerRegex, c.ServerMap); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateAuth(c.BasicAuth, c.BearerToken); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.TLS.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("prometheus: %w", err)
+	}
+	return nil
+}
+
+func (c PrometheusConfig) validateRange() []error {
+	switch {
+	case c.Range < 0:
+		return []error{errors.New("range: must not be negative")}
+	case c.Range == 0 && c.Step != 0:
+		return []error{errors.New("step: only valid with range")}
+	case c.Range == 0:
+		return nil
+	case c.Step <= 0:
+		return []error{errors.New("step: must be > 0 with range")}
+	case c.Step > c.Range:
+		return []error{errors.New("step: must not exceed range")}
+	case c.Range/c.Step > maxPoints:
+		return []error{fmt.Errorf("step: range/step must be at most %d points", maxPoints)}
+	}
+	return nil
+}
+
+// Prometheus reads server loads with PromQL. It implements weighter.Source.
+type Prometheus struct {
+	cfg   PrometheusConfig
+	api   v1.API
+	rules *nameRules
+	shown string
+	red   *redactor
+	log   *slog.Logger
+	now   func() time.Time // tests pin the evaluation time
+}
+
+// NewPrometheus validates cfg and builds the source. log may be nil.
+func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) {
+	def := DefaultPrometheusConfig()
+	if cfg.ServerLabel == "" {
+		cfg.ServerLabel = def.ServerLabel
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = def.Timeout
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: cfg.Timeout}
+	red := newRedactor(cfg.URL, opts.secrets()...)
+	rt, err := opts.transport()
+	if err != nil {
+		return nil, fmt.Errorf("prometheus: %w", red.Error(err))
+	}
+	client, err := api.NewClient(api.Config{Address: cfg.URL, RoundTripper: rt})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus: %w", red.Error(err))
+	}
+	u, _ := url.Parse(cfg.URL) // checked by Validate
+	rules, _ := newNameRules(nil, cfg.ServerRegex, cfg.ServerMap)
+	return &Prometheus{
+		cfg: cfg, api: v1.NewAPI(client), rules: rules, red: red,
+		shown: red.URL(u), log: log.With("source", "prometheus"), now: time.Now,
+	}, nil
+}
+
+// Fetch runs the query and returns the series per server.
+func (p *Prometheus) Fetch(ctx context.Context) (weighter.Loads, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	val, err := p.query(ctx)
+	if err != nil {
+		return nil, p.fail(p.kind(ctx, err), err)
+	}
+	raw, err := p.series(val)
+	if err != nil {
+		return nil, p.fail(ErrBadReply, err)
+	}
+	if len(raw) == 0 {
+		return nil, p.fail(ErrNoData, errors.New("query returned no series"))
+	}
+	loads := assemble(p.log, p.rules, raw)
+	if len(loads) == 0 {
+		return nil, p.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid sample", len(raw)))
+	}
+	return loads, nil
+}
+
+func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
+	now := p.now()
+	var (
+		val      model.Value
+		warnings v1.Warnings
+		err      error
+	)
+	if p.cfg.Range == 0 {
+		val, warnings, _, err = p.api.Query(ctx, p.cfg.Query, now, v1.WithTimeout(p.cfg.Timeout))
+	} else {
+		r := v1.Range{Start: now.Add(-p.cfg.Range), End: now, Step: p.cfg.Step}
+		val, warnings, _, err = p.api.QueryRange(ctx, p.cfg.Query, r, v1.WithTimeout(p.cfg.Timeout))
+	}
+	if len(warnings) > 0 {
+		p.log.Warn("query warnings", "query", p.cfg.Query, "url", p.shown, "warnings", p.red.String(strings.Join(warnings, "; ")))
+	}
+	return val, err
+}
+
+// kind sorts a query failure into the error kinds callers tell apart.
+func (p *Prometheus) kind(ctx context.Context, err error) error {
+	var apiErr *v1.Error
+	if !errors.As(err, &apiErr) {
+		return ErrUnreachable // transport: refused, DNS, TLS, deadline
+	}
+	switch apiErr.Type {
+	case v1.ErrBadData, v1.ErrExec, v1.ErrTimeout, v1.ErrClient:
+		return ErrQuery
+	case v1.ErrCanceled:
+		return ErrUnreachable
+	default: // bad_response, server_error
+		if ctx.Err() != nil {
+			return ErrUnreachable
+		}
+		return ErrBadReply
+	}
+}
+
+// series turns a vector or matrix into raw series named by the server label.
+// Series without the label get an empty name and are dropped by the rules.
+func (p *Prometheus) series(val model.Value) ([]rawSeries, error) {
+	label := model.LabelName(p.cfg.ServerLabel)
+	switch v := val.(type) {
+	case model.Vector:
+		out := make([]rawSeries, 0, len(v))
+		for _, s := range v {
+			pt := weighter.Point{Time: s.Timestamp.Time().UTC(), Value: float64(s.Value)}
+			out = append(out, rawSeries{name: string(s.Metric[label]), points: weighter.Series{pt}})
+		}
+		return out, nil
+	case model.Matrix:
+		out := make([]rawSeries, 0, len(v))
+		for _, s := range v {
+			pts := make(weighter.Series, 0, len(s.Values))
+			for _, sp := range s.Values {
+				pts = append(pts, weighter.Point{Time: sp.Timestamp.Time().UTC(), Value: float64(sp.Value)})
+			}
+			out = append(out, rawSeries{name: string(s.Metric[label]), points: pts})
+		}
+		return out, nil
+	case nil:
+		return nil, errors.New("empty result")
+	default:
+		return nil, fmt.Errorf("query returned a %s, want a vector or matrix with label %q", val.Type(), label)
+	}
+}
+
+func (p *Prometheus) fail(kind, cause error) error {
+	return &Error{Kind: kind, Source: "prometheus", URL: p.shown, Query: p.cfg.Query, Err: p.red.Error(cause)}
+}

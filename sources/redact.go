@@ -1,0 +1,123 @@
+package sources
+
+import (
+	"net/url"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// redacted replaces every secret in messages, URLs and logs.
+const redacted = "REDACTED"
+
+// redactor removes known secrets from text. Secrets come from the configuration
+// (passwords, tokens, header values) and from the URL (user info, query values,
+// key-like path segments such as a Hosted Graphite API key).
+type redactor struct {
+	secrets []string // longest first, so a secret containing another is removed whole
+}
+
+// newRedactor collects the secrets of one source. rawURL may be unparsable; it is
+// then treated as secret as a whole, since we cannot tell which part is the key.
+func newRedactor(rawURL string, secrets ...string) *redactor {
+	r := &redactor{}
+	for _, s := range secrets {
+		r.add(s)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		r.add(rawURL)
+		return r
+	}
+	r.addURL(u)
+	return r
+}
+
+func (r *redactor) addURL(u *url.URL) {
+	if u.User != nil {
+		r.add(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			r.add(p)
+		}
+	}
+	for _, vs := range u.Query() {
+		for _, v := range vs {
+			r.add(v)
+		}
+	}
+	for _, seg := range strings.Split(u.Path, "/") {
+		if looksLikeKey(seg) {
+			r.add(seg)
+		}
+	}
+	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+}
+
+// add registers s and the escaped forms it takes inside URLs and JSON.
+func (r *redactor) add(s string) {
+	if s == "" {
+		return
+	}
+	for _, v := range []string{s, url.QueryEscape(s), url.PathEscape(s), strings.ReplaceAll(s, `"`, `\"`)} {
+		if !contains(r.secrets, v) {
+			r.secrets = append(r.secrets, v)
+		}
+	}
+	sort.Slice(r.secrets, func(i, j int) bool { return len(r.secrets[i]) > len(r.secrets[j]) })
+}
+
+// String returns s with every secret replaced.
+func (r *redactor) String(s string) string {
+	for _, sec := range r.secrets {
+		s = strings.ReplaceAll(s, sec, redacted)
+	}
+	return s
+}
+
+// Error returns err with its text redacted, keeping errors.Is/As working on the chain.
+func (r *redactor) Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &redactedError{msg: r.String(err.Error()), err: err}
+}
+
+// URL renders u for messages: no user info, secret parts replaced.
+func (r *redactor) URL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	return r.String(c.String())
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+
+func (e *redactedError) Unwrap() error { return e.err }
+
+// looksLikeKey reports whether a URL path segment looks like an API key: long and
+// mixing letters and digits (UUIDs, hex tokens). Short names like "graphite",
+// "render" or a short account id stay readable.
+func looksLikeKey(seg string) bool {
+	if len(seg) < 16 {
+		return false
+	}
+	var letter, digit bool
+	for _, c := range seg {
+		letter = letter || unicode.IsLetter(c)
+		digit = digit || unicode.IsDigit(c)
+	}
+	return letter && digit
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
