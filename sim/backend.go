@@ -1,0 +1,191 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+)
+
+// conn is one open (or closed) connection.
+type conn struct {
+	rate   float64
+	end    float64
+	server int
+	open   bool
+}
+
+// picker chooses the server for a new connection, -1 when none is eligible.
+type picker func(servers []*server) int
+
+// backend is the simulated HAProxy backend: servers, connections, placement.
+type backend struct {
+	servers   []*server
+	conns     []conn
+	departing departures
+	pick      picker
+	seq       uint64 // leastconn requeue order
+	fallbacks int    // connections placed while no server had a weight
+}
+
+func newBackend(n, weight int, pick picker) *backend {
+	b := &backend{pick: pick}
+	for range n {
+		b.addServer(weight, 0)
+	}
+	return b
+}
+
+// addServer adds an empty server, named s1, s2, ... in order.
+func (b *backend) addServer(weight int, now float64) {
+	b.seq++
+	b.servers = append(b.servers, &server{
+		name: fmt.Sprintf("s%d", len(b.servers)+1), up: true, weight: weight, queued: b.seq, last: now,
+	})
+}
+
+// setWeight changes a server's weight; HAProxy requeues it in the leastconn tree.
+func (b *backend) setWeight(i, w int) {
+	s := b.servers[i]
+	if s.weight == w {
+		return
+	}
+	s.weight = w
+	b.seq++
+	s.queued = b.seq
+}
+
+// open places a new connection living until end.
+func (b *backend) open(rate, end, now float64) {
+	i := b.pick(b.servers)
+	if i < 0 { // every weight is 0: HAProxy would queue; the model falls back to leastconn
+		b.fallbacks++
+		i = pickUnweighted(b.servers)
+	}
+	b.conns = append(b.conns, conn{rate: rate, end: end, server: i, open: true})
+	heap.Push(&b.departing, departure{end: end, id: len(b.conns) - 1})
+	b.servers[i].picked++
+	b.attach(i, rate, now)
+}
+
+func (b *backend) attach(i int, rate, now float64) {
+	s := b.servers[i]
+	b.account(s, now)
+	s.active++
+	s.load += rate
+	b.seq++
+	s.queued = b.seq
+}
+
+func (b *backend) detach(i int, rate, now float64) {
+	s := b.servers[i]
+	b.account(s, now)
+	s.active--
+	s.load -= rate
+	if s.active == 0 {
+		s.load = 0 // no float residue on an empty server
+	}
+	b.seq++
+	s.queued = b.seq
+}
+
+// account brings the server's counter (integral of load) up to now.
+func (b *backend) account(s *server, now float64) {
+	s.integ += s.load * (now - s.last)
+	s.last = now
+}
+
+// counter is the server's cumulative datapoints at now, what a monitoring system scrapes.
+func (b *backend) counter(i int, now float64) float64 {
+	s := b.servers[i]
+	return s.integ + s.load*(now-s.last)
+}
+
+// closeUntil closes every connection that ends at or before t.
+func (b *backend) closeUntil(t float64) {
+	for b.departing.Len() > 0 && b.departing[0].end <= t {
+		d := heap.Pop(&b.departing).(departure)
+		c := &b.conns[d.id]
+		c.open = false
+		b.detach(c.server, c.rate, d.end)
+	}
+}
+
+// nextEnd is when the next connection closes (+Inf when none is open).
+func (b *backend) nextEnd() float64 {
+	if b.departing.Len() == 0 {
+		return math.Inf(1)
+	}
+	return b.departing[0].end
+}
+
+// remove takes server i out; its clients reconnect at once and are placed anew,
+// keeping their rate and remaining lifetime.
+func (b *backend) remove(i int, now float64) {
+	b.servers[i].up = false
+	for id := range b.conns {
+		c := &b.conns[id]
+		if !c.open || c.server != i {
+			continue
+		}
+		b.detach(i, c.rate, now)
+		j := b.pick(b.servers)
+		if j < 0 {
+			b.fallbacks++
+			j = pickUnweighted(b.servers)
+		}
+		c.server = j
+		b.servers[j].picked++
+		b.attach(j, c.rate, now)
+	}
+}
+
+// pickUnweighted is leastconn ignoring weights, for when every weight is 0.
+func pickUnweighted(servers []*server) int {
+	best := -1
+	for i, s := range servers {
+		if s.up && (best < 0 || s.active < servers[best].active) {
+			best = i
+		}
+	}
+	return best
+}
+
+// openLoad is the sum of the open connections' rates, computed from the
+// connections themselves (for the conservation check).
+func (b *backend) openLoad() float64 {
+	sum := 0.0
+	for _, c := range b.conns {
+		if c.open {
+			sum += c.rate
+		}
+	}
+	return sum
+}
+
+// serverLoad is the sum of the servers' loads.
+func (b *backend) serverLoad() float64 {
+	sum := 0.0
+	for _, s := range b.servers {
+		sum += s.load
+	}
+	return sum
+}
+
+type departure struct {
+	end float64
+	id  int
+}
+
+// departures is a min-heap of connection ends.
+type departures []departure
+
+func (d departures) Len() int           { return len(d) }
+func (d departures) Less(i, j int) bool { return d[i].end < d[j].end }
+func (d departures) Swap(i, j int)      { d[i], d[j] = d[j], d[i] }
+func (d *departures) Push(x any)        { *d = append(*d, x.(departure)) }
+func (d *departures) Pop() any {
+	old := *d
+	x := old[len(old)-1]
+	*d = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,11 @@
+// Package sim is a seeded, discrete-time model of one HAProxy backend carrying
+// long-lived connections of very different rates. It places each new connection
+// the way HAProxy does (weighted leastconn or smooth weighted roundrobin), feeds
+// the weighter the delayed, averaged loads a monitoring system would show it, runs
+// the real weighter.Controller in the loop, and scores how evenly the load ends up
+// spread, side by side with the strategies people use instead (plain leastconn and
+// roundrobin, an agent-check feedback agent) and an oracle lower bound.
+//
+// Every strategy of one run sees the same connection stream (same arrival times,
+// lifetimes and rates), so their figures differ only by placement.
+package sim

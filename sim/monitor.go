@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"math"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// seriesPoints is how many of the newest rate points the weighter is given per
+// server, as a render or range query over the last minute would return.
+const seriesPoints = 6
+
+// sample is one scrape of a server's counter.
+type sample struct {
+	t, counter float64
+}
+
+// monitor models the monitoring pipeline between the servers and the weighter: a
+// scrape (Prometheus) or bucket (Graphite) every resolution, a rate over a window
+// of those samples, and an ingestion delay before a point can be read.
+type monitor struct {
+	window  float64 // rate window, seconds
+	delay   float64
+	samples [][]sample // per server, oldest first
+}
+
+func newMonitor(sc Scenario) *monitor {
+	return &monitor{window: sc.RateWindow.Seconds(), delay: sc.Delay.Seconds()}
+}
+
+// scrape records every up server's counter at now.
+func (m *monitor) scrape(b *backend, now float64) {
+	for len(m.samples) < len(b.servers) {
+		m.samples = append(m.samples, nil)
+	}
+	for i, s := range b.servers {
+		if s.up {
+			m.samples[i] = append(m.samples[i], sample{t: now, counter: b.counter(i, now)})
+		}
+	}
+}
+
+// loads is what the weighter's source would return at now: per up server, the
+// newest rate points visible by then (a server with one sample has none yet).
+func (m *monitor) loads(b *backend, now float64, epoch time.Time) weighter.Loads {
+	out := make(weighter.Loads, len(b.servers))
+	for i, s := range b.servers {
+		if !s.up || i >= len(m.samples) {
+			continue
+		}
+		out[s.name] = m.series(m.samples[i], now, epoch)
+	}
+	return out
+}
+
+// series turns counter samples into rate points: at each sample, the increase
+// since the oldest sample inside the rate window, per second.
+func (m *monitor) series(samples []sample, now float64, epoch time.Time) weighter.Series {
+	var ser weighter.Series
+	last := len(samples) - 1
+	for last >= 0 && samples[last].t+m.delay > now+1e-9 {
+		last--
+	}
+	for k := max(1, last-seriesPoints+1); k <= last; k++ {
+		j := k - 1
+		for j > 0 && samples[k].t-samples[j-1].t <= m.window+1e-9 {
+			j--
+		}
+		v := (samples[k].counter - samples[j].counter) / (samples[k].t - samples[j].t)
+		ser = append(ser, weighter.Point{Time: simTime(epoch, samples[k].t), Value: v})
+	}
+	return ser
+}
+
+// simTime converts simulated seconds to a wall time after epoch.
+func simTime(epoch time.Time, t float64) time.Time {
+	return epoch.Add(time.Duration(math.Round(t * float64(time.Second))))
+}

@@ -1,0 +1,84 @@
+package sim
+
+// HAProxy's weight scale: an effective weight is the user weight times
+// BE_WEIGHT_SCALE, and SRV_EWGHT_MAX = 256 × BE_WEIGHT_SCALE (src/lb_fwlc.c).
+const (
+	beWeightScale = 16
+	srvEWeightMax = 256 * beWeightScale
+)
+
+// server is one backend server as the balancer sees it.
+type server struct {
+	name   string
+	up     bool    // in the backend (false once removed or before it joins)
+	weight int     // current user weight, 0..256; 0 = no new connections
+	active int     // open connections
+	load   float64 // sum of the open connections' rates
+	queued uint64  // when it was last (re)queued in the leastconn tree
+	swrr   int     // smooth weighted roundrobin current weight
+	picked int     // connections placed on it (for connection shares)
+	integ  float64 // integral of load over time (the server's counter)
+	last   float64 // time integ was last brought up to date
+}
+
+// lcKey is the position of a server in HAProxy's leastconn tree (fwlc_queue_srv):
+// 0 when it has no connection, else (active+1) × SRV_EWGHT_MAX / eweight, in
+// integer arithmetic.
+func lcKey(s *server) int {
+	if s.active == 0 {
+		return 0
+	}
+	return (s.active + 1) * srvEWeightMax / (s.weight * beWeightScale)
+}
+
+// pickLeastconn returns the server HAProxy's weighted leastconn gives the next
+// connection: the lowest key, and among equal keys the one queued first (the
+// ebtree keeps duplicates in insertion order, and a server is requeued at the end
+// each time it takes or releases a connection or its weight changes, which makes
+// ties go round-robin). -1 when no server has a weight.
+func pickLeastconn(servers []*server) int {
+	best, bestKey := -1, 0
+	for i, s := range servers {
+		if !s.up || s.weight <= 0 {
+			continue
+		}
+		k := lcKey(s)
+		if best < 0 || k < bestKey || (k == bestKey && s.queued < servers[best].queued) {
+			best, bestKey = i, k
+		}
+	}
+	return best
+}
+
+// pickRoundrobin is smooth weighted round robin: every eligible server's current
+// value grows by its weight, the largest (first on ties) wins and gives back the
+// total. Weights 5,1,1 give a a b a c a a. -1 when no server has a weight.
+func pickRoundrobin(servers []*server) int {
+	best, total := -1, 0
+	for i, s := range servers {
+		if !s.up || s.weight <= 0 {
+			continue
+		}
+		s.swrr += s.weight
+		total += s.weight
+		if best < 0 || s.swrr > servers[best].swrr {
+			best = i
+		}
+	}
+	if best >= 0 {
+		servers[best].swrr -= total
+	}
+	return best
+}
+
+// pickOracle places a connection on the server with the least true load, the
+// best any placement-only method can do without moving connections.
+func pickOracle(servers []*server) int {
+	best := -1
+	for i, s := range servers {
+		if s.up && (best < 0 || s.load < servers[best].load) {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,118 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Scenario describes one simulated backend, its traffic and its monitoring pipeline.
+type Scenario struct {
+	Name        string        `yaml:"name"`
+	Seed        uint64        `yaml:"seed"`
+	Servers     int           `yaml:"servers"`
+	Connections int           `yaml:"connections"` // open connections kept on average
+	MeanLife    time.Duration `yaml:"mean_life"`   // exponential lifetime mean
+	Rate        Distribution  `yaml:"rate"`        // per-connection rate, datapoints/s
+	Duration    time.Duration `yaml:"duration"`    // simulated time
+	Warmup      time.Duration `yaml:"warmup"`      // excluded from the figures
+	Step        time.Duration `yaml:"step"`        // tick of the model
+	Window      time.Duration `yaml:"window"`      // sampling window of the figures
+	Resolution  time.Duration `yaml:"resolution"`  // scrape interval / Graphite resolution
+	RateWindow  time.Duration `yaml:"rate_window"` // window of the rate the weighter sees
+	Delay       time.Duration `yaml:"delay"`       // ingestion delay before a point is visible
+	Interval    time.Duration `yaml:"interval"`    // weighter interval
+	AgentEvery  time.Duration `yaml:"agent_every"` // agent-check report interval
+	// AgentCapacity is the load at which the agent-check peer reports 0%, as a
+	// multiple of the scenario's mean per-server load.
+	AgentCapacity float64 `yaml:"agent_capacity"`
+	Events        []Event `yaml:"events"`
+}
+
+// Distribution is a heavy-tailed per-connection rate distribution.
+type Distribution struct {
+	Kind   string  `yaml:"kind"`   // lognormal | pareto
+	Median float64 `yaml:"median"` // lognormal median
+	Sigma  float64 `yaml:"sigma"`  // lognormal sigma
+	Min    float64 `yaml:"min"`    // pareto scale (smallest rate)
+	Alpha  float64 `yaml:"alpha"`  // pareto shape
+	Cap    float64 `yaml:"cap"`    // largest rate; 0 = no cap
+}
+
+// Event kinds.
+const (
+	EventWhale  = "whale"  // Count connections of Rate arrive, living Life
+	EventAdd    = "add"    // an empty server joins
+	EventRemove = "remove" // Server leaves; its clients reconnect at once
+	EventRamp   = "ramp"   // arrival rate moves linearly to Factor× over Over
+)
+
+// Event is something that happens to the backend at a given time.
+type Event struct {
+	At     time.Duration `yaml:"at"`
+	Kind   string        `yaml:"kind"`
+	Count  int           `yaml:"count"`  // whale
+	Rate   float64       `yaml:"rate"`   // whale
+	Life   time.Duration `yaml:"life"`   // whale
+	Server string        `yaml:"server"` // remove
+	Factor float64       `yaml:"factor"` // ramp
+	Over   time.Duration `yaml:"over"`   // ramp
+}
+
+// DefaultScenario is the scenario `haproxy-weighter simulate` runs without arguments:
+// 8 servers, about 240 connections of lognormal rates (median 35/s, sigma 1.5, capped
+// at 5000/s) living 30 s on average, 10 s resolution, 5 s weighter interval, and one
+// of each event.
+func DefaultScenario() Scenario {
+	return Scenario{
+		Name:          "default",
+		Seed:          1,
+		Servers:       8,
+		Connections:   240,
+		MeanLife:      30 * time.Second,
+		Rate:          Distribution{Kind: "lognormal", Median: 35, Sigma: 1.5, Cap: 5000},
+		Duration:      60 * time.Minute,
+		Warmup:        3 * time.Minute,
+		Step:          100 * time.Millisecond,
+		Window:        10 * time.Second,
+		Resolution:    10 * time.Second,
+		RateWindow:    20 * time.Second,
+		Interval:      5 * time.Second,
+		AgentEvery:    2 * time.Second,
+		AgentCapacity: 2,
+		Events: []Event{
+			{At: 20 * time.Minute, Kind: EventWhale, Count: 3, Rate: 3000, Life: 5 * time.Minute},
+			{At: 30 * time.Minute, Kind: EventAdd},
+			{At: 40 * time.Minute, Kind: EventRemove, Server: "s1"},
+			{At: 48 * time.Minute, Kind: EventRamp, Factor: 1.5, Over: 2 * time.Minute},
+		},
+	}
+}
+
+// LoadScenario reads a YAML scenario; keys it leaves out keep DefaultScenario's
+// values, except events: a file has only the events it lists.
+func LoadScenario(path string) (Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Scenario{}, fmt.Errorf("read scenario: %w", err)
+	}
+	return ParseScenario(data)
+}
+
+// ParseScenario decodes a YAML scenario over DefaultScenario, rejecting unknown keys.
+func ParseScenario(data []byte) (Scenario, error) {
+	sc := DefaultScenario()
+	sc.Events = nil
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&sc); err != nil {
+		return Scenario{}, fmt.Errorf("parse scenario: %w", err)
+	}
+	if err := sc.Validate(); err != nil {
+		return Scenario{}, err
+	}
+	return sc, nil
+}

@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// arrival is one connection of the stream: when it opens, its rate and how long it lives.
+// Times are simulated seconds; float64 keeps the inner loop cheap.
+type arrival struct {
+	At   float64
+	Rate float64
+	Life float64
+}
+
+// stream is the connection stream every strategy of a run shares, so their figures
+// differ only by placement (common random numbers).
+type stream struct {
+	arrivals []arrival // in time order; the initial population arrives at 0
+	meanRate float64   // mean rate of the ordinary (non-whale) connections
+}
+
+// newStream draws the scenario's connections from its seed: an initial population of
+// Connections at time 0 (lifetimes are memoryless, so it starts in steady state), then
+// Poisson arrivals at Connections/MeanLife per second times the ramp factor, plus whales.
+func newStream(sc Scenario) *stream {
+	rng := rand.New(rand.NewPCG(sc.Seed, 0x5eed))
+	life := sc.MeanLife.Seconds()
+	s := &stream{}
+	sum := 0.0
+	add := func(at float64) {
+		a := arrival{At: at, Rate: sc.Rate.sample(rng), Life: rng.ExpFloat64() * life}
+		sum += a.Rate
+		s.arrivals = append(s.arrivals, a)
+	}
+	for range sc.Connections {
+		add(0)
+	}
+	base := float64(sc.Connections) / life
+	peak := maxRampFactor(sc.Events)
+	end := sc.Duration.Seconds()
+	for t := rng.ExpFloat64() / (base * peak); t < end; t += rng.ExpFloat64() / (base * peak) {
+		if rng.Float64()*peak < rampFactor(sc.Events, t) { // thinning
+			add(t)
+		}
+	}
+	s.meanRate = sum / float64(len(s.arrivals))
+	for _, ev := range sc.Events {
+		if ev.Kind == EventWhale {
+			for range ev.Count {
+				s.arrivals = append(s.arrivals, arrival{At: ev.At.Seconds(), Rate: ev.Rate, Life: ev.Life.Seconds()})
+			}
+		}
+	}
+	slices.SortStableFunc(s.arrivals, func(a, b arrival) int { return cmpFloat(a.At, b.At) })
+	return s
+}
+
+// rampFactor is the product of every ramp's factor at time t.
+func rampFactor(events []Event, t float64) float64 {
+	f := 1.0
+	for _, ev := range events {
+		if ev.Kind != EventRamp || t < ev.At.Seconds() {
+			continue
+		}
+		over := ev.Over.Seconds()
+		if over == 0 || t >= ev.At.Seconds()+over {
+			f *= ev.Factor
+			continue
+		}
+		f *= 1 + (ev.Factor-1)*(t-ev.At.Seconds())/over
+	}
+	return f
+}
+
+func maxRampFactor(events []Event) float64 {
+	f := 1.0
+	for _, ev := range events {
+		if ev.Kind == EventRamp {
+			f *= math.Max(1, ev.Factor)
+		}
+	}
+	return f
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
