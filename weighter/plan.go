@@ -56,13 +56,20 @@ func (p Plan) Changes() []Change {
 	return out
 }
 
+// jsonServerPlan is ServerPlan with a nullable load, in the same field order.
+type jsonServerPlan struct {
+	Server  string   `json:"server"`
+	Load    *float64 `json:"load"`
+	Current int      `json:"current"`
+	Raw     int      `json:"raw"`
+	New     int      `json:"new"`
+	Action  Action   `json:"action"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
 // MarshalJSON writes a NaN (no data) load as null, which JSON can carry.
 func (s ServerPlan) MarshalJSON() ([]byte, error) {
-	type plain ServerPlan
-	out := struct {
-		plain
-		Load *float64 `json:"load"`
-	}{plain: plain(s)}
+	out := jsonServerPlan{Server: s.Server, Current: s.Current, Raw: s.Raw, New: s.New, Action: s.Action, Reason: s.Reason}
 	if !math.IsNaN(s.Load) && !math.IsInf(s.Load, 0) {
 		out.Load = &s.Load
 	}
@@ -71,15 +78,11 @@ func (s ServerPlan) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a null load back as NaN.
 func (s *ServerPlan) UnmarshalJSON(b []byte) error {
-	type plain ServerPlan
-	in := struct {
-		*plain
-		Load *float64 `json:"load"`
-	}{plain: (*plain)(s)}
+	var in jsonServerPlan
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	s.Load = math.NaN()
+	*s = ServerPlan{Server: in.Server, Load: math.NaN(), Current: in.Current, Raw: in.Raw, New: in.New, Action: in.Action, Reason: in.Reason}
 	if in.Load != nil {
 		s.Load = *in.Load
 	}

@@ -76,7 +76,9 @@ func (c *Controller) keepMissing(w *work) {
 }
 
 // finish decides one weighted server: rate limit from base, then deadband
-// (which a re-apply and a move away from 0 ignore).
+// (which a re-apply and a move away from 0 ignore). The deadband looks at the
+// wanted change, not the rate-limited one: from weight 1 the rate limit allows
+// only 2, and a deadband of 2 on that step would pin the weight at 1 forever.
 func (c *Controller) finish(w *work) {
 	nw := c.rateLimit(w.Raw, w.base())
 	reason := ReasonRebalance
@@ -88,7 +90,7 @@ func (c *Controller) finish(w *work) {
 		w.decide(ActionKeep, nw, ReasonUnchanged)
 	case w.reapply():
 		w.decide(ActionSet, nw, ReasonReapply)
-	case w.Current > 0 && abs(nw-w.Current) < c.p.Deadband:
+	case w.Current > 0 && abs(w.Raw-w.Current) < c.p.Deadband:
 		w.decide(ActionKeep, w.Current, fmt.Sprintf("deadband (%d→%d, < %d)", w.Current, nw, c.p.Deadband))
 	default:
 		w.decide(ActionSet, nw, reason)

@@ -1,0 +1,318 @@
+package weighter
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// free turns off the guards so that New = the function's raw output.
+func free() Policy {
+	p := DefaultPolicy()
+	p.Deadband, p.MaxStep = 0, 0
+	return p
+}
+
+func TestPlanWeightsSortedAndChanges(t *testing.T) {
+	c := mustController(t, free())
+	servers := up(256, 256, 256, 256)
+	servers[0], servers[3] = servers[3], servers[0] // input order must not matter
+	plan := c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), servers)
+	require.False(t, plan.Hold)
+	assert.Equal(t, "limited-proportions", plan.Function)
+	assert.Equal(t, t0, plan.Time)
+	var names []string
+	var news []int
+	for _, s := range plan.Servers {
+		names, news = append(names, s.Server), append(news, s.New)
+	}
+	assert.Equal(t, []string{"s1", "s2", "s3", "s4"}, names)
+	assert.Equal(t, []int{112, 56, 28, 256}, news)
+	assert.Equal(t, []Change{{"s1", 112}, {"s2", 56}, {"s3", 28}}, plan.Changes(), "s4 is unchanged")
+	assert.Equal(t, ReasonUnchanged, byServer(plan)["s4"].Reason)
+	assert.InDelta(t, 40/17.5, plan.Imbalance, 1e-12)
+	assert.Equal(t, 1.0, plan.Coverage)
+}
+
+func TestPlanRateLimit(t *testing.T) {
+	p := free()
+	p.MaxStep = 2
+	c := mustController(t, p)
+	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(100, 100, 10, 100)))
+	// raw 112, 56, 28, 256 from 100, 100, 10, 100 → within [50, 200], [50, 200], [5, 20], [50, 200]
+	assert.Equal(t, 112, plan["s1"].New)
+	assert.Equal(t, 56, plan["s2"].New)
+	assert.Equal(t, 20, plan["s3"].New)
+	assert.Equal(t, 200, plan["s4"].New)
+	assert.Equal(t, 256, plan["s4"].Raw)
+	assert.Equal(t, "rate limit (raw 256, max_step 2)", plan["s4"].Reason)
+	assert.Equal(t, ReasonRebalance, plan["s1"].Reason)
+}
+
+func TestPlanDeadband(t *testing.T) {
+	p := free()
+	p.Deadband = 2
+	c := mustController(t, p)
+	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(113, 58, 28, 250)))
+	assert.Equal(t, ActionKeep, plan["s1"].Action, "|112-113| < 2")
+	assert.Equal(t, 113, plan["s1"].New)
+	assert.Equal(t, "deadband (113→112, < 2)", plan["s1"].Reason)
+	assert.Equal(t, ActionSet, plan["s2"].Action, "|56-58| = 2 is written")
+	assert.Equal(t, ActionKeep, plan["s3"].Action)
+	assert.Equal(t, ActionSet, plan["s4"].Action)
+}
+
+func TestPlanMissingKeep(t *testing.T) {
+	c := mustController(t, free())
+	plan := c.Plan(t0, loadsAt(t0, 10, nan, 40, 0), up(7, 7, 7, 7))
+	s := byServer(plan)
+	assert.Equal(t, ActionKeep, s["s2"].Action)
+	assert.Equal(t, 7, s["s2"].New)
+	assert.Equal(t, ReasonMissing, s["s2"].Reason)
+	assert.True(t, math.IsNaN(s["s2"].Load))
+	// the others are weighted as if s2 did not exist: LP over [10 40 0]
+	want, err := Compute(free(), []float64{10, 40, 0}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, []int{s["s1"].New, s["s3"].New, s["s4"].New})
+}
+
+func TestPlanMissingMean(t *testing.T) {
+	p := free()
+	p.Missing = MissingMean
+	c := mustController(t, p)
+	s := byServer(c.Plan(t0, loadsAt(t0, 10, nan, 40, 0), up(7, 7, 7, 7)))
+	want, err := Compute(p, []float64{10, 50.0 / 3, 40, 0}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, []int{s["s1"].New, s["s2"].New, s["s3"].New, s["s4"].New})
+	assert.Equal(t, ActionSet, s["s2"].Action)
+	assert.Contains(t, s["s2"].Reason, "missing data: mean load 16.67 used")
+}
+
+func TestPlanStaleSeriesIsMissing(t *testing.T) {
+	p := free()
+	p.MaxAge = time.Minute
+	c := mustController(t, p)
+	loads := loadsAt(t0, 10, 20, 40)
+	loads["s2"] = Series{{Time: t0.Add(-2 * time.Minute), Value: 20}}
+	s := byServer(c.Plan(t0, loads, up(9, 9, 9)))
+	assert.Equal(t, ReasonMissing, s["s2"].Reason)
+}
+
+func TestPlanCoverageGuard(t *testing.T) {
+	tests := []struct {
+		name   string
+		min    float64
+		loads  []float64
+		hold   bool
+		reason string
+	}{
+		{"one of four", 0.5, []float64{1, nan, nan, nan}, true,
+			"only 1 of 4 servers have valid data (need at least 2)"},
+		{"two of five below half", 0.5, []float64{1, 2, nan, nan, nan}, true,
+			"only 2 of 5 servers have valid data (40% < min_coverage 50%)"},
+		{"two of four is enough", 0.5, []float64{1, 2, nan, nan}, false, ""},
+		{"single server", 0, []float64{1}, true, "only 1 of 1 servers have valid data (need at least 2)"},
+		{"min coverage 1", 1, []float64{1, 2, 3, nan}, true,
+			"only 3 of 4 servers have valid data (75% < min_coverage 100%)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := free()
+			p.MinCoverage = tc.min
+			c := mustController(t, p)
+			ws := make([]int, len(tc.loads))
+			for i := range ws {
+				ws[i] = 50
+			}
+			plan := c.Plan(t0, loadsAt(t0, tc.loads...), up(ws...))
+			assert.Equal(t, tc.hold, plan.Hold)
+			assert.Equal(t, tc.reason, plan.Reason)
+			if tc.hold {
+				assert.Empty(t, plan.Changes())
+				for _, s := range plan.Servers {
+					assert.Equal(t, ActionKeep, s.Action)
+					assert.Equal(t, "hold: "+tc.reason, s.Reason)
+				}
+			}
+		})
+	}
+}
+
+// TestPlanCoverageCountsOnlyWeightable: servers in maint do not count against coverage.
+func TestPlanCoverageCountsOnlyWeightable(t *testing.T) {
+	c := mustController(t, free())
+	servers := up(9, 9, 9, 9)
+	servers[2].Admin, servers[3].Admin = AdminMaint, AdminMaint
+	plan := c.Plan(t0, loadsAt(t0, 1, 2), servers)
+	assert.False(t, plan.Hold)
+	assert.Equal(t, 1.0, plan.Coverage)
+}
+
+func TestPlanOperatorStates(t *testing.T) {
+	servers := up(9, 9, 9, 9, 9)
+	servers[0].Admin = AdminDrain
+	servers[1].Admin = AdminMaint
+	servers[2].Operational = "down"
+	loads := loadsAt(t0, 1, 1, 1000, 10, 40)
+	s := byServer(mustController(t, free()).Plan(t0, loads, servers))
+	assert.Equal(t, ServerPlan{Server: "s1", Load: 1, Current: 9, Raw: 9, New: 9, Action: ActionSkip, Reason: "operator drain"}, s["s1"])
+	assert.Equal(t, "operator maint", s["s2"].Reason)
+	assert.Equal(t, ActionSkip, s["s3"].Action)
+	assert.Equal(t, "down", s["s3"].Reason)
+	// excluded from the weights of the others: LP over [10 40] only
+	want, err := Compute(free(), []float64{10, 40}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want, []int{s["s4"].New, s["s5"].New})
+
+	p := free()
+	p.ManageOperatorStates = true
+	s = byServer(mustController(t, p).Plan(t0, loads, servers))
+	assert.Equal(t, ActionSet, s["s1"].Action)
+	assert.Equal(t, ActionSet, s["s2"].Action)
+	assert.Equal(t, ActionSkip, s["s3"].Action, "down stays skipped")
+}
+
+func TestPlanZeroWeightNotOursIsOperatorDrain(t *testing.T) {
+	c := mustController(t, free())
+	s := byServer(c.Plan(t0, loadsAt(t0, 1, 2, 3), up(0, 9, 9)))
+	assert.Equal(t, ActionSkip, s["s1"].Action)
+	assert.Equal(t, "operator drain (weight 0 not set by us)", s["s1"].Reason)
+
+	// a 0 we wrote ourselves is ours to change
+	c.Commit([]Change{{Server: "s1", Weight: 0}})
+	s = byServer(c.Plan(t0, loadsAt(t0, 1, 2, 3), up(0, 9, 9)))
+	assert.Equal(t, ActionSet, s["s1"].Action)
+	assert.Equal(t, 256, s["s1"].New)
+}
+
+func TestPlanReapplyAfterReload(t *testing.T) {
+	p := free()
+	p.MaxStep, p.Deadband = 2, 50
+	c := mustController(t, p)
+	c.Commit([]Change{{"s1", 100}, {"s2", 200}, {"s3", 256}})
+	// HAProxy reloaded: every weight is back to 1. Wanted: 256, 128, 64.
+	s := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40), up(1, 1, 1)))
+	for _, name := range []string{"s1", "s2", "s3"} {
+		assert.Equal(t, ActionSet, s[name].Action, name)
+		assert.Equal(t, ReasonReapply, s[name].Reason, name)
+	}
+	assert.Equal(t, 200, s["s1"].New, "rate limit from the 100 we wrote, not from 1")
+	assert.Equal(t, 128, s["s2"].New)
+	assert.Equal(t, 128, s["s3"].New, "halved from 256 at most")
+
+	// a small outside change is re-applied although it is inside the deadband
+	c = mustController(t, p)
+	c.Commit([]Change{{"s1", 256}, {"s2", 128}, {"s3", 64}})
+	s = byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40), up(256, 127, 64)))
+	assert.Equal(t, ActionSet, s["s2"].Action)
+	assert.Equal(t, 128, s["s2"].New)
+	assert.Equal(t, ActionKeep, s["s1"].Action)
+
+	// missing data: our last weight is re-applied as it was
+	s = byServer(c.Plan(t0, loadsAt(t0, 10, nan, 40), up(256, 1, 64)))
+	assert.Equal(t, ActionSet, s["s2"].Action)
+	assert.Equal(t, 128, s["s2"].New)
+	assert.Equal(t, ReasonReapply+"; "+ReasonMissing, s["s2"].Reason)
+}
+
+func TestPlanUnknownLoads(t *testing.T) {
+	loads := loadsAt(t0, 1, 2)
+	loads["ghost"] = Series{{Time: t0, Value: 1}}
+	loads["alien"] = nil
+	plan := mustController(t, free()).Plan(t0, loads, up(9, 9))
+	assert.Equal(t, []string{"alien", "ghost"}, plan.Unknown)
+	assert.Len(t, plan.Servers, 2)
+}
+
+func TestPlanSmoothing(t *testing.T) {
+	p := free()
+	p.Smoothing = 10 * time.Second
+	p.PanicThreshold = 2
+	c := mustController(t, p)
+	servers := up(9, 9, 9)
+	c.Plan(t0, loadsAt(t0, 10, 10, 10), servers)
+	// one half-life later s1 jumped to 20: the EWMA is half way, 15
+	s := byServer(c.Plan(t0.Add(10*time.Second), loadsAt(t0, 20, 10, 10), servers))
+	assert.InDelta(t, 15, s["s1"].Load, 1e-9)
+	assert.InDelta(t, 10, s["s2"].Load, 1e-9)
+	// s3 goes to 100 > 2 × mean(20, 10, 100): panic bypass, raw value at once
+	s = byServer(c.Plan(t0.Add(11*time.Second), loadsAt(t0, 20, 10, 100), servers))
+	assert.Equal(t, 100.0, s["s3"].Load)
+	// missing data stays missing, whatever the EWMA remembers
+	s = byServer(c.Plan(t0.Add(12*time.Second), loadsAt(t0, 20, nan, 100), servers))
+	assert.True(t, math.IsNaN(s["s2"].Load))
+}
+
+func TestPlanDrainHysteresis(t *testing.T) {
+	p := free()
+	p.DrainAbove, p.ResumeBelow, p.MaxDrained = 100, 50, 0.5
+	c := mustController(t, p)
+	step := func(weights []int, loads ...float64) map[string]ServerPlan {
+		plan := c.Plan(t0, loadsAt(t0, loads...), up(weights...))
+		c.Commit(plan.Changes())
+		return byServer(plan)
+	}
+	s := step([]int{256, 256, 256, 256}, 150, 120, 110, 10)
+	assert.Equal(t, 0, s["s1"].New, "most loaded drained first")
+	assert.Equal(t, ActionSet, s["s1"].Action)
+	assert.Equal(t, "drained: load 150 > drain_above 100", s["s1"].Reason)
+	assert.Equal(t, 0, s["s2"].New, "second drained: 2 of 4 allowed")
+	assert.NotZero(t, s["s3"].New, "max_drained reached")
+	assert.Contains(t, s["s3"].Reason, "max_drained reached")
+
+	s = step([]int{0, 0, 200, 256}, 70, 40, 60, 10)
+	assert.Equal(t, ActionKeep, s["s1"].Action, "70 is between resume_below and drain_above: stays drained")
+	assert.Equal(t, 0, s["s1"].New)
+	assert.Equal(t, ActionSet, s["s2"].Action, "40 < resume_below: back to normal weighting")
+	assert.NotZero(t, s["s2"].New)
+	assert.Contains(t, s["s2"].Reason, "resumed: load 40 < resume_below 50")
+
+	// HAProxy reload reset the drained server's weight: drain it again
+	s = step([]int{1, 9, 9, 9}, 70, 40, 60, 10)
+	assert.Equal(t, ActionSet, s["s1"].Action)
+	assert.Equal(t, 0, s["s1"].New)
+}
+
+func TestPlanJSON(t *testing.T) {
+	plan := mustController(t, free()).Plan(t0, loadsAt(t0, 10, nan, 40), up(9, 9, 9))
+	b, err := json.Marshal(plan)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `{"server":"s2","load":null,"current":9,"raw":9,"new":9,"action":"keep","reason":"missing data"}`)
+	var back Plan
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.True(t, math.IsNaN(back.Servers[1].Load))
+	assert.Equal(t, plan.Servers[0], back.Servers[0])
+}
+
+// TestFeedbackConverges closes the loop with a toy leastconn model: a server's
+// load is its share of the connections (∝ weight) times its per-connection rate.
+func TestFeedbackConverges(t *testing.T) {
+	p := DefaultPolicy()
+	p.Function = "feedback"
+	c := mustController(t, p)
+	rates := []float64{1, 2, 4, 8}
+	servers := up(1, 1, 1, 1)
+	var imb float64
+	for cycle := 0; cycle < 40; cycle++ {
+		total := 0
+		for _, s := range servers {
+			total += s.Weight
+		}
+		loads := make([]float64, len(rates))
+		for i, r := range rates {
+			loads[i] = 1000 * r * float64(servers[i].Weight) / float64(total)
+		}
+		plan := c.Plan(t0, loadsAt(t0, loads...), servers)
+		imb = plan.Imbalance
+		for i, s := range plan.Servers {
+			servers[i].Weight = s.New
+		}
+		c.Commit(plan.Changes())
+	}
+	assert.Less(t, imb, 1.1, "weights %v", servers)
+	assert.Equal(t, 256, servers[0].Weight)
+}
