@@ -1,0 +1,129 @@
+package haproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/haproxytech/client-native/v5/runtime"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Backend is one HAProxy backend as a weighter.Target.
+type Backend struct {
+	c    *Client
+	name string
+
+	mu       sync.Mutex
+	snapshot map[string]int // weights read by Snapshot, for Restore
+}
+
+var _ weighter.Target = (*Backend)(nil)
+
+// Name is the backend's name in HAProxy.
+func (b *Backend) Name() string { return b.name }
+
+// Servers reads every server of the backend, fresh from HAProxy: current and
+// initial weight, admin state (from srv_admin_state bits), operational state and
+// address. A missing backend is an error wrapping ErrNoBackend.
+func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
+	if err := checkName("backend", b.name); err != nil {
+		return nil, err
+	}
+	replies, err := b.c.roundTrip(ctx, []string{b.stateCmd()})
+	if err != nil {
+		return nil, fmt.Errorf("backend %s: %w", b.name, err)
+	}
+	return b.parseState(replies[0])
+}
+
+func (b *Backend) stateCmd() string { return "show servers state " + b.name }
+
+func (b *Backend) parseState(reply string) ([]weighter.ServerState, error) {
+	if err := commandError(reply); err != nil {
+		return nil, fmt.Errorf("backend %s: %w", b.name, classify(err))
+	}
+	return parseServersState(b.name, reply)
+}
+
+// SetWeights writes all changes through one connection in one request, followed by
+// a `show servers state` that verifies them. Every weight is validated first; if any
+// is invalid nothing is sent. Failures of single servers come back joined, each a
+// *weighter.ServerError; a transport failure is returned as is (nothing is retried).
+func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	if err := b.validate(changes); err != nil {
+		return err
+	}
+	cmds := make([]string, 0, len(changes)+1)
+	for _, ch := range changes {
+		cmds = append(cmds, b.weightCmd(ch.Server, ch.Weight))
+	}
+	cmds = append(cmds, b.stateCmd())
+	replies, err := b.c.roundTrip(ctx, cmds)
+	if err != nil {
+		return fmt.Errorf("backend %s: set weights: %w", b.name, err)
+	}
+	return b.verify(changes, replies)
+}
+
+func (b *Backend) weightCmd(server string, w int) string {
+	return fmt.Sprintf("set server %s/%s weight %d", b.name, server, w)
+}
+
+// validate refuses the whole batch if one weight or name is invalid: a weight
+// out of range means a bug upstream, and half of a buggy plan is no better.
+func (b *Backend) validate(changes []weighter.Change) error {
+	if err := checkName("backend", b.name); err != nil {
+		return err
+	}
+	var errs []error
+	for _, ch := range changes {
+		if err := checkName("server", ch.Server); err != nil {
+			errs = append(errs, &weighter.ServerError{Server: ch.Server, Err: err})
+			continue
+		}
+		// client-native's check is the same rule HAProxy applies; keep both in step.
+		if !weighter.ValidWeight(ch.Weight) || !runtime.ServerWeightValid(strconv.Itoa(ch.Weight)) {
+			errs = append(errs, &weighter.ServerError{Server: ch.Server,
+				Err: fmt.Errorf("%w: %d (want 0..%d)", ErrInvalidWeight, ch.Weight, weighter.MaxWeight)})
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("backend %s: nothing written: %w", b.name, errors.Join(errs...))
+	}
+	return nil
+}
+
+// verify attributes each reply to its server and compares the read-back weights.
+func (b *Backend) verify(changes []weighter.Change, replies []string) error {
+	var errs []error
+	failed := make(map[string]bool)
+	for i, ch := range changes {
+		if err := replyError(replies[i]); err != nil {
+			failed[ch.Server] = true
+			errs = append(errs, &weighter.ServerError{Server: ch.Server,
+				Err: fmt.Errorf("backend %s: set weight %d: %w", b.name, ch.Weight, classify(err))})
+		}
+	}
+	state, err := b.parseState(replies[len(changes)])
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("read back: %w", err))...)
+	}
+	got := make(map[string]int, len(state))
+	for _, s := range state {
+		got[s.Name] = s.Weight
+	}
+	for _, ch := range changes {
+		if w, ok := got[ch.Server]; !failed[ch.Server] && (!ok || w != ch.Weight) {
+			errs = append(errs, &weighter.ServerError{Server: ch.Server,
+				Err: fmt.Errorf("backend %s: wrote weight %d, read back %d (present %v)", b.name, ch.Weight, w, ok)})
+		}
+	}
+	return errors.Join(errs...)
+}

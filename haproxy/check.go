@@ -1,0 +1,90 @@
+package haproxy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// Algorithms whose server weights can be changed at runtime.
+var dynamicAlgos = map[string]bool{"roundrobin": true, "leastconn": true, "random": true}
+
+// Algorithms that refuse or ignore runtime weights whatever the hash type.
+var staticAlgos = map[string]string{
+	"static-rr": "static-rr only accepts weights 0% and 100% at runtime",
+	"first":     "first ignores server weights",
+}
+
+// Check verifies at start-up that the backend exists, that the socket accepts
+// weight writes (admin level), and that the backend's algorithm honours runtime
+// weights. Hash algorithms (source, uri, hdr, ...) look the same in `show stat`
+// whether they are consistent or map-based, so for them Check probes: it writes
+// a different weight to one server and the old weight back, in one request.
+// Map-based hashing refuses the first write.
+func (b *Backend) Check(ctx context.Context) error {
+	if err := checkName("backend", b.name); err != nil {
+		return err
+	}
+	replies, err := b.c.roundTrip(ctx, []string{b.stateCmd(), fmt.Sprintf("show stat %s 2 -1", b.name)})
+	if err != nil {
+		return fmt.Errorf("backend %s: check: %w", b.name, err)
+	}
+	servers, err := b.parseState(replies[0])
+	if err != nil {
+		return err
+	}
+	algo, err := backendAlgo(b.name, replies[1])
+	if err != nil {
+		return err
+	}
+	if why, ok := staticAlgos[algo]; ok {
+		return fmt.Errorf("backend %s: %w: balance %s (%s)", b.name, ErrStaticWeights, algo, why)
+	}
+	if len(servers) == 0 {
+		return nil // nothing to probe; a later write error will say more
+	}
+	s := servers[0]
+	probe := 1
+	if s.InitialWeight == 1 {
+		probe = 2
+	}
+	cmds := []string{b.weightCmd(s.Name, s.Weight)}
+	if !dynamicAlgos[algo] {
+		cmds = []string{b.weightCmd(s.Name, probe), b.weightCmd(s.Name, s.Weight)}
+	}
+	return b.probe(ctx, algo, cmds)
+}
+
+func (b *Backend) probe(ctx context.Context, algo string, cmds []string) error {
+	replies, err := b.c.roundTrip(ctx, cmds)
+	if err != nil {
+		return fmt.Errorf("backend %s: check: %w", b.name, err)
+	}
+	for _, r := range replies {
+		if err := replyError(r); err != nil {
+			err = classify(err)
+			if strings.Contains(err.Error(), ErrStaticWeights.Error()) {
+				return fmt.Errorf("backend %s: balance %s with hash-type map-based: %w", b.name, algo, err)
+			}
+			return fmt.Errorf("backend %s: check weight write (is the socket level admin?): %w", b.name, err)
+		}
+	}
+	return nil
+}
+
+// backendAlgo reads the "algo" column of the BACKEND row of `show stat <be> 2 -1`.
+func backendAlgo(backend, reply string) (string, error) {
+	if err := commandError(reply); err != nil {
+		return "", fmt.Errorf("backend %s: %w", backend, classify(err))
+	}
+	t, err := parseStat(reply)
+	if err != nil {
+		return "", fmt.Errorf("backend %s: %w", backend, err)
+	}
+	for _, r := range t.rows {
+		if t.get(r, "pxname") == backend && t.get(r, "svname") == "BACKEND" {
+			return t.get(r, "algo"), nil
+		}
+	}
+	return "", fmt.Errorf("backend %s: %w", backend, ErrNoBackend)
+}

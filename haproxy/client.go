@@ -1,0 +1,69 @@
+// Package haproxy reads and writes backend server weights over HAProxy's runtime
+// API (an admin-level stats socket, unix or TCP).
+//
+// A Backend implements weighter.Target. Every call opens its own connection, so an
+// HAProxy that restarts (new socket, runtime weights reset to the configured ones)
+// is picked up on the next cycle without restarting the daemon, and servers added
+// or removed at runtime show up in the next Servers read. All writes of a cycle go
+// through one connection as one request, and are verified by reading back.
+package haproxy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors a caller can tell apart with errors.Is.
+var (
+	// ErrNoBackend: HAProxy has no backend of that name.
+	ErrNoBackend = errors.New("no such backend")
+	// ErrNoServer: the backend has no server of that name.
+	ErrNoServer = errors.New("no such server")
+	// ErrStaticWeights: the backend's algorithm ignores or refuses runtime weights
+	// (static-rr, first, map-based hashing).
+	ErrStaticWeights = errors.New("backend algorithm does not accept runtime weights")
+	// ErrInvalidWeight: a weight outside 0..256 was refused before being sent.
+	ErrInvalidWeight = errors.New("invalid weight")
+)
+
+// Client talks to one HAProxy process through its runtime socket.
+type Client struct {
+	cfg Config
+}
+
+// New returns a client for cfg. It does not connect: each operation dials.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// Backend returns the weighter.Target for the named backend.
+func (c *Client) Backend(name string) *Backend {
+	return &Backend{c: c, name: name}
+}
+
+// checkName refuses names that would break the command line we build.
+func checkName(kind, name string) error {
+	if name == "" || strings.ContainsAny(name, " \t\r\n;/#") {
+		return fmt.Errorf("haproxy: invalid %s name %q", kind, name)
+	}
+	return nil
+}
+
+// classify maps HAProxy's error texts to the package's sentinel errors.
+func classify(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "No such server"):
+		return fmt.Errorf("%w (%s)", ErrNoServer, msg)
+	case strings.Contains(msg, "No such backend"), strings.Contains(msg, "Can't find backend"),
+		strings.Contains(msg, "No such proxy"):
+		return fmt.Errorf("%w (%s)", ErrNoBackend, msg)
+	case strings.Contains(msg, "static LB algorithm"):
+		return fmt.Errorf("%w (%s)", ErrStaticWeights, msg)
+	}
+	return err
+}

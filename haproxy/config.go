@@ -1,0 +1,58 @@
+package haproxy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// DefaultTimeout bounds one round trip (dial, write, read) on the runtime socket.
+const DefaultTimeout = 2 * time.Second
+
+// Config says how to reach HAProxy's runtime API.
+type Config struct {
+	// Socket is an admin-level stats socket: a unix path ("/run/haproxy/admin.sock")
+	// or a TCP "host:port". Not the master socket: on HAProxy 2.6 the master CLI
+	// loses error replies.
+	Socket string `yaml:"socket"`
+	// Timeout bounds each round trip; 0 means DefaultTimeout.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.Socket == "" {
+		return errors.New("haproxy: socket is required")
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("haproxy: timeout %s is negative", c.Timeout)
+	}
+	return nil
+}
+
+func (c Config) timeout() time.Duration {
+	if c.Timeout == 0 {
+		return DefaultTimeout
+	}
+	return c.Timeout
+}
+
+// network tells a unix socket path from a TCP host:port.
+func (c Config) network() string {
+	if isUnixPath(c.Socket) {
+		return "unix"
+	}
+	return "tcp"
+}
+
+func isUnixPath(s string) bool {
+	if len(s) > 0 && (s[0] == '/' || s[0] == '.') {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] == ':' {
+			return false
+		}
+	}
+	return true
+}

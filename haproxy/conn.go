@@ -1,0 +1,125 @@
+package haproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+)
+
+// ErrBadReply means HAProxy (or whatever listens on the socket) answered with
+// something that is not a runtime API reply: garbage, a truncated reply, or silence.
+var ErrBadReply = errors.New("bad reply from haproxy runtime api")
+
+// promptSep ends every reply in prompt mode. HAProxy writes the command's output,
+// a newline, then the "> " prompt; none of the commands we send print "\n> " themselves.
+const promptSep = "\n> "
+
+// roundTrip sends cmds over one connection and returns one reply per command.
+//
+// It speaks the socket protocol directly rather than through client-native's
+// ExecuteRaw, because ExecuteRaw (v5.1.27) dials unix sockets only, uses a fixed
+// 30 s deadline with no context, silently returns whatever it read when the read
+// fails (a hung or truncated reply looks like success), retries the whole command
+// once, and hands back one undelimited string for a `;`-joined batch. Here the
+// session switches to prompt mode, sends every command on its own line in a single
+// write, and splits the replies on the prompt, so each reply belongs to exactly one
+// command and a missing reply is detected.
+func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error) {
+	for _, cmd := range cmds {
+		if strings.ContainsAny(cmd, "\n;") {
+			return nil, fmt.Errorf("haproxy: command %q contains a separator", cmd)
+		}
+	}
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	var req bytes.Buffer
+	req.WriteString("prompt\nset severity-output number\n")
+	for _, cmd := range cmds {
+		req.WriteString(cmd)
+		req.WriteByte('\n')
+	}
+	req.WriteString("quit\n")
+	if _, err := conn.Write(req.Bytes()); err != nil {
+		return nil, c.ioError(ctx, "write", err)
+	}
+	raw, err := readReplies(conn, len(cmds)+2)
+	if err != nil {
+		return nil, c.ioError(ctx, "read", err)
+	}
+	return raw[2:], nil
+}
+
+// dial connects with the configured timeout, bounded by ctx, and sets the
+// deadline for the whole round trip.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	deadline := time.Now().Add(c.cfg.timeout())
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	d := net.Dialer{Deadline: deadline}
+	conn, err := d.DialContext(ctx, c.cfg.network(), c.cfg.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("haproxy: dial %s: %w", c.cfg.Socket, err)
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("haproxy: set deadline on %s: %w", c.cfg.Socket, err)
+	}
+	return conn, nil
+}
+
+func (c *Client) ioError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("haproxy: %s %s: %w", op, c.cfg.Socket, ctx.Err())
+	}
+	return fmt.Errorf("haproxy: %s %s: %w", op, c.cfg.Socket, err)
+}
+
+// readReplies reads until n prompts have arrived (then the rest is "quit") or the
+// connection ends. Fewer than n replies is a truncated reply.
+func readReplies(r io.Reader, n int) ([]string, error) {
+	var buf bytes.Buffer
+	chunk := make([]byte, 32<<10)
+	seen, scanned := 0, 0
+	for seen < n {
+		k, err := r.Read(chunk)
+		buf.Write(chunk[:k])
+		// Count only in new bytes, plus the tail a separator may straddle from
+		// (too short to hold a whole separator counted before).
+		from := max(scanned-len(promptSep)+1, 0)
+		seen += bytes.Count(buf.Bytes()[from:], []byte(promptSep))
+		scanned = buf.Len()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("after %d bytes: %w", buf.Len(), err)
+		}
+	}
+	return splitReplies(buf.String(), n)
+}
+
+// splitReplies cuts prompt-mode output into n replies, one per command.
+func splitReplies(out string, n int) ([]string, error) {
+	parts := strings.Split(out, promptSep)
+	if len(parts)-1 < n {
+		return nil, fmt.Errorf("%w: truncated: %d of %d replies (%d bytes: %.80q)",
+			ErrBadReply, len(parts)-1, n, len(out), out)
+	}
+	replies := parts[:n]
+	for i, p := range replies {
+		replies[i] = strings.TrimRight(p, "\n")
+	}
+	return replies, nil
+}

@@ -1,0 +1,127 @@
+package haproxy
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Columns of `show servers state` (format version 1, HAProxy 2.x).
+const (
+	colBackend   = 1
+	colName      = 3
+	colAddr      = 4
+	colOpState   = 5
+	colAdmin     = 6
+	colUWeight   = 7
+	colIWeight   = 8
+	colPort      = 18
+	minStateCols = 19
+)
+
+// srv_admin_state bits (HAProxy include/haproxy/server-t.h). The field is printed
+// in decimal; client-native's misc.GetServerAdminState parses it as hex, which
+// reads 16 (IDRAIN) as maint and 4 (CMAINT) as ready, so we decode it here.
+const (
+	admFMaint = 0x01 // forced by the operator
+	admIMaint = 0x02 // inherited from a tracked server
+	admCMaint = 0x04 // "disabled" in the configuration
+	admFDrain = 0x08 // forced by the operator
+	admIDrain = 0x10 // inherited from a tracked server
+	admRMaint = 0x20 // address resolution failed
+	admHMaint = 0x40 // health check maintenance
+)
+
+// adminState decodes srv_admin_state. HAProxy's `show stat` says DRAIN for any
+// server of weight 0; only these bits say whether the operator drained it.
+func adminState(bits uint64) weighter.AdminState {
+	switch {
+	case bits&(admFMaint|admIMaint|admCMaint|admRMaint|admHMaint) != 0:
+		return weighter.AdminMaint
+	case bits&(admFDrain|admIDrain) != 0:
+		return weighter.AdminDrain
+	}
+	return weighter.AdminReady
+}
+
+// opState decodes srv_op_state (SRV_ST_STOPPED, STARTING, RUNNING, STOPPING).
+func opState(s string) (string, error) {
+	switch s {
+	case "0":
+		return "down", nil
+	case "1", "2":
+		return "up", nil
+	case "3":
+		return "stopping", nil
+	}
+	return "", fmt.Errorf("unknown srv_op_state %q", s)
+}
+
+// parseServersState parses the reply to `show servers state <backend>`.
+func parseServersState(backend, out string) ([]weighter.ServerState, error) {
+	lines := strings.Split(out, "\n")
+	if strings.TrimSpace(lines[0]) != "1" {
+		return nil, fmt.Errorf("%w: servers state of %s: want format version 1, got %.80q",
+			ErrBadReply, backend, lines[0])
+	}
+	servers := []weighter.ServerState{}
+	for i, line := range lines[1:] {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s, err := parseStateLine(backend, line)
+		if err != nil {
+			return nil, fmt.Errorf("%w: servers state of %s, line %d: %w", ErrBadReply, backend, i+2, err)
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
+}
+
+func parseStateLine(backend, line string) (weighter.ServerState, error) {
+	f := strings.Fields(line)
+	if len(f) < minStateCols {
+		return weighter.ServerState{}, fmt.Errorf("%d fields, want at least %d", len(f), minStateCols)
+	}
+	if f[colBackend] != backend {
+		return weighter.ServerState{}, fmt.Errorf("backend %q, want %q", f[colBackend], backend)
+	}
+	op, err := opState(f[colOpState])
+	if err != nil {
+		return weighter.ServerState{}, err
+	}
+	adm, err := strconv.ParseUint(f[colAdmin], 10, 16)
+	if err != nil {
+		return weighter.ServerState{}, fmt.Errorf("srv_admin_state: %w", err)
+	}
+	uw, err := parseWeight(f[colUWeight])
+	if err != nil {
+		return weighter.ServerState{}, fmt.Errorf("srv_uweight: %w", err)
+	}
+	iw, err := parseWeight(f[colIWeight])
+	if err != nil {
+		return weighter.ServerState{}, fmt.Errorf("srv_iweight: %w", err)
+	}
+	return weighter.ServerState{
+		Name:          f[colName],
+		Address:       net.JoinHostPort(f[colAddr], f[colPort]),
+		Weight:        uw,
+		InitialWeight: iw,
+		Admin:         adminState(adm),
+		Operational:   op,
+	}, nil
+}
+
+func parseWeight(s string) (int, error) {
+	w, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, err
+	}
+	if !weighter.ValidWeight(w) {
+		return 0, fmt.Errorf("weight %d out of 0..%d", w, weighter.MaxWeight)
+	}
+	return w, nil
+}

@@ -1,0 +1,186 @@
+// Package testenv starts the real daemons the integration tests talk to
+// (HAProxy, Prometheus, Graphite) on 127.0.0.1, on free ports, in t.TempDir().
+package testenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// HAProxyDefaults is a TCP-mode defaults section with short timeouts that test
+// configurations can start with.
+const HAProxyDefaults = `
+defaults
+  mode tcp
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+`
+
+// HAProxy is a running haproxy -db started by StartHAProxy. It is stopped by
+// t.Cleanup.
+type HAProxy struct {
+	// Socket is the admin-level unix runtime socket.
+	Socket string
+	// TCPSocket is the same admin runtime API on 127.0.0.1:port.
+	TCPSocket string
+	// Config is the path of the configuration file.
+	Config string
+
+	t      testing.TB
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	exited chan error // receives the process's exit once
+}
+
+// StartHAProxy writes a global section with the admin sockets, followed by cfg
+// (defaults, frontends, backends: use FreePort for their ports), and starts
+// haproxy in the foreground. It fails the test, with an install hint, when the
+// binary is missing, and waits until the runtime socket answers.
+func StartHAProxy(t testing.TB, cfg string) *HAProxy {
+	t.Helper()
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Fatalf("haproxy not found in PATH (install it: apt-get install haproxy): %v", err)
+	}
+	dir := t.TempDir()
+	h := &HAProxy{
+		Socket:    filepath.Join(dir, "admin.sock"),
+		TCPSocket: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
+		Config:    filepath.Join(dir, "haproxy.cfg"),
+		t:         t,
+	}
+	global := fmt.Sprintf("global\n  stats socket %s mode 600 level admin\n  stats socket ipv4@%s level admin\n",
+		h.Socket, h.TCPSocket)
+	if err := os.WriteFile(h.Config, []byte(global+cfg), 0o600); err != nil {
+		t.Fatalf("write haproxy config: %v", err)
+	}
+	h.start()
+	t.Cleanup(h.Stop)
+	return h
+}
+
+func (h *HAProxy) start() {
+	h.t.Helper()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.log = &syncBuffer{}
+	h.cmd = exec.Command("haproxy", "-f", h.Config, "-db")
+	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
+	if err := h.cmd.Start(); err != nil {
+		h.t.Fatalf("start haproxy: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func(c *exec.Cmd) { exited <- c.Wait() }(h.cmd)
+	if err := waitSocket(h.Socket, exited, 10*time.Second); err != nil {
+		_ = h.cmd.Process.Kill()
+		h.t.Fatalf("haproxy did not come up: %v\n%s", err, h.log.String())
+	}
+	h.exited = exited
+}
+
+// Kill stops haproxy abruptly (SIGKILL), as a crash would: the socket stops
+// answering and runtime weights are lost.
+func (h *HAProxy) Kill() {
+	h.t.Helper()
+	h.signal(syscall.SIGKILL)
+}
+
+// Restart kills haproxy and starts it again from the same configuration, as a
+// restart by the operator does: runtime weights go back to the configured ones.
+func (h *HAProxy) Restart() {
+	h.t.Helper()
+	h.signal(syscall.SIGKILL)
+	h.start()
+}
+
+// Stop terminates haproxy (SIGTERM) and waits for it; t.Cleanup calls it.
+func (h *HAProxy) Stop() {
+	h.signal(syscall.SIGTERM)
+}
+
+// Log returns what haproxy printed since it was last started.
+func (h *HAProxy) Log() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.log.String()
+}
+
+// signal sends sig and waits for the process to exit (SIGKILL after 5 s).
+func (h *HAProxy) signal(sig syscall.Signal) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.exited == nil {
+		return
+	}
+	_ = h.cmd.Process.Signal(sig)
+	select {
+	case <-h.exited:
+	case <-time.After(5 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+	h.exited = nil
+}
+
+// waitSocket polls until the runtime socket answers "show info" or haproxy exits.
+func waitSocket(path string, exited <-chan error, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("haproxy exited: %v", err)
+		default:
+		}
+		if showInfo(path) == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+	return fmt.Errorf("runtime socket %s not answering after %s", path, limit)
+}
+
+func showInfo(path string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("show info\n")); err != nil {
+		return err
+	}
+	buf := make([]byte, 64)
+	_, err = c.Read(buf)
+	return err
+}
+
+// syncBuffer collects haproxy's output; exec writes it from its own goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
