@@ -1,0 +1,109 @@
+// Package lvs writes weights to an IPVS (Linux Virtual Server) virtual service
+// instead of an HAProxy backend. A Service implements weighter.Target over
+// generic netlink, through github.com/cloudflare/ipvs, which — unlike
+// moby/ipvs — fails at once on a kernel without ip_vs instead of silently
+// doing nothing.
+//
+// Weights are written read-modify-write: the destination is read from the
+// kernel, only its Weight is changed, and the whole destination is written
+// back. The kernel's "set destination" replaces every field, so a
+// destination built from scratch would, for example, turn DirectRoute into
+// Masquerade.
+package lvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"syscall"
+
+	"github.com/cloudflare/ipvs"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Service is one IPVS virtual service; it implements weighter.Target.
+type Service struct {
+	spec  string
+	svc   ipvs.Service
+	names names
+	log   *slog.Logger
+
+	mu      sync.Mutex // serialises netlink use and guards initial
+	conn    conn
+	initial map[netip.AddrPort]int // weight when first seen, reported as InitialWeight
+}
+
+var _ weighter.Target = (*Service)(nil)
+
+// New validates cfg, opens netlink and checks that the service exists. On a
+// kernel without ip_vs the error wraps ErrNoKernelSupport.
+func New(cfg Config, log *slog.Logger) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := dial()
+	if err != nil {
+		return nil, err
+	}
+	s, err := newService(cfg, c, log)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newService is New with the netlink connection supplied, for tests.
+func newService(cfg Config, c conn, log *slog.Logger) (*Service, error) {
+	svc, err := parseService(cfg.Service)
+	if err != nil {
+		return nil, err
+	}
+	n, err := parseServers(cfg.Servers)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{spec: cfg.Service, svc: svc, names: n, log: log.With("ipvs_service", cfg.Service),
+		conn: c, initial: map[netip.AddrPort]int{}}
+	if err := s.Check(context.Background()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Check reports whether the virtual service exists in the kernel.
+func (s *Service) Check(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.checkLocked(ctx)
+}
+
+// checkLocked looks the service up. Netlink calls to the local kernel take
+// no deadline in the library and do not wait on the network, so the context
+// is honoured between calls rather than during them.
+func (s *Service) checkLocked(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("ipvs: service %s: %w", s.spec, err)
+	}
+	if _, err := s.conn.Service(s.svc); err != nil {
+		if errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("ipvs: service %s not found in the kernel: %w", s.spec, err)
+		}
+		return fmt.Errorf("ipvs: look up service %s: %w", s.spec, err)
+	}
+	return nil
+}
+
+// Close releases the netlink socket.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conn.Close()
+}

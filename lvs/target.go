@@ -1,0 +1,118 @@
+package lvs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/cloudflare/ipvs"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// destination is one real server as read from the kernel, with its name.
+type destination struct {
+	name string
+	addr netip.AddrPort
+	dest ipvs.Destination
+}
+
+// Servers reads every destination of the service. IPVS has no admin or health
+// state of its own (keepalived removes dead servers), so each destination is
+// reported ready and up; weight 0 is IPVS's quiesced state.
+func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dests, err := s.readLocked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]weighter.ServerState, 0, len(dests))
+	for _, d := range dests {
+		w := int(d.dest.Weight)
+		if _, seen := s.initial[d.addr]; !seen {
+			s.initial[d.addr] = w
+		}
+		out = append(out, weighter.ServerState{
+			Name: d.name, Address: d.addr.String(), Weight: w, InitialWeight: s.initial[d.addr],
+			Admin: weighter.AdminReady, Operational: "up",
+		})
+	}
+	return out, nil
+}
+
+// SetWeights writes each change read-modify-write: the destination just read
+// from the kernel is written back with only Weight changed. Per-server
+// failures are joined *weighter.ServerError values; the others are still
+// written.
+func (s *Service) SetWeights(ctx context.Context, changes []weighter.Change) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dests, err := s.readLocked(ctx)
+	if err != nil {
+		return err
+	}
+	byName := make(map[string]destination, len(dests))
+	for _, d := range dests {
+		byName[d.name] = d
+	}
+	var errs []error
+	for _, c := range changes {
+		if err := s.setLocked(ctx, byName, c); err != nil {
+			errs = append(errs, &weighter.ServerError{Server: c.Server, Err: err})
+			continue
+		}
+		s.log.Debug("weight set", "server", c.Server, "weight", c.Weight)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Service) setLocked(ctx context.Context, byName map[string]destination, c weighter.Change) error {
+	if !weighter.ValidWeight(c.Weight) {
+		return fmt.Errorf("weight %d outside 0..%d", c.Weight, weighter.MaxWeight)
+	}
+	d, ok := byName[c.Server]
+	if !ok {
+		return fmt.Errorf("no destination named %q in ipvs service %s", c.Server, s.spec)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	dest := d.dest
+	dest.Weight = uint32(c.Weight)
+	if err := s.conn.UpdateDestination(s.svc, dest); err != nil {
+		return fmt.Errorf("ipvs: update destination %s: %w", d.addr, err)
+	}
+	return nil
+}
+
+// readLocked reads the service's destinations, named and sorted by name. The
+// service is looked up first because the kernel answers a destination dump
+// of a missing service with an empty list.
+func (s *Service) readLocked(ctx context.Context) ([]destination, error) {
+	if err := s.checkLocked(ctx); err != nil {
+		return nil, err
+	}
+	raw, err := s.conn.Destinations(s.svc)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: read destinations of %s: %w", s.spec, err)
+	}
+	out := make([]destination, 0, len(raw))
+	owner := make(map[string]netip.AddrPort, len(raw))
+	for _, r := range raw {
+		ap := netip.AddrPortFrom(r.Address.Unmap(), r.Port)
+		name := s.names.nameOf(ap)
+		if prev, dup := owner[name]; dup {
+			return nil, fmt.Errorf("ipvs: destinations %s and %s of %s both map to server %q; map them by ip:port", prev, ap, s.spec, name)
+		}
+		owner[name] = ap
+		out = append(out, destination{name: name, addr: ap, dest: r.Destination})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
+}

@@ -1,0 +1,157 @@
+package lvs
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/cloudflare/ipvs"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+var issueServers = map[string]string{"node-1": "10.0.2.1:2003", "node-2": "10.0.2.2:2003"}
+
+func newTestService(t *testing.T, f *fakeConn, servers map[string]string) *Service {
+	t.Helper()
+	s, err := newService(Config{Service: "udp://10.0.0.1:2003", Servers: servers}, f, nil)
+	require.NoError(t, err)
+	return s
+}
+
+func TestServersNamesDestinations(t *testing.T) {
+	f := newFake(dr("10.0.2.2:2003", 50), dr("10.0.2.1:2003", 100), dr("10.0.2.3:2003", 0))
+	s := newTestService(t, f, issueServers)
+
+	got, err := s.Servers(context.Background())
+	require.NoError(t, err)
+	want := []weighter.ServerState{
+		{Name: "10.0.2.3:2003", Address: "10.0.2.3:2003", Weight: 0, InitialWeight: 0, Admin: weighter.AdminReady, Operational: "up"},
+		{Name: "node-1", Address: "10.0.2.1:2003", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
+		{Name: "node-2", Address: "10.0.2.2:2003", Weight: 50, InitialWeight: 50, Admin: weighter.AdminReady, Operational: "up"},
+	}
+	assert.Equal(t, want, got)
+}
+
+func TestServersKeepsFirstSeenWeightAsInitial(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100))
+	s := newTestService(t, f, issueServers)
+	require.NoError(t, s.SetWeights(context.Background(), []weighter.Change{{Server: "node-1", Weight: 30}}))
+
+	got, err := s.Servers(context.Background())
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, 30, got[0].Weight)
+	assert.Equal(t, 30, got[0].InitialWeight, "first read happened after the write")
+
+	require.NoError(t, s.SetWeights(context.Background(), []weighter.Change{{Server: "node-1", Weight: 60}}))
+	got, err = s.Servers(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 60, got[0].Weight)
+	assert.Equal(t, 30, got[0].InitialWeight)
+}
+
+// TestSetWeightsKeepsDirectRoute is the reason for read-modify-write: the
+// kernel (and the fake) replace every field on update.
+func TestSetWeightsKeepsDirectRoute(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100), dr("10.0.2.3:2003", 100))
+	s := newTestService(t, f, issueServers)
+
+	err := s.SetWeights(context.Background(), []weighter.Change{
+		{Server: "node-1", Weight: 37}, {Server: "10.0.2.3:2003", Weight: 0},
+	})
+	require.NoError(t, err)
+
+	require.Len(t, f.updates, 2)
+	assert.Equal(t, dr("10.0.2.1:2003", 37), f.updates[0], "only Weight differs from what was read")
+	assert.Equal(t, dr("10.0.2.3:2003", 0), f.updates[1])
+	assert.Equal(t, []ipvs.Destination{dr("10.0.2.1:2003", 37), dr("10.0.2.2:2003", 100), dr("10.0.2.3:2003", 0)}, f.dests)
+	for _, d := range f.dests {
+		assert.Equal(t, ipvs.DirectRoute, d.FwdMethod, d.Address)
+	}
+}
+
+// TestBlindUpdateWouldMasquerade shows the fake is faithful enough for the
+// test above to mean something: a destination built from scratch loses
+// DirectRoute.
+func TestBlindUpdateWouldMasquerade(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100))
+	a := netip.MustParseAddr("10.0.2.1")
+	require.NoError(t, f.UpdateDestination(udpService, ipvs.Destination{Address: a, Port: 2003, Family: ipvs.INET, Weight: 37}))
+	assert.Equal(t, ipvs.Masquerade, f.dests[0].FwdMethod)
+}
+
+func TestSetWeightsPerServerErrors(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100), dr("10.0.2.3:2003", 100))
+	f.failOn = map[netip.Addr]error{netip.MustParseAddr("10.0.2.2"): fmt.Errorf("netlink receive: %w", syscall.EPERM)}
+	s := newTestService(t, f, issueServers)
+
+	err := s.SetWeights(context.Background(), []weighter.Change{
+		{Server: "node-1", Weight: 257},
+		{Server: "node-2", Weight: 20},
+		{Server: "node-9", Weight: 20},
+		{Server: "10.0.2.3:2003", Weight: 40},
+	})
+	require.Error(t, err)
+
+	var failed []string
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var se *weighter.ServerError
+		require.ErrorAs(t, e, &se)
+		failed = append(failed, se.Server)
+	}
+	assert.Equal(t, []string{"node-1", "node-2", "node-9"}, failed)
+	assert.ErrorIs(t, err, syscall.EPERM)
+	assert.ErrorContains(t, err, "server node-1: weight 257 outside 0..256")
+	assert.ErrorContains(t, err, `server node-9: no destination named "node-9" in ipvs service udp://10.0.0.1:2003`)
+	assert.Equal(t, uint32(40), f.dests[2].Weight, "the good change is still written")
+	assert.Equal(t, uint32(100), f.dests[0].Weight)
+}
+
+func TestServiceNotFound(t *testing.T) {
+	f := newFake()
+	_, err := newService(Config{Service: "udp://10.0.0.1:2004"}, f, nil)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, syscall.ESRCH)
+	assert.ErrorContains(t, err, "ipvs: service udp://10.0.0.1:2004 not found in the kernel")
+}
+
+func TestServiceRemovedLater(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100))
+	s := newTestService(t, f, issueServers)
+	f.svc = ipvs.Service{FWMark: 1, Family: ipvs.INET} // the service under us is gone
+
+	_, err := s.Servers(context.Background())
+	assert.ErrorContains(t, err, "not found in the kernel")
+	err = s.SetWeights(context.Background(), []weighter.Change{{Server: "node-1", Weight: 5}})
+	assert.ErrorContains(t, err, "not found in the kernel")
+	assert.Empty(t, f.updates)
+}
+
+func TestAmbiguousBareAddress(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.1:2004", 100))
+	s := newTestService(t, f, map[string]string{"node-1": "10.0.2.1"})
+	_, err := s.Servers(context.Background())
+	assert.EqualError(t, err, `ipvs: destinations 10.0.2.1:2003 and 10.0.2.1:2004 of udp://10.0.0.1:2003 both map to server "node-1"; map them by ip:port`)
+}
+
+func TestCanceledContext(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100))
+	s := newTestService(t, f, issueServers)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.SetWeights(ctx, []weighter.Change{{Server: "node-1", Weight: 5}})
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Empty(t, f.updates)
+}
+
+func TestCloseClosesConn(t *testing.T) {
+	f := newFake()
+	s := newTestService(t, f, nil)
+	require.NoError(t, s.Close())
+	assert.True(t, f.closed)
+}
