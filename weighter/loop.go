@@ -59,6 +59,7 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		return ResultSourceError, fmt.Errorf("fetch loads of %s: %w", b.Name, err)
 	}
 	c.Plan = b.Controller.Plan(now, loads, servers)
+	c.Plan.Backend = b.Name
 	if c.Plan.Hold {
 		// A held plan changes nothing; the Controller already said why.
 		return ResultSkippedCoverage, nil

@@ -1,0 +1,189 @@
+package weighter
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeSource returns fixed loads, or an error when err is set.
+type fakeSource struct {
+	loads map[string]float64
+	err   error
+	calls int
+}
+
+func (f *fakeSource) Fetch(context.Context) (Loads, error) {
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	now := time.Unix(1_800_000_000, 0)
+	out := Loads{}
+	for name, v := range f.loads {
+		out[name] = Series{{Time: now, Value: v}}
+	}
+	return out, nil
+}
+
+// fakeTarget keeps weights in a map and records every SetWeights batch.
+type fakeTarget struct {
+	mu       sync.Mutex
+	weights  map[string]int
+	readErr  error
+	failOn   map[string]bool // servers whose write fails (attributed)
+	writeErr error           // a whole-batch failure
+	batches  [][]Change
+}
+
+func (f *fakeTarget) Servers(context.Context) ([]ServerState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readErr != nil {
+		return nil, f.readErr
+	}
+	var out []ServerState
+	for _, name := range slices.Sorted(maps.Keys(f.weights)) {
+		out = append(out, ServerState{Name: name, Weight: f.weights[name], InitialWeight: 1,
+			Admin: AdminReady, Operational: "up"})
+	}
+	return out, nil
+}
+
+func (f *fakeTarget) SetWeights(_ context.Context, changes []Change) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches = append(f.batches, slices.Clone(changes))
+	if f.writeErr != nil {
+		return f.writeErr
+	}
+	var errs []error
+	for _, ch := range changes {
+		if f.failOn[ch.Server] {
+			errs = append(errs, &ServerError{Server: ch.Server, Err: errors.New("no such server")})
+			continue
+		}
+		f.weights[ch.Server] = ch.Weight
+	}
+	return errors.Join(errs...)
+}
+
+// testPolicy turns the guards off so that the written weights are exactly the
+// weighting function's output: 1/load, lightest server at 256.
+func testPolicy() Policy {
+	p := DefaultPolicy()
+	p.Deadband, p.MaxStep, p.PanicThreshold, p.MaxAge = 0, 0, 0, 0
+	return p
+}
+
+func newTestBackend(t *testing.T, loads map[string]float64, weights map[string]int) (*Backend, *fakeSource, *fakeTarget) {
+	t.Helper()
+	c, err := NewController(testPolicy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeSource{loads: loads}
+	tgt := &fakeTarget{weights: weights}
+	return &Backend{Name: "be_app", Source: src, Target: tgt, Controller: c}, src, tgt
+}
+
+var now = time.Unix(1_800_000_000, 0)
+
+func TestRunCycleAppliesPlan(t *testing.T) {
+	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20, "s3": 40},
+		map[string]int{"s1": 1, "s2": 1, "s3": 1})
+	c := RunCycle(context.Background(), b, now, true)
+	if c.Result != ResultOK || c.Err != nil {
+		t.Fatalf("result %s, err %v", c.Result, c.Err)
+	}
+	// limited-proportions, L=4: mean 23.3, floor 5.8 clips nothing; weights ∝ 1/load.
+	want := map[string]int{"s1": 256, "s2": 128, "s3": 64}
+	if !maps.Equal(tgt.weights, want) {
+		t.Fatalf("weights %v, want %v", tgt.weights, want)
+	}
+	if len(c.Written) != 3 || len(tgt.batches) != 1 {
+		t.Fatalf("written %v in %d batches, want 3 changes in 1 batch", c.Written, len(tgt.batches))
+	}
+	if c.Plan.Backend != "be_app" {
+		t.Errorf("plan backend %q", c.Plan.Backend)
+	}
+}
+
+func TestRunCycleDryRunWritesNothing(t *testing.T) {
+	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20}, map[string]int{"s1": 1, "s2": 1})
+	c := RunCycle(context.Background(), b, now, false)
+	if c.Result != ResultOK || len(tgt.batches) != 0 || c.Written != nil {
+		t.Fatalf("dry run: result %s, batches %v, written %v", c.Result, tgt.batches, c.Written)
+	}
+	if got := len(c.Plan.Changes()); got != 2 {
+		t.Fatalf("dry-run plan has %d changes, want 2", got)
+	}
+}
+
+func TestRunCycleSourceErrorKeepsWeights(t *testing.T) {
+	b, src, tgt := newTestBackend(t, nil, map[string]int{"s1": 7, "s2": 9})
+	src.err = errors.New("connection refused")
+	c := RunCycle(context.Background(), b, now, true)
+	if c.Result != ResultSourceError || !errors.Is(c.Err, src.err) {
+		t.Fatalf("result %s, err %v", c.Result, c.Err)
+	}
+	if len(tgt.batches) != 0 || tgt.weights["s1"] != 7 {
+		t.Fatalf("weights touched on source error: %v %v", tgt.batches, tgt.weights)
+	}
+}
+
+func TestRunCycleTargetReadErrorSkipsFetch(t *testing.T) {
+	b, src, tgt := newTestBackend(t, map[string]float64{"s1": 1}, map[string]int{"s1": 1})
+	tgt.readErr = errors.New("socket: connection refused")
+	c := RunCycle(context.Background(), b, now, true)
+	if c.Result != ResultHAProxyError || src.calls != 0 || len(tgt.batches) != 0 {
+		t.Fatalf("result %s, fetches %d, batches %d", c.Result, src.calls, len(tgt.batches))
+	}
+}
+
+func TestRunCyclePartialWriteFailure(t *testing.T) {
+	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20}, map[string]int{"s1": 1, "s2": 1})
+	tgt.failOn = map[string]bool{"s2": true}
+	c := RunCycle(context.Background(), b, now, true)
+	if c.Result != ResultHAProxyError || c.Err == nil {
+		t.Fatalf("result %s, err %v", c.Result, c.Err)
+	}
+	if !slices.Equal(c.Written, []Change{{Server: "s1", Weight: 256}}) {
+		t.Fatalf("written %v, want only s1=256", c.Written)
+	}
+}
+
+func TestRunCycleWholeWriteFailureWritesNothing(t *testing.T) {
+	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20}, map[string]int{"s1": 1, "s2": 1})
+	tgt.writeErr = errors.New("broken pipe")
+	c := RunCycle(context.Background(), b, now, true)
+	if c.Result != ResultHAProxyError || c.Written != nil {
+		t.Fatalf("result %s, written %v", c.Result, c.Written)
+	}
+}
+
+func TestRunCycleHoldOnLowCoverage(t *testing.T) {
+	// Only one of three servers has data: coverage 1/3 < min_coverage 0.5.
+	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10},
+		map[string]int{"s1": 5, "s2": 5, "s3": 5})
+	c := RunCycle(context.Background(), b, now, true)
+	if c.Result != ResultSkippedCoverage || len(tgt.batches) != 0 {
+		t.Fatalf("result %s, batches %v", c.Result, tgt.batches)
+	}
+}
+
+func TestRunCycleReappliesAfterReload(t *testing.T) {
+	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20}, map[string]int{"s1": 1, "s2": 1})
+	RunCycle(context.Background(), b, now, true)
+	// An HAProxy reload puts the configured weights back.
+	tgt.weights = map[string]int{"s1": 1, "s2": 1}
+	c := RunCycle(context.Background(), b, now.Add(10*time.Second), true)
+	want := map[string]int{"s1": 256, "s2": 128}
+	if c.Result != ResultOK || !maps.Equal(tgt.weights, want) {
+		t.Fatalf("after reload: result %s, weights %v, want %v", c.Result, tgt.weights, want)
+	}
+}
