@@ -1,0 +1,216 @@
+// Package config loads and validates the haproxy-weighter YAML configuration.
+//
+// Loading is strict: unknown keys, bad durations and missing backend fields are
+// errors that name the file and, where yaml.v3 knows it, the line. Every backend
+// inlines a weighter.Policy, so policy keys sit directly on the backend and take
+// their defaults from weighter.DefaultPolicy().
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/lvs"
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Default values of the top-level keys.
+const (
+	DefaultInterval = 10 * time.Second
+	DefaultJitter   = 0.1
+	DefaultListen   = "127.0.0.1:9842"
+	DefaultSocket   = "/run/haproxy/admin.sock"
+)
+
+// Config is the whole configuration file.
+type Config struct {
+	// Interval between two cycles of one backend.
+	Interval time.Duration `yaml:"interval"`
+	// Timeout bounds one cycle (fetch, plan, write); 0 means Interval.
+	Timeout time.Duration `yaml:"timeout"`
+	// Jitter spreads cycles by ±Jitter×Interval so balancers do not act in lockstep.
+	Jitter float64 `yaml:"jitter"`
+	// Listen is the address of /metrics, /healthz and /readyz; empty disables them.
+	Listen string `yaml:"listen"`
+	// RestoreOnExit writes back, on shutdown, the weights read at start.
+	RestoreOnExit bool `yaml:"restore_on_exit"`
+	// HAProxy is the runtime socket shared by every HAProxy backend.
+	HAProxy haproxy.Config `yaml:"haproxy"`
+	// Backends are weighted independently of each other.
+	Backends []Backend `yaml:"backends"`
+}
+
+// Backend is one HAProxy backend (or IPVS service) and where its load comes from.
+type Backend struct {
+	// Name is the HAProxy backend name (or a label for an IPVS service).
+	Name string `yaml:"name"`
+	// Source says where the servers' load is read.
+	Source Source `yaml:"source"`
+	// IPVS, when set, makes this backend an IPVS virtual service instead of an HAProxy backend.
+	IPVS *lvs.Config `yaml:"ipvs"`
+	// Policy holds the weighting function and the guards around it.
+	weighter.Policy `yaml:",inline"`
+
+	line int // where the backend starts in the file, for messages
+}
+
+// Source selects exactly one load source.
+type Source struct {
+	Prometheus *sources.PrometheusConfig   `yaml:"prometheus"`
+	Graphite   *sources.GraphiteConfig     `yaml:"graphite"`
+	HAProxy    *sources.HAProxyStatsConfig `yaml:"haproxy"`
+}
+
+// Kind names the configured source ("prometheus", "graphite", "haproxy"), or "" if none.
+func (s Source) Kind() string {
+	switch {
+	case s.Prometheus != nil:
+		return "prometheus"
+	case s.Graphite != nil:
+		return "graphite"
+	case s.HAProxy != nil:
+		return "haproxy"
+	}
+	return ""
+}
+
+func (s Source) count() int {
+	n := 0
+	for _, set := range []bool{s.Prometheus != nil, s.Graphite != nil, s.HAProxy != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// Default returns a configuration with every top-level default and no backends.
+func Default() Config {
+	return Config{
+		Interval: DefaultInterval,
+		Jitter:   DefaultJitter,
+		Listen:   DefaultListen,
+		HAProxy:  haproxy.Config{Socket: DefaultSocket},
+	}
+}
+
+// CycleTimeout is the timeout of one cycle: Timeout, or Interval when unset.
+func (c *Config) CycleTimeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return c.Interval
+}
+
+// Validate checks the values that decoding alone cannot.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.Interval <= 0 {
+		errs = append(errs, fmt.Errorf("interval: must be positive, got %s", c.Interval))
+	}
+	if c.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %s", c.Timeout))
+	}
+	if c.Jitter < 0 || c.Jitter >= 1 {
+		errs = append(errs, fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter))
+	}
+	if len(c.Backends) == 0 {
+		errs = append(errs, errors.New("backends: at least one backend is required"))
+	}
+	if c.usesHAProxy() {
+		if err := c.HAProxy.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i := range c.Backends {
+		b := &c.Backends[i]
+		if err := b.Validate(); err != nil {
+			errs = append(errs, b.wrap(i, err))
+		}
+		if b.Name != "" && seen[b.Name] {
+			errs = append(errs, b.wrap(i, fmt.Errorf("name: duplicate backend %q", b.Name)))
+		}
+		seen[b.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// usesHAProxy reports whether any backend needs the HAProxy socket.
+func (c *Config) usesHAProxy() bool {
+	for _, b := range c.Backends {
+		if b.IPVS == nil || b.Source.HAProxy != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks one backend: name, exactly one source, the policy.
+func (b *Backend) Validate() error {
+	var errs []error
+	if b.Name == "" {
+		errs = append(errs, errors.New("name: missing"))
+	}
+	switch b.Source.count() {
+	case 0:
+		errs = append(errs, errors.New("source: missing (one of prometheus, graphite, haproxy)"))
+	case 1:
+		if err := b.validateSource(); err != nil {
+			errs = append(errs, fmt.Errorf("source: %w", err))
+		}
+	default:
+		errs = append(errs, errors.New("source: more than one of prometheus, graphite, haproxy"))
+	}
+	if b.IPVS != nil {
+		if err := b.IPVS.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if b.Source.HAProxy != nil {
+			errs = append(errs, errors.New("source.haproxy: HAProxy statistics cannot feed an IPVS service"))
+		}
+	}
+	if err := b.Policy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Backend) validateSource() error {
+	switch {
+	case b.Source.Prometheus != nil:
+		return b.Source.Prometheus.Validate()
+	case b.Source.Graphite != nil:
+		return b.Source.Graphite.Validate()
+	default:
+		return b.Source.HAProxy.Validate()
+	}
+}
+
+// wrap prefixes err with the backend's position, so each joined message says where.
+func (b *Backend) wrap(i int, err error) error {
+	label := fmt.Sprintf("backends[%d]", i)
+	if b.Name != "" {
+		label = fmt.Sprintf("backends[%d] (%s)", i, b.Name)
+	}
+	var msgs []error
+	for _, e := range unjoin(err) {
+		msgs = append(msgs, &lineError{line: b.line, err: fmt.Errorf("%s: %w", label, e)})
+	}
+	return errors.Join(msgs...)
+}
+
+// unjoin splits an errors.Join result into its parts so each gets its own prefix.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

@@ -1,0 +1,220 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Load reads, expands, decodes and validates the configuration file at path.
+// ${NAME} in the file is replaced by the environment variable NAME.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse is Load on bytes already read; name labels messages and lookup resolves ${NAME}.
+func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	cfg, err := parse(data, lookup)
+	if err != nil {
+		return nil, located(name, err)
+	}
+	return cfg, nil
+}
+
+func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	expanded, err := expandEnv(data, lookup)
+	if err != nil {
+		return nil, err
+	}
+	cfg := Default()
+	// First pass, strict: unknown keys and malformed values, with their lines.
+	dec := yaml.NewDecoder(bytes.NewReader(expanded))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty configuration")
+		}
+		return nil, err
+	}
+	// Second pass: yaml.v3 builds slice elements from zero values, so each
+	// backend is decoded again over weighter.DefaultPolicy() to get its defaults.
+	if err := decodeBackends(expanded, &cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// decodeBackends re-decodes every backend over the policy defaults and records its line.
+func decodeBackends(data []byte, cfg *Config) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return err
+	}
+	seq := backendsNode(&root)
+	if seq == nil {
+		return nil
+	}
+	for i, item := range seq.Content {
+		if i >= len(cfg.Backends) {
+			break
+		}
+		b := Backend{Policy: weighter.DefaultPolicy(), Source: sourceDefaults(item)}
+		if err := item.Decode(&b); err != nil {
+			return err
+		}
+		b.line = item.Line
+		cfg.Backends[i] = b
+	}
+	return nil
+}
+
+// sourceDefaults pre-fills the source a backend names with that source's
+// defaults, so keys absent from the file keep them.
+func sourceDefaults(backend *yaml.Node) Source {
+	var s Source
+	src := mappingValue(backend, "source")
+	if mappingValue(src, "prometheus") != nil {
+		d := sources.DefaultPrometheusConfig()
+		s.Prometheus = &d
+	}
+	if mappingValue(src, "graphite") != nil {
+		d := sources.DefaultGraphiteConfig()
+		s.Graphite = &d
+	}
+	return s
+}
+
+// mappingValue returns the value under key in mapping node m, or nil.
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// backendsNode finds the sequence under the top-level "backends" key.
+func backendsNode(root *yaml.Node) *yaml.Node {
+	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return nil
+	}
+	if seq := mappingValue(root.Content[0], "backends"); seq != nil && seq.Kind == yaml.SequenceNode {
+		return seq
+	}
+	return nil
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${NAME} outside comment lines; an unset NAME is an error
+// (a secret silently replaced by "" would only show up as a 401 much later).
+func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
+	lines := strings.SplitAfter(string(data), "\n")
+	var errs []error
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		lines[i] = envRef.ReplaceAllStringFunc(line, func(ref string) string {
+			name := envRef.FindStringSubmatch(ref)[1]
+			v, ok := lookup(name)
+			if !ok {
+				errs = append(errs, &lineError{line: i + 1, err: fmt.Errorf("environment variable %s is not set", name)})
+			}
+			return v
+		})
+	}
+	return []byte(strings.Join(lines, "")), errors.Join(errs...)
+}
+
+// lineError is an error known to come from one line of the file.
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return e.err.Error() }
+
+func (e *lineError) Unwrap() error { return e.err }
+
+var (
+	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	unknownField = regexp.MustCompile("^field (\\S+) not found in type \\S+$")
+	badDuration  = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into time\\.Duration$")
+)
+
+// located rewrites err as "name:line: message" lines, one per problem.
+func located(name string, err error) error {
+	var msgs []string
+	var te *yaml.TypeError
+	switch {
+	case errors.As(err, &te):
+		for _, m := range te.Errors {
+			msgs = append(msgs, locateYAML(name, m))
+		}
+	default:
+		for _, e := range unjoin(err) {
+			msgs = append(msgs, locateOne(name, e))
+		}
+	}
+	return &Error{File: name, Msgs: msgs, err: err}
+}
+
+func locateOne(name string, err error) string {
+	var le *lineError
+	if errors.As(err, &le) && le.line > 0 {
+		return fmt.Sprintf("%s:%d: %v", name, le.line, err)
+	}
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		return locateYAML(name, err.Error())
+	}
+	return fmt.Sprintf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// locateYAML turns yaml.v3's "line N: msg" into "name:N: msg" with plainer wording.
+func locateYAML(name, msg string) string {
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return fmt.Sprintf("%s: %s", name, strings.TrimPrefix(msg, "yaml: "))
+	}
+	line, _ := strconv.Atoi(m[1])
+	text := m[2]
+	if f := unknownField.FindStringSubmatch(text); f != nil {
+		text = fmt.Sprintf("unknown key %q", f[1])
+	} else if d := badDuration.FindStringSubmatch(text); d != nil {
+		text = fmt.Sprintf("invalid duration %q (want e.g. 10s, 1m30s)", d[1])
+	}
+	return fmt.Sprintf("%s:%d: %s", name, line, text)
+}
+
+// Error lists every problem found in a configuration, one "file:line: message" each.
+type Error struct {
+	File string
+	Msgs []string
+	err  error
+}
+
+func (e *Error) Error() string { return strings.Join(e.Msgs, "\n") }
+
+func (e *Error) Unwrap() error { return e.err }

@@ -1,0 +1,137 @@
+// Package metrics exports what the weighter does as Prometheus metrics:
+// per-server weights and loads, per-backend imbalance, cycle results and
+// durations, writes, and the daemon's readiness.
+package metrics
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+const namespace = "haproxy_weighter"
+
+// Metrics holds the collectors; one per daemon, registered on its own registry.
+type Metrics struct {
+	weight       *prometheus.GaugeVec
+	load         *prometheus.GaugeVec
+	imbalance    *prometheus.GaugeVec
+	cycles       *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	writes       *prometheus.CounterVec
+	lastSuccess  *prometheus.GaugeVec
+	ready        prometheus.Gauge
+	reloadStatus prometheus.Gauge
+}
+
+// New creates the collectors and registers them, with the Go and process
+// collectors, on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		weight: gaugeVec("server_weight", "Weight of the server in HAProxy (or IPVS) after the last cycle.", "backend", "server"),
+		load:   gaugeVec("server_load", "Aggregated load of the server used by the last cycle.", "backend", "server"),
+		imbalance: gaugeVec("backend_imbalance",
+			"Highest server load divided by the mean load of the backend, in the last cycle.", "backend"),
+		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "cycles_total",
+			Help: "Cycles run, by result: ok, source_error, haproxy_error, skipped_coverage.",
+		}, []string{"backend", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "cycle_duration_seconds",
+			Help:    "Duration of one cycle: fetch, plan and write.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"backend"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "weight_writes_total",
+			Help: "Server weights written (one per server and change).",
+		}, []string{"backend"}),
+		lastSuccess: gaugeVec("last_success_timestamp_seconds",
+			"Unix time of the end of the last cycle with result ok.", "backend"),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "ready",
+			Help: "1 when every backend had a successful cycle within 3 intervals.",
+		}),
+		reloadStatus: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "config_reload_success",
+			Help: "1 if the last configuration (re)load succeeded, 0 if it was rejected.",
+		}),
+	}
+	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
+		m.lastSuccess, m.ready, m.reloadStatus,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+// Init creates the per-backend series at zero, so that a backend that never
+// succeeded shows in /metrics (cycles_total{result="ok"} 0) rather than not at all.
+func (m *Metrics) Init(backend string) {
+	for _, r := range []string{weighter.ResultOK, weighter.ResultSourceError,
+		weighter.ResultHAProxyError, weighter.ResultSkippedCoverage} {
+		m.cycles.WithLabelValues(backend, r)
+	}
+	m.writes.WithLabelValues(backend)
+}
+
+// Forget drops every series of a backend that is no longer configured.
+func (m *Metrics) Forget(backend string) {
+	l := prometheus.Labels{"backend": backend}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes, m.lastSuccess} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// Observe records one cycle. Weights and loads are only updated from a cycle
+// that produced a plan; a failed read leaves the last known values.
+func (m *Metrics) Observe(c weighter.Cycle) {
+	m.cycles.WithLabelValues(c.Backend, c.Result).Inc()
+	m.duration.WithLabelValues(c.Backend).Observe(c.Duration.Seconds())
+	m.writes.WithLabelValues(c.Backend).Add(float64(len(c.Written)))
+	if c.Result == weighter.ResultOK {
+		m.lastSuccess.WithLabelValues(c.Backend).Set(float64(c.Plan.Time.Add(c.Duration).UnixNano()) / 1e9)
+	}
+	if len(c.Plan.Servers) == 0 {
+		return
+	}
+	// Servers come and go (HAProxy reload, IPVS change): replace the backend's set.
+	l := prometheus.Labels{"backend": c.Backend}
+	m.weight.DeletePartialMatch(l)
+	m.load.DeletePartialMatch(l)
+	written := map[string]int{}
+	for _, ch := range c.Written {
+		written[ch.Server] = ch.Weight
+	}
+	for _, s := range c.Plan.Servers {
+		w := s.Current
+		if nw, ok := written[s.Server]; ok {
+			w = nw
+		}
+		m.weight.WithLabelValues(c.Backend, s.Server).Set(float64(w))
+		if !math.IsNaN(s.Load) {
+			m.load.WithLabelValues(c.Backend, s.Server).Set(s.Load)
+		}
+	}
+	if !math.IsNaN(c.Plan.Imbalance) {
+		m.imbalance.WithLabelValues(c.Backend).Set(c.Plan.Imbalance)
+	}
+}
+
+// SetReady exports the readiness the daemon computed.
+func (m *Metrics) SetReady(ok bool) { m.ready.Set(b2f(ok)) }
+
+// SetReloadSuccess exports whether the last configuration load was accepted.
+func (m *Metrics) SetReloadSuccess(ok bool) { m.reloadStatus.Set(b2f(ok)) }
+
+func b2f(ok bool) float64 {
+	if ok {
+		return 1
+	}
+	return 0
+}
