@@ -1,0 +1,98 @@
+// The demo program shows haproxy-weighter at work on this machine, with nothing but
+// HAProxy installed: it starts N sink servers, a real HAProxy (leastconn) in front of
+// them, and a traffic generator of long-lived connections with heavy-tailed rates.
+// Phase 1 runs without weighting, phase 2 with `haproxy-weighter run` reading HAProxy's
+// own bytes_in counters. It prints each server's load and weight live, a before/after
+// summary (max/mean load), writes a picture, and stops every process it started.
+//
+// Run it with `make demo` (which installs HAProxy if missing and builds the binary).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// options are the demo's flags.
+type options struct {
+	Weighter string
+	HAProxy  string
+	Dir      string
+	Out      string
+	Servers  int
+	Traffic  trafficConfig
+	Phase1   time.Duration
+	Phase2   time.Duration
+	Interval time.Duration
+	Function string
+}
+
+func parseFlags() options {
+	var o options
+	flag.StringVar(&o.Weighter, "weighter", "bin/haproxy-weighter", "haproxy-weighter binary (make build)")
+	flag.StringVar(&o.HAProxy, "haproxy", "", "haproxy binary (default: from PATH or /usr/sbin/haproxy)")
+	flag.StringVar(&o.Dir, "dir", "", "working directory for configs, socket and logs (default: a new temp dir, removed at exit)")
+	flag.StringVar(&o.Out, "out", "haproxy-weighter-demo.png", "picture to write (.png or .svg); empty: none")
+	flag.IntVar(&o.Servers, "servers", 6, "number of backend servers")
+	flag.IntVar(&o.Traffic.Conns, "conns", 150, "long-lived connections kept open")
+	flag.Float64Var(&o.Traffic.Median, "median-rate", 2000, "median rate of one connection, bytes/s")
+	flag.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates (heavier tail when larger)")
+	flag.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
+	flag.DurationVar(&o.Traffic.Lifetime, "lifetime", 15*time.Second, "mean lifetime of a connection (exponential)")
+	flag.Uint64Var(&o.Traffic.Seed, "seed", 1, "random seed of the traffic generator")
+	flag.DurationVar(&o.Phase1, "phase1", 50*time.Second, "duration without weighting")
+	flag.DurationVar(&o.Phase2, "phase2", 60*time.Second, "duration with haproxy-weighter")
+	flag.DurationVar(&o.Interval, "interval", 2*time.Second, "haproxy-weighter interval")
+	flag.StringVar(&o.Function, "function", "limited-proportions", "weighting function")
+	flag.Parse()
+	return o
+}
+
+func main() {
+	o := parseFlags()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, o)
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(os.Stderr, "demo: interrupted; everything it started is stopped")
+		os.Exit(130)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+// findHAProxy resolves the haproxy binary, which Debian puts in /usr/sbin (often not in
+// a non-root PATH).
+func findHAProxy(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
+		return "/usr/sbin/haproxy", nil
+	}
+	return "", errors.New("haproxy not found: install it with `apt-get install haproxy` (make demo does)")
+}
+
+// workDir returns the demo's directory and a cleanup that removes it if the demo made it.
+func workDir(dir string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o755)
+	}
+	d, err := os.MkdirTemp("", "haproxy-weighter-demo-")
+	if err != nil {
+		return "", nil, fmt.Errorf("make work dir: %w", err)
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// phases samples every second; after Phase1 it starts haproxy-weighter, after
+// Phase1+Phase2 it returns.
+func (d *demo) phases(ctx context.Context) error {
+	names := make([]string, len(d.sinks))
+	for i, s := range d.sinks {
+		names[i] = s.name
+	}
+	disp := &display{w: os.Stdout, tty: isTerminal(os.Stdout), names: names, phases: [2]time.Duration{d.o.Phase1, d.o.Phase2}}
+	disp.titles[0] = "without weighting (all weights 100, leastconn only)"
+	disp.titles[1] = fmt.Sprintf("with haproxy-weighter run (%s, every %s, load = HAProxy bytes_in rate)", d.o.Function, d.o.Interval)
+	start := time.Now()
+	prev := readBytes(d.sinks)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for phase := 1; ; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-t.C:
+			cur := readBytes(d.sinks)
+			smp, err := d.sample(ctx, now.Sub(start), phase, prev, cur)
+			if err != nil {
+				return err
+			}
+			prev = cur
+			d.samples = append(d.samples, smp)
+			disp.show(d.samples)
+		}
+		el := time.Since(start)
+		if phase == 1 && el >= d.o.Phase1 {
+			phase = 2
+			if err := d.startWeighter(ctx); err != nil {
+				return err
+			}
+		}
+		if el >= d.o.Phase1+d.o.Phase2 {
+			return nil
+		}
+		if d.weigher != nil {
+			if ok, err := d.weigher.exited(); ok {
+				return fmt.Errorf("haproxy-weighter exited early: %v\n%s", err, tail(filepath.Join(d.dir, "weighter.log")))
+			}
+		}
+	}
+}
+
+// sample builds one second's sample from the sinks' counters and HAProxy's stats.
+func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cur []int64) (sample, error) {
+	st, err := showStat(ctx, d.socket)
+	if err != nil {
+		return sample{}, fmt.Errorf("read haproxy stats: %w", err)
+	}
+	s := sample{T: at, Phase: phase}
+	for i, sk := range d.sinks {
+		s.Loads = append(s.Loads, float64(cur[i]-prev[i]))
+		s.Weights = append(s.Weights, st[sk.name].Weight)
+		s.Conns = append(s.Conns, st[sk.name].Conns)
+	}
+	return s, nil
+}
+
+// startWeighter writes the daemon's config and starts `haproxy-weighter run`.
+func (d *demo) startWeighter(ctx context.Context) error {
+	listen, err := freePort()
+	if err != nil {
+		return err
+	}
+	cfg, err := writeWeighterConfig(d.dir, weighterConf{Interval: d.o.Interval, Listen: listen, Socket: d.socket, Function: d.o.Function})
+	if err != nil {
+		return err
+	}
+	logPath := filepath.Join(d.dir, "weighter.log")
+	d.weigher, err = startChild("haproxy-weighter", logPath, d.o.Weighter, "run", "--config", cfg)
+	if err != nil {
+		return err
+	}
+	if err := d.weigher.waitReady(ctx, 10*time.Second, healthz(listen)); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(logPath))
+	}
+	if !isTerminal(os.Stdout) {
+		fmt.Printf("\nstarted: %s run --config %s  (metrics: http://%s/metrics)\n", d.o.Weighter, cfg, listen)
+	}
+	return nil
+}
+
+// isTerminal reports whether f is a character device (a terminal), not a pipe or file.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// sample is one second of the demo: what every server received and what HAProxy shows.
+type sample struct {
+	T       time.Duration // since the traffic started
+	Phase   int           // 1 = without weighting, 2 = with haproxy-weighter
+	Loads   []float64     // bytes/s received by each sink in the last second
+	Weights []int         // HAProxy weight of each server
+	Conns   []int         // open connections of each server
+}
+
+// smoothWindow is how many seconds of load are averaged before taking max/mean:
+// one-second counts are noisy; the weighter itself looks at 2-3 s rates.
+const smoothWindow = 5
+
+// smoothed returns the servers' loads averaged over the last smoothWindow samples
+// of the same phase, ending at index i.
+func smoothed(s []sample, i int) []float64 {
+	out := make([]float64, len(s[i].Loads))
+	n := 0
+	for j := i; j >= 0 && j > i-smoothWindow && s[j].Phase == s[i].Phase; j-- {
+		for k, v := range s[j].Loads {
+			out[k] += v
+		}
+		n++
+	}
+	for k := range out {
+		out[k] /= float64(n)
+	}
+	return out
+}
+
+// maxOverMean is the imbalance of one set of loads: the busiest server's load over the
+// mean (1 = perfectly even). NaN when there is no load.
+func maxOverMean(loads []float64) float64 {
+	if len(loads) == 0 {
+		return math.NaN()
+	}
+	sum, hi := 0.0, math.Inf(-1)
+	for _, v := range loads {
+		sum += v
+		hi = max(hi, v)
+	}
+	if sum <= 0 {
+		return math.NaN()
+	}
+	return hi / (sum / float64(len(loads)))
+}
+
+// imbalance is max/mean of the smoothed loads at sample i.
+func imbalance(s []sample, i int) float64 { return maxOverMean(smoothed(s, i)) }
+
+// phaseStats summarises the second half of one phase (the first half lets connections
+// churn after the start or after the weighter begins).
+type phaseStats struct {
+	Seconds int     // samples in the window
+	Median  float64 // median of max/mean
+	Mean    float64 // mean of max/mean
+}
+
+// summarise computes phaseStats for phase p over its second half.
+func summarise(s []sample, p int) phaseStats {
+	var idx []int
+	for i := range s {
+		if s[i].Phase == p {
+			idx = append(idx, i)
+		}
+	}
+	idx = idx[len(idx)/2:]
+	var vals []float64
+	for _, i := range idx {
+		if v := imbalance(s, i); !math.IsNaN(v) {
+			vals = append(vals, v)
+		}
+	}
+	if len(vals) == 0 {
+		return phaseStats{Median: math.NaN(), Mean: math.NaN()}
+	}
+	slices.Sort(vals)
+	sum := 0.0
+	for _, v := range vals {
+		sum += v
+	}
+	med := vals[len(vals)/2]
+	if len(vals)%2 == 0 {
+		med = (med + vals[len(vals)/2-1]) / 2
+	}
+	return phaseStats{Seconds: len(vals), Median: med, Mean: sum / float64(len(vals))}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// weighterConf is the part of haproxy-weighter's configuration the demo sets.
+type weighterConf struct {
+	Interval time.Duration
+	Listen   string
+	Socket   string
+	Function string
+}
+
+// writeWeighterConfig writes the daemon's YAML config into dir: one backend, weighted
+// from HAProxy's own bytes_in counters, so no monitoring stack is needed.
+func writeWeighterConfig(dir string, c weighterConf) (string, error) {
+	text := fmt.Sprintf(`# written by the haproxy-weighter demo
+interval: %s
+listen: %s
+haproxy:
+  socket: %s
+backends:
+  - name: %s
+    source:
+      haproxy: {counter: bytes_in}
+    function: %s
+`, c.Interval, c.Listen, c.Socket, backendName, c.Function)
+	path := filepath.Join(dir, "weighter.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		return "", fmt.Errorf("write weighter config: %w", err)
+	}
+	return path, nil
+}
+
+// healthz asks the daemon's /healthz whether it is up.
+func healthz(listen string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/healthz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/healthz: %s", resp.Status)
+		}
+		return nil
+	}
+}
+
+// freePort returns a loopback address with a port nobody listens on right now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
