@@ -1,0 +1,157 @@
+package sources
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// promRates are the per-second rates of the backfilled counter.
+var promRates = map[string]float64{"node-1": 10, "node-2": 20, "node-3": 40, "other-host": 5}
+
+// promData is an hour of samples every 15s around now, so queries at "now" see data.
+func promData(now time.Time) string {
+	start := now.Truncate(time.Minute).Add(-30 * time.Minute)
+	var b strings.Builder
+	series := func(name, labels string, value func(i int) string) {
+		for i := 0; i <= 240; i++ {
+			fmt.Fprintf(&b, "%s{%s} %s %d\n", name, labels, value(i), start.Add(time.Duration(i)*15*time.Second).Unix())
+		}
+	}
+	b.WriteString("# TYPE weighter_rx counter\n")
+	for _, s := range []string{"node-1", "node-2", "node-3", "other-host"} {
+		series("weighter_rx_total", `server="`+s+`"`, func(i int) string { return fmt.Sprint(float64(i) * 15 * promRates[s]) })
+	}
+	b.WriteString("# TYPE node_load1 gauge\n")
+	for i, s := range []string{"node-1", "node-2"} {
+		series("node_load1", `instance="`+s+`:9100"`, func(int) string { return fmt.Sprint(0.5 + float64(i)) })
+	}
+	b.WriteString("# TYPE weighter_mixed gauge\n")
+	series("weighter_mixed", `server="node-1"`, func(int) string { return "NaN" })
+	series("weighter_mixed", `server="node-2",shard="a"`, func(int) string { return "1" })
+	series("weighter_mixed", `server="node-2",shard="b"`, func(int) string { return "2" })
+	series("weighter_mixed", `server="node-3"`, func(int) string { return "3" })
+	b.WriteString("# EOF\n")
+	return b.String()
+}
+
+func newProm(t *testing.T, url string, mod func(*PrometheusConfig)) (*Prometheus, *bytes.Buffer) {
+	t.Helper()
+	cfg := DefaultPrometheusConfig()
+	cfg.URL = url
+	mod(&cfg)
+	var logs bytes.Buffer
+	p, err := NewPrometheus(cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	require.NoError(t, err)
+	return p, &logs
+}
+
+// lastValues is the newest value of every server.
+func lastValues(loads weighter.Loads) map[string]float64 {
+	out := map[string]float64{}
+	for s, ser := range loads {
+		out[s] = ser[len(ser)-1].Value
+	}
+	return out
+}
+
+func assertValues(t *testing.T, want map[string]float64, loads weighter.Loads) {
+	t.Helper()
+	got := lastValues(loads)
+	require.Len(t, got, len(want), "servers: %v", got)
+	for s, v := range want {
+		assert.InDelta(t, v, got[s], 1e-6, "server %s", s)
+	}
+}
+
+func TestPrometheusIntegration(t *testing.T) {
+	prom := testenv.StartPrometheus(t, promData(time.Now()))
+	ctx := context.Background()
+
+	t.Run("counter rates, instant", func(t *testing.T) {
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "rate(weighter_rx_total[1m])" })
+		loads, err := p.Fetch(ctx)
+		require.NoError(t, err)
+		assertValues(t, promRates, loads)
+	})
+	t.Run("counter rates, range, extra series dropped by regex", func(t *testing.T) {
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) {
+			c.Query, c.Range, c.Step = "rate(weighter_rx_total[1m])", 5*time.Minute, time.Minute
+			c.ServerRegex = `^(node-\d+)$`
+		})
+		loads, err := p.Fetch(ctx)
+		require.NoError(t, err)
+		assertValues(t, map[string]float64{"node-1": 10, "node-2": 20, "node-3": 40}, loads)
+		for s, ser := range loads {
+			assert.Len(t, ser, 6, s)
+			for _, pt := range ser {
+				assert.InDelta(t, promRates[s], pt.Value, 1e-6, s)
+			}
+		}
+	})
+	t.Run("gauge, instance label rewritten and mapped", func(t *testing.T) {
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) {
+			c.Query, c.ServerLabel, c.ServerRegex = "node_load1", "instance", `^([^:]+):\d+$`
+			c.ServerMap = map[string]string{"node-1": "web1", "node-2": "web2", "node-9": "web9"}
+		})
+		loads, err := p.Fetch(ctx)
+		require.NoError(t, err)
+		assertValues(t, map[string]float64{"web1": 0.5, "web2": 1.5}, loads)
+	})
+	t.Run("NaN and duplicate series fail only their server", func(t *testing.T) {
+		p, logs := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "weighter_mixed" })
+		loads, err := p.Fetch(ctx)
+		require.NoError(t, err)
+		assertValues(t, map[string]float64{"node-3": 3}, loads)
+		assert.Contains(t, logs.String(), `"server":"node-1"`)
+		assert.Contains(t, logs.String(), "duplicate series")
+	})
+	t.Run("no data", func(t *testing.T) {
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "no_such_metric" })
+		_, err := p.Fetch(ctx)
+		assert.ErrorIs(t, err, ErrNoData)
+	})
+	t.Run("parse error", func(t *testing.T) {
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "rate(weighter_rx_total[1m]" })
+		_, err := p.Fetch(ctx)
+		require.ErrorIs(t, err, ErrQuery)
+		assert.Contains(t, err.Error(), "parse error")
+		assert.Contains(t, err.Error(), prom.URL)
+	})
+	t.Run("scalar result is a bad reply", func(t *testing.T) {
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "scalar(sum(node_load1))" })
+		_, err := p.Fetch(ctx)
+		assert.ErrorIs(t, err, ErrBadReply)
+	})
+	t.Run("down, then recovers", func(t *testing.T) {
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "node_load1"; c.ServerLabel = "instance" })
+		prom.Stop()
+		_, err := p.Fetch(ctx)
+		require.ErrorIs(t, err, ErrUnreachable)
+		prom.Start()
+		loads, err := p.Fetch(ctx)
+		require.NoError(t, err)
+		assert.Len(t, loads, 2)
+	})
+}
+
+// nanFree is a guard used by several tests: sources never return NaN points.
+func nanFree(t *testing.T, loads weighter.Loads) {
+	t.Helper()
+	for s, ser := range loads {
+		for _, p := range ser {
+			require.False(t, math.IsNaN(p.Value), "server %s has a NaN point", s)
+		}
+	}
+}
