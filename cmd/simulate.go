@@ -1,0 +1,131 @@
+package cmd
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/haproxy-weighter/haproxy-weighter/sim"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// simulateFlags are the knobs of `haproxy-weighter simulate` beyond the scenario file.
+type simulateFlags struct {
+	scenario, output, plot string
+	sweep                  bool
+	seeds, top             int
+	sc                     sim.Scenario
+	policy                 weighter.Policy
+}
+
+func init() {
+	f := &simulateFlags{sc: sim.DefaultScenario(), policy: weighter.DefaultPolicy()}
+	cmd := &cobra.Command{
+		Use:   "simulate",
+		Short: "Compare balancing strategies on a simulated backend (the real weighter in the loop)",
+		Long: `simulate runs a seeded model of one HAProxy backend carrying long-lived connections of
+heavy-tailed rates, with HAProxy's own placement (leastconn, roundrobin), an agent-check peer,
+every weighting function (the real weighter.Controller, fed delayed and averaged loads) and an
+oracle lower bound, and prints their balance figures side by side. With no arguments it runs the
+default scenario. Flags override the scenario file. --sweep ranks a grid of policies instead.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file (see examples/scenarios)")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fl.StringVar(&f.plot, "plot", "", "write per-server load over time per strategy to this .svg or .png file")
+	fl.BoolVar(&f.sweep, "sweep", false, "sweep policies over the default, sigma-1.0 and 16-server scenarios; print Markdown")
+	fl.IntVar(&f.seeds, "seeds", 2, "sweep: seeds per scenario")
+	fl.IntVar(&f.top, "top", 25, "sweep: rows to print")
+	addScenarioFlags(fl, &f.sc)
+	addPolicyFlags(fl, &f.policy)
+	rootCmd.AddCommand(cmd)
+}
+
+func addScenarioFlags(fl *pflag.FlagSet, sc *sim.Scenario) {
+	fl.Uint64Var(&sc.Seed, "seed", sc.Seed, "random seed")
+	fl.DurationVar(&sc.Duration, "duration", sc.Duration, "simulated time")
+	fl.IntVar(&sc.Servers, "servers", sc.Servers, "backend servers")
+	fl.IntVar(&sc.Connections, "connections", sc.Connections, "open connections kept on average")
+	fl.Float64Var(&sc.Rate.Median, "median", sc.Rate.Median, "lognormal median rate per connection (datapoints/s)")
+	fl.Float64Var(&sc.Rate.Sigma, "sigma", sc.Rate.Sigma, "lognormal sigma")
+	fl.Float64Var(&sc.Rate.Cap, "cap", sc.Rate.Cap, "largest rate of one connection")
+	fl.DurationVar(&sc.MeanLife, "life", sc.MeanLife, "mean connection lifetime")
+	fl.DurationVar(&sc.Resolution, "resolution", sc.Resolution, "scrape interval / metric resolution")
+	fl.DurationVar(&sc.RateWindow, "rate-window", sc.RateWindow, "window of the rate the weighter sees")
+	fl.DurationVar(&sc.Interval, "interval", sc.Interval, "weighter interval")
+}
+
+func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
+	fl.StringVar(&p.Function, "function", p.Function, "custom row: weighting function")
+	fl.Float64Var(&p.LimitingFactor, "limiting-factor", p.LimitingFactor, "custom row: limiting factor")
+	fl.Float64Var(&p.Aggressiveness, "aggressiveness", p.Aggressiveness, "custom row: aggressiveness")
+	fl.Float64Var(&p.Gain, "gain", p.Gain, "custom row: feedback gain")
+	fl.IntVar(&p.Deadband, "deadband", p.Deadband, "custom row: deadband")
+	fl.Float64Var(&p.MaxStep, "max-step", p.MaxStep, "custom row: max step")
+	fl.DurationVar(&p.Smoothing, "smoothing", p.Smoothing, "custom row: smoothing half-life")
+}
+
+func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
+	out := cmd.OutOrStdout()
+	if f.sweep {
+		res, err := sim.Sweep(sim.GoalScenarios(), sim.Seeds(f.seeds), sim.DefaultGrid())
+		if err != nil {
+			return err
+		}
+		return res.WriteMarkdown(out, f.top)
+	}
+	sc, err := scenarioFromFlags(cmd.Flags(), f)
+	if err != nil {
+		return err
+	}
+	strategies := sim.DefaultStrategies()
+	if f.policy != weighter.DefaultPolicy() {
+		custom := sim.WeighterStrategy(f.policy)
+		custom.Name = "custom: " + custom.Name
+		strategies = append(strategies, custom)
+	}
+	rep, err := sim.Run(sc, strategies)
+	if err != nil {
+		return err
+	}
+	if f.plot != "" {
+		if err := rep.WritePlot(f.plot); err != nil {
+			return err
+		}
+	}
+	switch f.output {
+	case "json":
+		return rep.WriteJSON(out)
+	case "table":
+		return rep.WriteTable(out)
+	}
+	return fmt.Errorf("unknown --output %q (want table or json)", f.output)
+}
+
+// scenarioFromFlags loads --scenario (or the default) and applies the flags the user set.
+func scenarioFromFlags(fl *pflag.FlagSet, f *simulateFlags) (sim.Scenario, error) {
+	if f.scenario == "" {
+		sc := f.sc
+		if fl.Changed("duration") {
+			sc.Events = sim.EventsBefore(sc.Events, sc.Duration)
+		}
+		return sc, sc.Validate()
+	}
+	data, err := os.ReadFile(f.scenario)
+	if err != nil {
+		return sim.Scenario{}, fmt.Errorf("read scenario: %w", err)
+	}
+	sc, err := sim.ParseScenario(data)
+	if err != nil {
+		return sim.Scenario{}, fmt.Errorf("%s: %w", f.scenario, err)
+	}
+	fl.Visit(func(flag *pflag.Flag) { sim.Override(&sc, f.sc, flag.Name) })
+	if fl.Changed("duration") {
+		sc.Events = sim.EventsBefore(sc.Events, sc.Duration)
+	}
+	return sc, sc.Validate()
+}

@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"gopkg.in/yaml.v3"
+)
+
+// WriteTable writes the comparison as an aligned text table; the default policy's
+// row is marked with '*'.
+func (r *Report) WriteTable(w io.Writer) error {
+	sc := r.Scenario
+	fmt.Fprintf(w, "scenario %q: %d servers, ~%d connections, %s rates (median %g, sigma %g, cap %g), mean life %v,\n",
+		sc.Name, sc.Servers, sc.Connections, sc.Rate.Kind, sc.Rate.Median, sc.Rate.Sigma, sc.Rate.Cap, sc.MeanLife)
+	fmt.Fprintf(w, "%v simulated (warmup %v), resolution %v, rate window %v, interval %v, seed %d; max/mean over %v windows\n\n",
+		sc.Duration, sc.Warmup, sc.Resolution, sc.RateWindow, sc.Interval, sc.Seed, sc.Window)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := []string{"strategy", "p50", "p90", "med CV", "gap p50", "gap p90"}
+	for _, rec := range r.Strategies[0].Recovery {
+		head = append(head, "rec "+rec.Event)
+	}
+	head = append(head, "new srv peak", "writes/cycle")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, f := range r.Strategies {
+		name := f.Strategy
+		if f.Default {
+			name = "* " + name
+		}
+		cols := []string{name, num(f.P50), num(f.P90), num(f.MedianCV), pct(f.GapClosedP50), pct(f.GapClosedP90)}
+		for _, rec := range f.Recovery {
+			cols = append(cols, seconds(rec.Seconds))
+		}
+		share := "–"
+		if f.NewServerPeakShare != nil {
+			share = pct(*f.NewServerPeakShare)
+		}
+		cols = append(cols, share, fmt.Sprintf("%.2f", f.WritesPerCycle))
+		fmt.Fprintln(tw, strings.Join(cols, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\np50/p90: max/mean load; gap: share of the leastconn→oracle gap closed; rec: seconds until max/mean < %.2f\n"+
+		"after each event (never = not before the next event); new srv peak: largest share of new connections the added\n"+
+		"server took in one window (fair share 1/%d); * = weighter.DefaultPolicy()\n", recoverBelow, sc.Servers+1)
+	return err
+}
+
+// WriteJSON writes the report as indented JSON (NaN figures become null).
+func (r *Report) WriteJSON(w io.Writer) error {
+	sc, err := scenarioMap(r.Scenario)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Scenario   map[string]any `json:"scenario"`
+		Strategies []jsonFigures  `json:"strategies"`
+	}{Scenario: sc}
+	for _, f := range r.Strategies {
+		out.Strategies = append(out.Strategies, jsonFigures{f, nullable(f.GapClosedP50), nullable(f.GapClosedP90)})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}
+
+// scenarioMap is the scenario as its YAML keys and values, so durations read "30s".
+func scenarioMap(sc Scenario) (map[string]any, error) {
+	data, err := yaml.Marshal(sc)
+	if err != nil {
+		return nil, fmt.Errorf("encode scenario: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("encode scenario: %w", err)
+	}
+	return m, nil
+}
+
+// jsonFigures replaces the gap figures, which are NaN without a leastconn→oracle gap.
+type jsonFigures struct {
+	Figures
+	GapClosedP50 *float64 `json:"gap_closed_p50"`
+	GapClosedP90 *float64 `json:"gap_closed_p90"`
+}
+
+func nullable(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
+func num(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.3f", x)
+}
+
+func seconds(s *float64) string {
+	if s == nil {
+		return "never"
+	}
+	return fmt.Sprintf("%.0fs", *s)
+}
