@@ -1,0 +1,235 @@
+//go:build ipvskernel
+
+package kerneltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudflare/ipvs"
+	"github.com/cloudflare/ipvs/netmask"
+
+	"github.com/haproxy-weighter/haproxy-weighter/lvs"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// The example: a UDP service with three DirectRoute real servers.
+var (
+	vip      = "udp://10.0.0.1:2003"
+	service  = ipvs.Service{Address: netip.MustParseAddr("10.0.0.1"), Port: 2003, Protocol: ipvs.UDP, Family: ipvs.INET}
+	mapping  = map[string]string{"node-1": "10.0.2.1:2003", "node-2": "10.0.2.2:2003", "node-3": "10.0.2.3"}
+	realAddr = map[string]string{"node-1": "10.0.2.1:2003", "node-2": "10.0.2.2:2003", "node-3": "10.0.2.3:2003"}
+	loads    = map[string]float64{"node-1": 10, "node-2": 20, "node-3": 40}
+)
+
+const startWeight = 100
+
+var logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
+
+// checkWithoutIPVS: on a real kernel without ip_vs, New must say why.
+func checkWithoutIPVS() error {
+	_, err := lvs.New(lvs.Config{Service: vip}, logger)
+	if !errors.Is(err, lvs.ErrNoKernelSupport) {
+		return fmt.Errorf("lvs.New = %v, want ErrNoKernelSupport", err)
+	}
+	fmt.Printf("guest: without ip_vs: %v\n", err)
+	return nil
+}
+
+func checkWriter() error {
+	nl, err := ipvs.New()
+	if err != nil {
+		return fmt.Errorf("netlink: %w", err)
+	}
+	if err := createService(nl); err != nil {
+		return err
+	}
+	if _, err := lvs.New(lvs.Config{Service: "udp://10.0.0.1:2004"}, logger); err == nil ||
+		!strings.Contains(err.Error(), "not found in the kernel") {
+		return fmt.Errorf("lvs.New on a missing service = %v, want \"not found in the kernel\"", err)
+	}
+	w, err := lvs.New(lvs.Config{Service: vip, Servers: mapping}, logger)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := checkServers(w, map[string]int{"node-1": startWeight, "node-2": startWeight, "node-3": startWeight}); err != nil {
+		return err
+	}
+	want, err := runCycles(w, nl)
+	if err != nil {
+		return err
+	}
+	if err := checkKernel(nl, want); err != nil {
+		return err
+	}
+	return checkQuiesce(w, nl, want)
+}
+
+func createService(nl ipvs.Client) error {
+	svc := service
+	svc.Scheduler, svc.Netmask = "wrr", netmask.MaskFrom(32, 32)
+	if err := nl.CreateService(svc); err != nil {
+		return fmt.Errorf("create service: %w", err)
+	}
+	for _, name := range []string{"node-1", "node-2", "node-3"} {
+		if err := nl.CreateDestination(service, realServer(name, startWeight)); err != nil {
+			return fmt.Errorf("create destination %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// realServer is a DirectRoute destination with thresholds set, so any field
+// lost by a write shows.
+func realServer(name string, weight int) ipvs.Destination {
+	ap := netip.MustParseAddrPort(realAddr[name])
+	return ipvs.Destination{Address: ap.Addr(), Port: ap.Port(), Family: ipvs.INET,
+		FwdMethod: ipvs.DirectRoute, Weight: uint32(weight), UpperThreshold: 900, LowerThreshold: 10}
+}
+
+func checkServers(w *lvs.Service, want map[string]int) error {
+	got, err := w.Servers(context.Background())
+	if err != nil {
+		return err
+	}
+	if len(got) != len(want) {
+		return fmt.Errorf("Servers = %+v, want %d servers", got, len(want))
+	}
+	for _, s := range got {
+		if wt, ok := want[s.Name]; !ok || s.Weight != wt || s.Address != realAddr[s.Name] {
+			return fmt.Errorf("Servers: %+v, want weight %d at %s", s, want[s.Name], realAddr[s.Name])
+		}
+	}
+	return nil
+}
+
+// runCycles runs a dry-run cycle (nothing may change) and a real one, and
+// returns the weights the real one planned.
+func runCycles(w *lvs.Service, nl ipvs.Client) (map[string]int, error) {
+	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	b := &weighter.Backend{Name: "ipvs-udp", Source: staticSource(now), Target: w, Controller: ctrl}
+	dry := weighter.RunCycle(context.Background(), b, now, false)
+	if dry.Result != weighter.ResultOK {
+		return nil, fmt.Errorf("dry-run cycle: %s: %v", dry.Result, dry.Err)
+	}
+	unchanged := map[string]int{"node-1": startWeight, "node-2": startWeight, "node-3": startWeight}
+	if err := checkKernel(nl, unchanged); err != nil {
+		return nil, fmt.Errorf("after the dry run: %w", err)
+	}
+	c := weighter.RunCycle(context.Background(), b, now, true)
+	if c.Result != weighter.ResultOK || len(c.Written) == 0 {
+		return nil, fmt.Errorf("cycle: %s, %d written, plan %+v: %v", c.Result, len(c.Written), c.Plan, c.Err)
+	}
+	want := map[string]int{}
+	for _, sp := range c.Plan.Servers {
+		want[sp.Server] = sp.Current
+		if sp.Action == weighter.ActionSet {
+			want[sp.Server] = sp.New
+		}
+		fmt.Printf("guest: plan %s load %.0f: %d -> %d (%s)\n", sp.Server, sp.Load, sp.Current, want[sp.Server], sp.Action)
+	}
+	return want, nil
+}
+
+type staticSource time.Time
+
+func (s staticSource) Fetch(context.Context) (weighter.Loads, error) {
+	out := weighter.Loads{}
+	for name, v := range loads {
+		out[name] = weighter.Series{{Time: time.Time(s), Value: v}}
+	}
+	return out, nil
+}
+
+// checkKernel compares the kernel's destinations with want, by netlink and by
+// ipvsadm: weights as planned, every other field as created.
+func checkKernel(nl ipvs.Client, want map[string]int) error {
+	dests, err := nl.Destinations(service)
+	if err != nil {
+		return fmt.Errorf("read destinations: %w", err)
+	}
+	if len(dests) != len(want) {
+		return fmt.Errorf("kernel has %d destinations, want %d", len(dests), len(want))
+	}
+	for _, d := range dests {
+		name := nameOf(d.Address, d.Port)
+		if exp := realServer(name, want[name]); d.Destination != exp {
+			return fmt.Errorf("netlink: destination %s = %+v, want %+v", name, d.Destination, exp)
+		}
+	}
+	return checkIPVSADM(want)
+}
+
+func nameOf(a netip.Addr, port uint16) string {
+	for name, addr := range realAddr {
+		if addr == netip.AddrPortFrom(a, port).String() {
+			return name
+		}
+	}
+	return "unknown " + a.String()
+}
+
+// checkIPVSADM parses "  -> 10.0.2.1:2003   Route   37   0   0" lines.
+func checkIPVSADM(want map[string]int) error {
+	cmd := exec.Command(guestIPVSADM, "-Ln")
+	cmd.Env = []string{"LD_LIBRARY_PATH=" + guestLibs}
+	out, err := cmd.CombinedOutput()
+	fmt.Printf("guest: ipvsadm -Ln:\n%s", out)
+	if err != nil {
+		return fmt.Errorf("ipvsadm -Ln: %w", err)
+	}
+	seen, services := 0, 0
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		// ipvsadm 1.31 prints a UDP service as "UDP  %u.%u.%u.%u:2003 wrr"
+		// (a known formatting bug), so only protocol, port and scheduler count.
+		if len(f) >= 3 && f[0] == "UDP" {
+			if !strings.HasSuffix(f[1], ":2003") || f[2] != "wrr" {
+				return fmt.Errorf("ipvsadm: service line %q, want UDP …:2003 wrr", line)
+			}
+			services++
+		}
+		if len(f) < 4 || f[0] != "->" || f[1] == "RemoteAddress:Port" {
+			continue
+		}
+		ap, err := netip.ParseAddrPort(f[1])
+		if err != nil {
+			return fmt.Errorf("ipvsadm: %q: %w", line, err)
+		}
+		name := nameOf(ap.Addr(), ap.Port())
+		wt, _ := strconv.Atoi(f[3])
+		if f[2] != "Route" || wt != want[name] {
+			return fmt.Errorf("ipvsadm: %q, want Route with weight %d", line, want[name])
+		}
+		seen++
+	}
+	if services != 1 || seen != len(want) {
+		return fmt.Errorf("ipvsadm listed %d services and %d real servers, want 1 and %d", services, seen, len(want))
+	}
+	return nil
+}
+
+// checkQuiesce sets weight 0 (the drain feature's quiesce) on one server.
+func checkQuiesce(w *lvs.Service, nl ipvs.Client, want map[string]int) error {
+	if err := w.SetWeights(context.Background(), []weighter.Change{{Server: "node-3", Weight: 0}}); err != nil {
+		return fmt.Errorf("quiesce node-3: %w", err)
+	}
+	want["node-3"] = 0
+	if err := checkKernel(nl, want); err != nil {
+		return fmt.Errorf("after quiesce: %w", err)
+	}
+	return checkServers(w, want)
+}
