@@ -1,0 +1,101 @@
+package haproxy
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// fixedLoads is a Source that always reports the same loads.
+type fixedLoads map[string]float64
+
+func (f fixedLoads) Fetch(context.Context) (weighter.Loads, error) {
+	loads := weighter.Loads{}
+	for s, v := range f {
+		loads[s] = weighter.Series{{Time: time.Now(), Value: v}}
+	}
+	return loads, nil
+}
+
+func cycleConfig(t testing.TB) string {
+	cfg := testenv.HAProxyDefaults + "backend be_cyc\n  balance leastconn\n"
+	for i := 1; i <= 4; i++ {
+		cfg += fmt.Sprintf("  server s%d 127.0.0.1:%d weight 10\n", i, testenv.FreePort(t))
+	}
+	return cfg
+}
+
+// weightsOf reads the weights of be_cyc, by server.
+func weightsOf(t *testing.T, b *Backend) map[string]int {
+	t.Helper()
+	m := map[string]int{}
+	for name, s := range byName(t, b) {
+		m[name] = s.Weight
+	}
+	return m
+}
+
+// TestCycleSkipsMaintAndReappliesAfterRestart runs weighter.RunCycle against a
+// real HAProxy: a server the operator put in maint is left alone, and weights
+// lost when HAProxy restarts are written again on the next cycle.
+func TestCycleSkipsMaintAndReappliesAfterRestart(t *testing.T) {
+	h := testenv.StartHAProxy(t, cycleConfig(t))
+	c := newClient(t, h.Socket)
+	require.Empty(t, raw(t, c, "disable server be_cyc/s4"))
+	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
+	require.NoError(t, err)
+	be := &weighter.Backend{Name: "be_cyc", Target: c.Backend("be_cyc"), Controller: ctrl,
+		Source: fixedLoads{"s1": 10, "s2": 20, "s3": 40, "s4": 5}}
+	ctx := testCtx(t)
+
+	cyc := weighter.RunCycle(ctx, be, time.Now(), true)
+	require.NoError(t, cyc.Err)
+	require.Equal(t, weighter.ResultOK, cyc.Result)
+	require.NotEmpty(t, cyc.Written, "plan: %+v", cyc.Plan)
+	for _, sp := range cyc.Plan.Servers {
+		if sp.Server == "s4" {
+			assert.Equal(t, weighter.ActionSkip, sp.Action, "maint server skipped: %+v", sp)
+		}
+	}
+	applied := weightsOf(t, be.Target.(*Backend))
+	assert.Equal(t, 10, applied["s4"], "maint server's weight untouched")
+	assert.Equal(t, weighter.AdminMaint, byName(t, be.Target.(*Backend))["s4"].Admin)
+	assert.NotEqual(t, 10, applied["s1"], "a weight changed")
+
+	// A restart also forgets the runtime "disable server": s4 comes back ready.
+	h.Restart()
+	reset := weightsOf(t, be.Target.(*Backend))
+	require.Equal(t, map[string]int{"s1": 10, "s2": 10, "s3": 10, "s4": 10}, reset, "restart resets runtime weights")
+
+	cyc = weighter.RunCycle(ctx, be, time.Now().Add(time.Minute), true)
+	require.NoError(t, cyc.Err)
+	require.Equal(t, weighter.ResultOK, cyc.Result)
+	after := weightsOf(t, be.Target.(*Backend))
+	for _, sp := range cyc.Plan.Servers {
+		if sp.Action == weighter.ActionSet {
+			assert.Equal(t, sp.New, after[sp.Server], "%s: HAProxy has what the plan set", sp.Server)
+		}
+	}
+	for _, s := range []string{"s1", "s2", "s3"} {
+		assert.NotEqual(t, 10, after[s], "%s re-applied after restart (plan %+v)", s, cyc.Plan)
+	}
+}
+
+// TestCycleAfterKillReportsHAProxyError checks that a dead socket fails the cycle
+// as haproxy_error and the next cycle after a start works without a new client.
+func TestCycleAfterKillReportsHAProxyError(t *testing.T) {
+	h := testenv.StartHAProxy(t, cycleConfig(t))
+	b := newClient(t, h.Socket).Backend("be_cyc")
+	h.Kill()
+	_, err := b.Servers(testCtx(t))
+	require.Error(t, err)
+	h.Restart()
+	require.Len(t, byName(t, b), 4, "same client reconnects")
+}

@@ -1,0 +1,164 @@
+package haproxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// fakeSocket is a unix socket server that answers every request with a fixed
+// reply (or not at all), for fault injection. It records each request.
+type fakeSocket struct {
+	path  string
+	reply func(req string) string // "" with silent: never answer
+	hang  bool
+
+	mu       sync.Mutex
+	requests []string
+}
+
+func startFake(t *testing.T, hang bool, reply func(req string) string) *fakeSocket {
+	t.Helper()
+	f := &fakeSocket{path: filepath.Join(t.TempDir(), "fake.sock"), reply: reply, hang: hang}
+	l, err := net.Listen("unix", f.path)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() { close(done); l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); f.serve(conn, done) }()
+		}
+	}()
+	return f
+}
+
+func (f *fakeSocket) serve(conn net.Conn, done <-chan struct{}) {
+	defer conn.Close()
+	var req strings.Builder
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		req.WriteString(sc.Text() + "\n")
+		if sc.Text() == "quit" {
+			break
+		}
+	}
+	f.mu.Lock()
+	f.requests = append(f.requests, req.String())
+	f.mu.Unlock()
+	if f.hang {
+		<-done
+		return
+	}
+	_, _ = conn.Write([]byte(f.reply(req.String())))
+}
+
+func (f *fakeSocket) seen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.requests...)
+}
+
+func fakeClient(t *testing.T, path string) *Client {
+	c, err := New(Config{Socket: path, Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	return c
+}
+
+// prompts answers every line of a prompt-mode request with body, as HAProxy would.
+func prompts(body string) func(string) string {
+	return func(req string) string {
+		n := strings.Count(req, "\n") - 1 // every line but quit
+		return strings.Repeat("\n> ", 2) + strings.Repeat(body+"\n> ", n-2)
+	}
+}
+
+func TestBadReplies(t *testing.T) {
+	stateLine := "2 be 1 s1 127.0.0.1 2 0 1 1 0 1 0 2 0 0 0 0 - 19001 - 0 0 - - 0"
+	cases := map[string]func(string) string{
+		"not haproxy":      func(string) string { return "HTTP/1.1 400 Bad Request\r\n\r\n" },
+		"garbage replies":  prompts("lorem ipsum"),
+		"bad format":       prompts("2\n# be_id\n" + stateLine),
+		"short line":       prompts("1\n# be_id\n2 be 1 s1 127.0.0.1 2 0 1"),
+		"weight too big":   prompts("1\n" + strings.Replace(stateLine, " 0 1 1 ", " 0 900 1 ", 1)),
+		"other backend":    prompts("1\n" + strings.Replace(stateLine, " be ", " other ", 1)),
+		"truncated":        func(req string) string { return "\n> \n> 1\n# be_id be_name\n2 be 1 s1 127.0." },
+		"empty then close": func(string) string { return "" },
+	}
+	for name, reply := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := startFake(t, false, reply)
+			_, err := fakeClient(t, f.path).Backend("be").Servers(testCtx(t))
+			require.ErrorIs(t, err, ErrBadReply)
+			assert.Len(t, f.seen(), 1, "no retry")
+		})
+	}
+}
+
+func TestBadReplyToWritesIsPerServerAndNotRetried(t *testing.T) {
+	f := startFake(t, false, prompts("lorem ipsum"))
+	err := fakeClient(t, f.path).Backend("be").SetWeights(testCtx(t),
+		[]weighter.Change{{Server: "s1", Weight: 3}, {Server: "s2", Weight: 4}})
+	require.ErrorIs(t, err, ErrBadReply)
+	var se *weighter.ServerError
+	require.ErrorAs(t, err, &se)
+	reqs := f.seen()
+	require.Len(t, reqs, 1, "one round trip, nothing written after the bad reply")
+	assert.Equal(t, "prompt\nset severity-output number\nset server be/s1 weight 3\nset server be/s2 weight 4\n"+
+		"show servers state be\nquit\n", reqs[0])
+}
+
+func TestSilentSocketTimesOut(t *testing.T) {
+	f := startFake(t, true, nil)
+	c := fakeClient(t, f.path)
+	_, err := c.Backend("be").Servers(testCtx(t))
+	require.Error(t, err)
+	var ne net.Error
+	require.True(t, errors.As(err, &ne) && ne.Timeout(), "timeout error, got %v", err)
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+
+	err = c.Backend("be").SetWeights(testCtx(t), []weighter.Change{{Server: "s1", Weight: 3}})
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
+	assert.Len(t, f.seen(), 2, "no retry")
+}
+
+func TestCanceledContextStopsRoundTrip(t *testing.T) {
+	f := startFake(t, true, nil)
+	c, err := New(Config{Socket: f.path, Timeout: time.Hour})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		// Cancel once the request has arrived, so the read is what gets interrupted.
+		for len(f.seen()) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err = c.Backend("be").Servers(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestNoSocket(t *testing.T) {
+	_, err := fakeClient(t, filepath.Join(t.TempDir(), "none.sock")).Backend("be").Servers(testCtx(t))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "dial")
+}

@@ -1,0 +1,39 @@
+package haproxy
+
+import (
+	"strings"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+func TestAdminStateBits(t *testing.T) {
+	for bits, want := range map[uint64]weighter.AdminState{
+		0: weighter.AdminReady, 0x01: weighter.AdminMaint, 0x02: weighter.AdminMaint, 0x04: weighter.AdminMaint,
+		0x05: weighter.AdminMaint, 0x08: weighter.AdminDrain, 0x10: weighter.AdminDrain, 0x09: weighter.AdminMaint,
+		0x20: weighter.AdminMaint, 0x40: weighter.AdminMaint, 0x18: weighter.AdminDrain,
+	} {
+		assert.Equal(t, want, adminState(bits), "bits %#x", bits)
+	}
+}
+
+func TestReadRepliesAcrossReads(t *testing.T) {
+	out := "\n> \n> \n> [3]: No such server.\n\n> 7 (initial 1)\n> "
+	replies, err := readReplies(iotest.OneByteReader(strings.NewReader(out+"trailing")), 5)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "", "", "[3]: No such server.", "7 (initial 1)"}, replies)
+
+	_, err = readReplies(strings.NewReader(out), 6)
+	require.ErrorIs(t, err, ErrBadReply)
+}
+
+func TestReplyError(t *testing.T) {
+	assert.NoError(t, replyError(""))
+	assert.NoError(t, replyError("[6]: New server registered."))
+	assert.EqualError(t, replyError("[3]: No such server."), "No such server")
+	assert.ErrorIs(t, replyError("ok"), ErrBadReply)
+}
