@@ -4,6 +4,9 @@
 package cmd
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -32,7 +35,32 @@ func Execute() int {
 	return 0
 }
 
+// Global logging flags.
+var (
+	logLevel  string
+	logFormat string
+)
+
 func init() {
 	rootCmd.SetOut(os.Stdout)
 	rootCmd.SetErr(os.Stderr)
+	pf := rootCmd.PersistentFlags()
+	pf.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	pf.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+}
+
+// newLogger builds the slog logger the global flags ask for, writing to w.
+func newLogger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", logFormat)
 }

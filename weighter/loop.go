@@ -52,11 +52,11 @@ func RunCycle(ctx context.Context, b *Backend, now time.Time, apply bool) Cycle 
 func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cycle) (string, error) {
 	servers, err := b.Target.Servers(ctx)
 	if err != nil {
-		return ResultHAProxyError, fmt.Errorf("read servers of %s: %w", b.Name, err)
+		return ResultHAProxyError, fmt.Errorf("read servers: %w", err)
 	}
 	loads, err := b.Source.Fetch(ctx)
 	if err != nil {
-		return ResultSourceError, fmt.Errorf("fetch loads of %s: %w", b.Name, err)
+		return ResultSourceError, fmt.Errorf("fetch loads: %w", err)
 	}
 	c.Plan = b.Controller.Plan(now, loads, servers)
 	c.Plan.Backend = b.Name
@@ -76,7 +76,7 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	c.Written = accepted(changes, err)
 	b.Controller.Commit(c.Written)
 	if err != nil {
-		return ResultHAProxyError, fmt.Errorf("write weights of %s: %w", b.Name, err)
+		return ResultHAProxyError, fmt.Errorf("write weights: %w", err)
 	}
 	return ResultOK, nil
 }

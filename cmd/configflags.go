@@ -1,0 +1,92 @@
+package cmd
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// configFlags are the flags of run and once: a file, or one backend by flags.
+type configFlags struct {
+	path           string
+	f              config.Flags
+	limitingFactor float64
+	aggressiveness float64
+	listen         string
+	cmd            *cobra.Command
+}
+
+func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
+	cf := &configFlags{cmd: c}
+	p := weighter.DefaultPolicy()
+	fs := c.Flags()
+	fs.StringVarP(&cf.path, "config", "c", "", "configuration file (YAML); without it, the flags below describe one backend")
+	fs.StringVar(&cf.f.Socket, "socket", config.DefaultSocket, "HAProxy admin socket: unix path or host:port")
+	fs.StringVar(&cf.f.Backend, "backend", "", "HAProxy backend to weight")
+	fs.StringVar(&cf.f.PrometheusURL, "prometheus-url", "", "Prometheus base URL (load source)")
+	fs.StringVar(&cf.f.Query, "query", "", "PromQL query returning one series per server")
+	fs.StringVar(&cf.f.ServerLabel, "server-label", "", "label naming the server in the query result (default server)")
+	fs.StringVar(&cf.f.GraphiteURL, "graphite-url", "", "Graphite base URL (load source)")
+	fs.StringVar(&cf.f.Target, "target", "", "Graphite render target returning one series per server")
+	fs.StringVar(&cf.f.HAProxyCounter, "haproxy-counter", "", "use HAProxy's own statistics as load: bytes_in, bytes_out, sessions_total, current_sessions")
+	fs.StringVar(&cf.f.Function, "function", "", "weighting function: "+strings.Join(weighter.FunctionNames(), ", ")+" (default "+p.Function+")")
+	fs.Float64Var(&cf.limitingFactor, "limiting-factor", p.LimitingFactor, "no server counts as lighter than mean/limiting-factor")
+	fs.Float64Var(&cf.aggressiveness, "aggressiveness", p.Aggressiveness, "exponent of the load ratio")
+	fs.DurationVar(&cf.f.Interval, "interval", config.DefaultInterval, "time between two cycles of a backend")
+	if withListen {
+		fs.StringVar(&cf.listen, "listen", config.DefaultListen, "address of /metrics, /healthz, /readyz (empty disables)")
+	}
+	return cf
+}
+
+// load returns the configuration from --config or from the backend flags.
+// With --config, only --interval and --listen may be given as well (they override the file).
+func (cf *configFlags) load() (*config.Config, error) {
+	fs := cf.cmd.Flags()
+	if fs.Changed("limiting-factor") {
+		cf.f.LimitingFactor = &cf.limitingFactor
+	}
+	if fs.Changed("aggressiveness") {
+		cf.f.Aggressiveness = &cf.aggressiveness
+	}
+	if fs.Changed("listen") {
+		cf.f.Listen = &cf.listen
+	}
+	if !fs.Changed("interval") {
+		cf.f.Interval = 0
+	}
+	if cf.path == "" {
+		if !fs.Changed("socket") {
+			cf.f.Socket = ""
+		}
+		return config.FromFlags(cf.f)
+	}
+	if anyChanged(fs.Changed, "socket", "backend", "prometheus-url", "query", "server-label",
+		"graphite-url", "target", "haproxy-counter", "function", "limiting-factor", "aggressiveness") {
+		return nil, errors.New("--config and backend flags (--backend, --socket, --query, ...) cannot be mixed")
+	}
+	cfg, err := config.Load(cf.path)
+	if err != nil {
+		return nil, err
+	}
+	if fs.Changed("interval") {
+		cfg.Interval = cf.f.Interval
+	}
+	if cf.f.Listen != nil {
+		cfg.Listen = *cf.f.Listen
+	}
+	return cfg, cfg.Validate()
+}
+
+func anyChanged(changed func(string) bool, names ...string) bool {
+	for _, n := range names {
+		if changed(n) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,137 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/haproxy-weighter/haproxy-weighter/daemon"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+func init() {
+	var apply bool
+	var output string
+	c := &cobra.Command{
+		Use:   "once",
+		Short: "Run one cycle and print the plan (dry run unless --apply)",
+		Args:  cobra.NoArgs,
+	}
+	cf := addConfigFlags(c, false)
+	c.Flags().BoolVar(&apply, "apply", false, "write the new weights (default: only print them)")
+	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		if output != "table" && output != "json" {
+			return fmt.Errorf("--output: %q is not table or json", output)
+		}
+		log, err := newLogger(cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		cfg, err := cf.load()
+		if err != nil {
+			return err
+		}
+		units, err := daemon.Build(cfg, log)
+		if err != nil {
+			return err
+		}
+		cycles := make([]weighter.Cycle, len(units))
+		for i, u := range units {
+			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.CycleTimeout())
+			cycles[i] = weighter.RunCycle(ctx, u.Backend, time.Now(), apply)
+			cancel()
+			u.Close()
+		}
+		if output == "json" {
+			err = printJSON(cmd.OutOrStdout(), cycles)
+		} else {
+			err = printTables(cmd.OutOrStdout(), cycles)
+		}
+		return errors.Join(err, cyclesError(cycles))
+	}
+	rootCmd.AddCommand(c)
+}
+
+// cyclesError is non-nil when a source or target could not be read or written.
+func cyclesError(cycles []weighter.Cycle) error {
+	var errs []error
+	for _, c := range cycles {
+		if c.Err != nil {
+			errs = append(errs, fmt.Errorf("backend %s: %s: %w", c.Backend, c.Result, c.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func printTables(w io.Writer, cycles []weighter.Cycle) error {
+	for i, c := range cycles {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		mode := "dry run, nothing written (use --apply to write)"
+		if c.Applied {
+			mode = fmt.Sprintf("applied, %d weights written", len(c.Written))
+		}
+		fmt.Fprintf(w, "backend %s: %s; %s\n", c.Backend, c.Result, mode)
+		if c.Plan.Hold {
+			fmt.Fprintf(w, "holding: %s\n", c.Plan.Reason)
+		}
+		if len(c.Plan.Servers) == 0 {
+			continue
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SERVER\tLOAD\tCURRENT\tNEW\tACTION\tREASON")
+		for _, s := range c.Plan.Servers {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", s.Server, formatLoad(s.Load), s.Current, s.New, s.Action, s.Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func formatLoad(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+// cycleJSON is the --output json form of one backend's cycle.
+type cycleJSON struct {
+	Backend string            `json:"backend"`
+	Result  string            `json:"result"`
+	Error   string            `json:"error,omitempty"`
+	Applied bool              `json:"applied"`
+	Written []weighter.Change `json:"written"`
+	Plan    weighter.Plan     `json:"plan"`
+}
+
+func printJSON(w io.Writer, cycles []weighter.Cycle) error {
+	out := make([]cycleJSON, len(cycles))
+	for i, c := range cycles {
+		out[i] = cycleJSON{Backend: c.Backend, Result: c.Result, Applied: c.Applied, Written: c.Written, Plan: c.Plan}
+		if out[i].Written == nil {
+			out[i].Written = []weighter.Change{}
+		}
+		if c.Err != nil {
+			out[i].Error = c.Err.Error()
+		}
+		if math.IsNaN(out[i].Plan.Imbalance) || math.IsInf(out[i].Plan.Imbalance, 0) {
+			out[i].Plan.Imbalance = 0
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
+}

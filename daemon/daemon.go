@@ -1,0 +1,255 @@
+// Package daemon runs haproxy-weighter as a service: it wires the configuration
+// to sources and targets, cycles every backend on its own schedule, serves
+// /metrics, /healthz and /readyz, reloads on SIGHUP and talks to systemd.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/metrics"
+)
+
+// Options are the daemon's collaborators; zero values pick the real ones.
+type Options struct {
+	Log *slog.Logger
+	// Reload re-reads the configuration on SIGHUP; nil makes SIGHUP a no-op.
+	Reload   func() (*config.Config, error)
+	Notifier Notifier
+	Clock    Clock
+	Registry *prometheus.Registry
+}
+
+// Daemon is the long-running weighter.
+type Daemon struct {
+	cfg      *config.Config
+	reload   func() (*config.Config, error)
+	log      *slog.Logger
+	notifier Notifier
+	clock    Clock
+	reg      *prometheus.Registry
+	metrics  *metrics.Metrics
+
+	mu        sync.Mutex
+	group     *group
+	snapshots map[string]*haproxy.Backend // weights read at start, for restore_on_exit
+}
+
+// New returns a daemon for a validated configuration.
+func New(cfg *config.Config, o Options) *Daemon {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Notifier == nil {
+		o.Notifier = SystemdNotifier{Log: o.Log}
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	return &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
+		reg: o.Registry, metrics: metrics.New(o.Registry), snapshots: map[string]*haproxy.Backend{}}
+}
+
+// Run starts every backend and blocks until ctx ends; then it stops the
+// cycles, restores the start-up weights if configured, and returns nil.
+// A value on hup reloads the configuration.
+func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
+	units, err := Build(d.cfg, d.log)
+	if err != nil {
+		return err
+	}
+	d.metrics.SetReloadSuccess(true)
+	if d.cfg.Listen != "" {
+		stop, err := d.serve(ctx, d.cfg.Listen, d.handler(d.reg))
+		if err != nil {
+			closeAll(units)
+			return err
+		}
+		defer stop()
+	}
+	d.start(ctx, units)
+	d.notifier.Notify("READY=1")
+	go d.watchdog(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			d.notifier.Notify("STOPPING=1")
+			d.log.Info("stopping")
+			d.current().stop()
+			d.restore(ctx)
+			return nil
+		case <-hup:
+			d.reloadConfig(ctx)
+		}
+	}
+}
+
+// group is the set of runners of one configuration.
+type group struct {
+	units   []*Unit
+	runners []*runner
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// stop cancels the runners (and any cycle in flight), waits, and closes the units.
+func (g *group) stop() {
+	g.cancel()
+	g.wg.Wait()
+	closeAll(g.units)
+}
+
+func (d *Daemon) current() *group {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.group
+}
+
+// start reads every backend's current state once, then starts its runner.
+func (d *Daemon) start(ctx context.Context, units []*Unit) {
+	cfg := d.config()
+	t := Timing{Interval: cfg.Interval, Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
+	gctx, cancel := context.WithCancel(ctx)
+	g := &group{units: units, cancel: cancel}
+	for _, u := range units {
+		d.metrics.Init(u.Backend.Name)
+		d.initialRead(ctx, u, t.Timeout, cfg.RestoreOnExit)
+		r := newRunner(u, t, d.clock, d.metrics, d.log)
+		r.after = d.updateReady
+		g.runners = append(g.runners, r)
+	}
+	d.mu.Lock()
+	d.group = g
+	d.mu.Unlock()
+	for _, r := range g.runners {
+		g.wg.Go(func() { r.run(gctx) })
+	}
+}
+
+// initialRead checks the target and reads its weights (kept for restore).
+// A failure is logged, not fatal: the backend's cycles retry every interval.
+func (d *Daemon) initialRead(ctx context.Context, u *Unit, timeout time.Duration, snapshot bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	log := d.log.With("backend", u.Backend.Name)
+	if err := u.Check(ctx); err != nil {
+		log.Error("backend check failed", "err", err)
+		return
+	}
+	servers, err := u.Backend.Target.Servers(ctx)
+	if err != nil {
+		log.Error("read current weights", "err", err)
+		return
+	}
+	weights := make([]string, len(servers))
+	for i, s := range servers {
+		weights[i] = fmt.Sprintf("%s=%d", s.Name, s.Weight)
+	}
+	log.Info("current weights", "servers", len(servers), "weights", weights)
+	d.mu.Lock()
+	_, have := d.snapshots[u.Backend.Name]
+	d.mu.Unlock()
+	if !snapshot || u.haproxy == nil || have {
+		return
+	}
+	if _, err := u.haproxy.Snapshot(ctx); err != nil {
+		log.Error("snapshot weights for restore_on_exit", "err", err)
+		return
+	}
+	d.mu.Lock()
+	d.snapshots[u.Backend.Name] = u.haproxy
+	d.mu.Unlock()
+}
+
+// restore writes back the start-up weights of the backends still configured.
+func (d *Daemon) restore(ctx context.Context) {
+	cfg := d.config()
+	if !cfg.RestoreOnExit {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CycleTimeout())
+	defer cancel()
+	for _, b := range cfg.Backends {
+		hb := d.snapshots[b.Name]
+		if hb == nil {
+			continue
+		}
+		if err := hb.Restore(ctx); err != nil {
+			d.log.Error("restore weights", "backend", b.Name, "err", err)
+			continue
+		}
+		d.log.Info("weights restored", "backend", b.Name)
+	}
+}
+
+func (d *Daemon) config() *config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// reloadConfig replaces the configuration, or keeps the old one in force
+// when the new one does not load or build.
+func (d *Daemon) reloadConfig(ctx context.Context) {
+	if d.reload == nil {
+		return
+	}
+	cfg, err := d.reload()
+	var units []*Unit
+	if err == nil {
+		units, err = Build(cfg, d.log)
+	}
+	if err != nil {
+		d.metrics.SetReloadSuccess(false)
+		d.log.Error("config reload rejected, keeping the old configuration", "err", err)
+		return
+	}
+	old := d.config()
+	if cfg.Listen != old.Listen {
+		d.log.Warn("listen address changes need a restart", "listen", old.Listen)
+	}
+	d.current().stop()
+	for _, b := range old.Backends {
+		if !slices.ContainsFunc(cfg.Backends, func(n config.Backend) bool { return n.Name == b.Name }) {
+			d.metrics.Forget(b.Name)
+		}
+	}
+	d.mu.Lock()
+	d.cfg = cfg
+	d.mu.Unlock()
+	d.start(ctx, units)
+	d.metrics.SetReloadSuccess(true)
+	d.log.Info("config reloaded", "backends", len(cfg.Backends))
+}
+
+// Ready reports whether every backend had an ok cycle within 3 intervals, and if not, which did not.
+func (d *Daemon) Ready() (bool, string) {
+	g := d.current()
+	if g == nil {
+		return false, "starting"
+	}
+	now := d.clock.Now()
+	for _, r := range g.runners {
+		if !r.ready(now) {
+			return false, fmt.Sprintf("backend %s: no successful cycle within 3 intervals", r.unit.Backend.Name)
+		}
+	}
+	return true, ""
+}
+
+func (d *Daemon) updateReady() {
+	ok, _ := d.Ready()
+	d.metrics.SetReady(ok)
+}

@@ -1,0 +1,139 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/metrics"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Clock is the time the runners see; tests pass a fake one and never sleep.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Timing is how often and how long one backend cycles.
+type Timing struct {
+	Interval time.Duration
+	Timeout  time.Duration // per cycle
+	Jitter   float64       // ±share of Interval
+}
+
+// runner cycles one backend: one goroutine, so its cycles never overlap.
+type runner struct {
+	unit    *Unit
+	timing  Timing
+	apply   bool
+	clock   Clock
+	metrics *metrics.Metrics
+	log     *slog.Logger
+	rand    func() float64 // in [0, 1)
+	after   func()         // called after each cycle (readiness)
+
+	mu         sync.Mutex
+	started    time.Time
+	lastOK     time.Time // end of the last ok cycle
+	lastBeat   time.Time // end of the last cycle, whatever its result
+	lastResult string
+}
+
+func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
+	now := clock.Now()
+	return &runner{unit: u, timing: t, apply: true, clock: clock, metrics: m,
+		log: log.With("backend", u.Backend.Name), rand: rand.Float64, started: now, lastBeat: now}
+}
+
+// run cycles until ctx ends: a cycle at once, then one every jittered interval.
+func (r *runner) run(ctx context.Context) {
+	for {
+		r.step(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.clock.After(r.next()):
+		}
+	}
+}
+
+// next is the interval with ±Jitter, so that balancers started together drift apart.
+func (r *runner) next() time.Duration {
+	j := r.timing.Jitter * (2*r.rand() - 1)
+	return time.Duration(float64(r.timing.Interval) * (1 + j))
+}
+
+// step runs one cycle under the cycle timeout and records its outcome.
+func (r *runner) step(ctx context.Context) weighter.Cycle {
+	cctx, cancel := context.WithTimeout(ctx, r.timing.Timeout)
+	defer cancel()
+	c := weighter.RunCycle(cctx, r.unit.Backend, r.clock.Now(), r.apply)
+	end := r.clock.Now()
+	r.mu.Lock()
+	prev := r.lastResult
+	r.lastResult, r.lastBeat = c.Result, end
+	if c.Result == weighter.ResultOK {
+		r.lastOK = end
+	}
+	r.mu.Unlock()
+	if r.metrics != nil {
+		r.metrics.Observe(c)
+	}
+	r.logCycle(c, prev)
+	if r.after != nil {
+		r.after()
+	}
+	return c
+}
+
+// logCycle writes one line per written change and one per failure, never one
+// per unchanged server.
+func (r *runner) logCycle(c weighter.Cycle, prev string) {
+	switch c.Result {
+	case weighter.ResultOK:
+		if prev != "" && prev != weighter.ResultOK {
+			r.log.Info("cycle ok again", "after", prev)
+		}
+	case weighter.ResultSkippedCoverage:
+		r.log.Warn("holding weights", "reason", c.Plan.Reason, "coverage", c.Plan.Coverage)
+	default:
+		r.log.Error("cycle failed", "result", c.Result, "err", c.Err)
+	}
+	logWritten(r.log, c)
+}
+
+func logWritten(log *slog.Logger, c weighter.Cycle) {
+	written := make(map[string]bool, len(c.Written))
+	for _, ch := range c.Written {
+		written[ch.Server] = true
+	}
+	for _, s := range c.Plan.Servers {
+		if written[s.Server] {
+			log.Info("weight set", "server", s.Server, "from", s.Current, "to", s.New,
+				"load", s.Load, "reason", s.Reason)
+		}
+	}
+}
+
+// ready reports whether the backend had an ok cycle within 3 intervals.
+func (r *runner) ready(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.lastOK.IsZero() && now.Sub(r.lastOK) <= 3*r.timing.Interval
+}
+
+// alive reports whether the runner's loop still turns: its last cycle ended
+// within an interval plus jitter plus a timeout (plus one more interval of slack).
+func (r *runner) alive(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return now.Sub(r.lastBeat) <= 2*r.timing.Interval+r.timing.Timeout
+}
