@@ -41,4 +41,3 @@ func init() {
 	}
 	rootCmd.AddCommand(c)
 }
-

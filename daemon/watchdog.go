@@ -40,4 +40,3 @@ func (d *Daemon) alive() bool {
 	}
 	return true
 }
-
