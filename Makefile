@@ -21,7 +21,12 @@ lint:
 test-go:
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-test: lint test-go
+test: lint test-go test-ipvs
+
+# test-ipvs boots a real Linux kernel with ip_vs (Debian's user-mode-linux, fetched into
+# ~/.cache on first use) with a static test binary as init; see lvs/README.md.
+test-ipvs:
+	CGO_ENABLED=0 $(GO) test -tags ipvskernel -count=1 -timeout 5m ./lvs/kerneltest/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
