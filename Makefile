@@ -6,7 +6,7 @@ BIN       := bin/haproxy-weighter
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X github.com/haproxy-weighter/haproxy-weighter/cmd.Version=$(VERSION)
 
-.PHONY: all build test test-go test-ipvs lint bench fuzz demo clean
+.PHONY: all build test test-go test-ipvs lint bench fuzz demo deb clean
 
 all: build
 
@@ -30,6 +30,19 @@ test-ipvs:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# demo: real HAProxy + sinks + traffic, first without then with weighting (~2 min); see examples/demo.
+demo: build
+	GO=$(GO) bash examples/demo/demo.sh $(DEMO_ARGS)
+
+# deb: dist/haproxy-weighter_<version>_<arch>.deb with nfpm (run through `go run`, so not in go.mod).
+NFPM        := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+DIST        ?= dist
+DEB_ARCH    ?= $(shell $(GO) env GOARCH)
+DEB_VERSION ?= $(subst -,+,$(if $(filter v%,$(VERSION)),$(patsubst v%,%,$(VERSION)),0.0.0~git$(VERSION)))
+deb: build
+	@mkdir -p $(DIST)
+	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' $(NFPM) pkg --packager deb --config nfpm.yaml --target $(DIST)/
 
 clean:
 	rm -rf bin dist
