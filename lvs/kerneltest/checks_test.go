@@ -133,6 +133,7 @@ func runCycles(w *lvs.Service, nl ipvs.Client) (map[string]int, error) {
 	if c.Result != weighter.ResultOK || len(c.Written) == 0 {
 		return nil, fmt.Errorf("cycle: %s, %d written, plan %+v: %v", c.Result, len(c.Written), c.Plan, c.Err)
 	}
+	fmt.Printf("guest: cycle (read, plan, %d netlink writes) took %v\n", len(c.Written), c.Duration)
 	want := map[string]int{}
 	for _, sp := range c.Plan.Servers {
 		want[sp.Server] = sp.Current
