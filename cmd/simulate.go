@@ -37,7 +37,7 @@ default scenario. Flags override the scenario file. --sweep ranks a grid of poli
 	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file (see examples/scenarios)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fl.StringVar(&f.plot, "plot", "", "write per-server load over time per strategy to this .svg or .png file")
-	fl.BoolVar(&f.sweep, "sweep", false, "sweep policies over the default, sigma-1.0 and 16-server scenarios; print Markdown")
+	fl.BoolVar(&f.sweep, "sweep", false, "sweep policies over the default, sigma-1.0 and 16-server scenarios (scenario flags apply to all three); print Markdown")
 	fl.IntVar(&f.seeds, "seeds", 2, "sweep: seeds per scenario")
 	fl.IntVar(&f.top, "top", 25, "sweep: rows to print")
 	addScenarioFlags(fl, &f.sc)
@@ -72,7 +72,11 @@ func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
 	if f.sweep {
-		res, err := sim.Sweep(sim.GoalScenarios(), sim.Seeds(f.seeds), sim.DefaultGrid())
+		scenarios := sim.GoalScenarios()
+		for i := range scenarios { // pipeline and traffic flags apply to every goal scenario
+			cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&scenarios[i], f.sc, flag.Name) })
+		}
+		res, err := sim.Sweep(scenarios, sim.Seeds(f.seeds), sim.DefaultGrid())
 		if err != nil {
 			return err
 		}
@@ -108,24 +112,16 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 
 // scenarioFromFlags loads --scenario (or the default) and applies the flags the user set.
 func scenarioFromFlags(fl *pflag.FlagSet, f *simulateFlags) (sim.Scenario, error) {
-	if f.scenario == "" {
-		sc := f.sc
-		if fl.Changed("duration") {
-			sc.Events = sim.EventsBefore(sc.Events, sc.Duration)
+	sc := sim.DefaultScenario()
+	if f.scenario != "" {
+		data, err := os.ReadFile(f.scenario)
+		if err != nil {
+			return sim.Scenario{}, fmt.Errorf("read scenario: %w", err)
 		}
-		return sc, sc.Validate()
-	}
-	data, err := os.ReadFile(f.scenario)
-	if err != nil {
-		return sim.Scenario{}, fmt.Errorf("read scenario: %w", err)
-	}
-	sc, err := sim.ParseScenario(data)
-	if err != nil {
-		return sim.Scenario{}, fmt.Errorf("%s: %w", f.scenario, err)
+		if sc, err = sim.ParseScenario(data); err != nil {
+			return sim.Scenario{}, fmt.Errorf("%s: %w", f.scenario, err)
+		}
 	}
 	fl.Visit(func(flag *pflag.Flag) { sim.Override(&sc, f.sc, flag.Name) })
-	if fl.Changed("duration") {
-		sc.Events = sim.EventsBefore(sc.Events, sc.Duration)
-	}
 	return sc, sc.Validate()
 }

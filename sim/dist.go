@@ -41,3 +41,15 @@ func (d Distribution) sample(rng *rand.Rand) float64 {
 	}
 	return v
 }
+
+// String describes the distribution as the table header shows it.
+func (d Distribution) String() string {
+	s := fmt.Sprintf("lognormal rates (median %g, sigma %g", d.Median, d.Sigma)
+	if d.Kind == "pareto" {
+		s = fmt.Sprintf("pareto rates (min %g, alpha %g", d.Min, d.Alpha)
+	}
+	if d.Cap > 0 {
+		s += fmt.Sprintf(", cap %g", d.Cap)
+	}
+	return s + ")"
+}

@@ -24,8 +24,10 @@ func Seeds(n int) []uint64 {
 
 // flagFields maps a simulate flag to the scenario field it sets.
 var flagFields = map[string]func(dst *Scenario, src Scenario){
-	"seed":        func(d *Scenario, s Scenario) { d.Seed = s.Seed },
-	"duration":    func(d *Scenario, s Scenario) { d.Duration = s.Duration },
+	"seed": func(d *Scenario, s Scenario) { d.Seed = s.Seed },
+	"duration": func(d *Scenario, s Scenario) {
+		d.Duration, d.Events = s.Duration, EventsBefore(d.Events, s.Duration)
+	},
 	"servers":     func(d *Scenario, s Scenario) { d.Servers = s.Servers },
 	"connections": func(d *Scenario, s Scenario) { d.Connections = s.Connections },
 	"median":      func(d *Scenario, s Scenario) { d.Rate.Median = s.Rate.Median },

@@ -15,8 +15,8 @@ import (
 // row is marked with '*'.
 func (r *Report) WriteTable(w io.Writer) error {
 	sc := r.Scenario
-	fmt.Fprintf(w, "scenario %q: %d servers, ~%d connections, %s rates (median %g, sigma %g, cap %g), mean life %v,\n",
-		sc.Name, sc.Servers, sc.Connections, sc.Rate.Kind, sc.Rate.Median, sc.Rate.Sigma, sc.Rate.Cap, sc.MeanLife)
+	fmt.Fprintf(w, "scenario %q: %d servers, ~%d connections, %v, mean life %v,\n",
+		sc.Name, sc.Servers, sc.Connections, sc.Rate, sc.MeanLife)
 	fmt.Fprintf(w, "%v simulated (warmup %v), resolution %v, rate window %v, interval %v, seed %d; max/mean over %v windows\n\n",
 		sc.Duration, sc.Warmup, sc.Resolution, sc.RateWindow, sc.Interval, sc.Seed, sc.Window)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
