@@ -71,6 +71,9 @@ func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
 
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
+	if f.output != "table" && f.output != "json" {
+		return fmt.Errorf("unknown --output %q (want table or json)", f.output)
+	}
 	if f.sweep {
 		scenarios := sim.GoalScenarios()
 		for i := range scenarios { // pipeline and traffic flags apply to every goal scenario
@@ -101,13 +104,10 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 			return err
 		}
 	}
-	switch f.output {
-	case "json":
+	if f.output == "json" {
 		return rep.WriteJSON(out)
-	case "table":
-		return rep.WriteTable(out)
 	}
-	return fmt.Errorf("unknown --output %q (want table or json)", f.output)
+	return rep.WriteTable(out)
 }
 
 // scenarioFromFlags loads --scenario (or the default) and applies the flags the user set.

@@ -28,10 +28,10 @@ func DefaultGrid() Grid {
 	return Grid{
 		Functions:       weighter.FunctionNames(),
 		LimitingFactors: []float64{2, 4, 8},
-		Aggressiveness:  []float64{1, 2, 4},
-		Gains:           []float64{0.1, 0.25, 0.5, 1},
+		Aggressiveness:  []float64{0.5, 1, 2},
+		Gains:           []float64{0.1, 0.25, 0.5, 0.75, 1},
 		Deadbands:       []int{0, 2, 8},
-		MaxSteps:        []float64{0, 2, 4},
+		MaxSteps:        []float64{0, 1.5, 2, 4},
 	}
 }
 
