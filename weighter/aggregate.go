@@ -8,43 +8,70 @@ import (
 
 var aggregateNames = []string{AggregateLast, AggregateAvg, AggregateMax, AggregateMedian}
 
-// Aggregate reduces one server's series to one load with the named method
-// (last, avg, max, median). Points that are NaN, ±Inf or negative are ignored.
+// Aggregate reduces one server's series (oldest first) to one load with the
+// named method: last (the newest valid point, the leading edge), avg, max,
+// median. Points that are NaN, ±Inf or negative are ignored.
 // With maxAge > 0, points older than now-maxAge are ignored too, so a series
 // whose newest valid point is older counts as missing. The result is NaN when
 // no valid point is left, or the method is unknown.
 func Aggregate(s Series, method string, now time.Time, maxAge time.Duration) float64 {
-	vals, newest := validPoints(s, now, maxAge)
-	if len(vals) == 0 {
-		return math.NaN()
-	}
-	switch method {
-	case AggregateLast:
-		return newest
-	case AggregateAvg:
-		return mean(vals)
-	case AggregateMax:
-		return slices.Max(vals)
-	case AggregateMedian:
-		return median(vals)
-	}
-	return math.NaN()
+	v, _ := aggregate(s, method, now, maxAge, nil)
+	return v
 }
 
-// validPoints returns the valid, fresh values of s and the newest one of them
-// (by time; on equal times the later in the series wins).
-func validPoints(s Series, now time.Time, maxAge time.Duration) (vals []float64, newest float64) {
-	var newestAt time.Time
+// aggregate is Aggregate without allocation: last scans back from the newest
+// point (Series is oldest first) and stops at the first valid one; the others
+// make one pass, and only median collects the values, into scratch, which it
+// returns for reuse.
+func aggregate(s Series, method string, now time.Time, maxAge time.Duration, scratch []float64) (float64, []float64) {
+	fresh := func(pt Point) bool { return validLoad(pt.Value) && (maxAge <= 0 || now.Sub(pt.Time) <= maxAge) }
+	if method == AggregateLast {
+		for i := len(s) - 1; i >= 0; i-- {
+			if validLoad(s[i].Value) {
+				if !fresh(s[i]) {
+					break
+				}
+				return s[i].Value, scratch
+			}
+		}
+		return math.NaN(), scratch
+	}
+	var n int
+	var top, sum float64
 	for _, pt := range s {
-		if !validLoad(pt.Value) || (maxAge > 0 && now.Sub(pt.Time) > maxAge) {
+		if !fresh(pt) {
 			continue
 		}
-		if len(vals) == 0 || !pt.Time.Before(newestAt) {
-			newest, newestAt = pt.Value, pt.Time
+		n++
+		top, sum = max(top, pt.Value), sum+pt.Value
+		if method == AggregateMedian {
+			scratch = append(scratch, pt.Value)
 		}
-		vals = append(vals, pt.Value)
 	}
-	return vals, newest
+	switch {
+	case n == 0:
+		return math.NaN(), scratch
+	case method == AggregateAvg && math.IsInf(sum, 1):
+		return meanScaled(s, fresh, n), scratch
+	case method == AggregateAvg:
+		return sum / float64(n), scratch
+	case method == AggregateMax:
+		return top, scratch
+	case method == AggregateMedian:
+		return median(scratch), scratch
+	}
+	return math.NaN(), scratch
+}
+
+// meanScaled is the mean of the n fresh points of s when their sum overflows.
+func meanScaled(s Series, fresh func(Point) bool, n int) float64 {
+	sum := 0.0
+	for _, pt := range s {
+		if fresh(pt) {
+			sum += pt.Value / float64(n)
+		}
+	}
+	return sum
 }
 
 // mean of finite values ≥ 0 that cannot overflow to +Inf.
@@ -67,8 +94,8 @@ func mean(vals []float64) float64 {
 	return sum
 }
 
-func median(vals []float64) float64 {
-	s := slices.Clone(vals)
+// median sorts vals in place.
+func median(s []float64) float64 {
 	slices.Sort(s)
 	mid := len(s) / 2
 	if len(s)%2 == 1 {

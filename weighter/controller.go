@@ -22,6 +22,7 @@ type Controller struct {
 	written map[string]int       // last weight we wrote, by server (from Commit)
 	drained map[string]bool      // servers we drained and not yet resumed
 	smooth  map[string]ewmaState // per-server EWMA of the load
+	buf     buffers
 }
 
 // NewController validates p and returns a Controller with empty state.
@@ -57,9 +58,11 @@ func (c *Controller) Commit(written []Change) {
 func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Plan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ws := c.newWork(now, loads, servers)
-	plan := Plan{Time: now, Function: c.p.Function, Unknown: unknownServers(loads, ws)}
-	c.prune(ws)
+	plan := Plan{Time: now, Function: c.p.Function, Servers: make([]ServerPlan, len(servers))}
+	ws, found := c.newWork(now, loads, servers, plan.Servers)
+	if found < len(loads) {
+		plan.Unknown = unknownServers(loads, ws)
+	}
 	c.classify(ws)
 	plan.Coverage, plan.Imbalance = coverage(ws), imbalance(ws)
 	if reason := c.holdReason(ws, plan.Coverage); reason != "" {
@@ -69,55 +72,86 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 		c.drain(ws)
 		c.weigh(ws)
 	}
-	plan.Servers = make([]ServerPlan, len(ws))
-	for i, w := range ws {
-		plan.Servers[i] = w.ServerPlan
-	}
 	return plan
 }
 
-// work is one server's state while a plan is being built.
+// work is one server's state while a plan is being built; the decisions go
+// straight into its line of the plan.
 type work struct {
-	ServerPlan
-	st      ServerState
+	*ServerPlan
+	st      *ServerState
 	done    bool    // action decided
 	written int     // last weight we wrote, -1 = never
 	filled  float64 // load fed to the function (Load, or the mean with missing: mean)
 	note    string  // context added to the reason (resumed, mean load used)
 }
 
-func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState) []*work {
-	sorted := slices.Clone(servers)
-	slices.SortFunc(sorted, func(a, b ServerState) int { return strings.Compare(a.Name, b.Name) })
-	raw := make([]float64, len(sorted))
+// newWork sorts the servers by name into out, aggregates and smooths their
+// loads and looks up what we wrote. found counts the servers that have an
+// entry in loads. The work slices are the Controller's, reused across cycles:
+// with 10,000 servers a cycle would otherwise allocate megabytes.
+func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, out []ServerPlan) (ws []*work, found int) {
+	sorted := c.sortedServers(servers)
+	raw := slices.Grow(c.buf.raw[:0], len(sorted))[:len(sorted)]
+	scratch := c.buf.scratch[:0]
 	for i, s := range sorted {
-		raw[i] = Aggregate(loads[s.Name], c.p.Aggregate, now, c.p.MaxAge)
+		series, ok := loads[s.Name]
+		if ok {
+			found++
+		}
+		raw[i], scratch = aggregate(series, c.p.Aggregate, now, c.p.MaxAge, scratch[:0])
 	}
 	smoothed := c.smoothLoads(now, sorted, raw)
-	ws := make([]*work, len(sorted))
+	arr := slices.Grow(c.buf.work[:0], len(sorted))[:len(sorted)]
+	ws = slices.Grow(c.buf.ptrs[:0], len(sorted))[:len(sorted)]
+	hits := 0
 	for i, s := range sorted {
 		written, ok := c.written[s.Name]
-		if !ok {
+		if ok {
+			hits++
+		} else {
 			written = -1
 		}
-		ws[i] = &work{
-			ServerPlan: ServerPlan{Server: s.Name, Load: smoothed[i], Current: s.Weight, Raw: s.Weight, New: s.Weight},
-			st:         s,
-			written:    written,
-			filled:     smoothed[i],
-		}
+		out[i] = ServerPlan{Server: s.Name, Load: smoothed[i], Current: s.Weight, Raw: s.Weight, New: s.Weight}
+		arr[i] = work{ServerPlan: &out[i], st: s, written: written, filled: smoothed[i]}
+		ws[i] = &arr[i]
 	}
-	return ws
+	c.buf.sorted, c.buf.raw, c.buf.scratch, c.buf.work, c.buf.ptrs = sorted, raw, scratch, arr, ws
+	if hits < len(c.written) || len(c.drained) > 0 || len(c.smooth) > 0 {
+		c.prune(sorted)
+	}
+	return ws, found
 }
 
-func unknownServers(loads Loads, ws []*work) []string {
-	known := make(map[string]bool, len(ws))
-	for _, w := range ws {
-		known[w.Server] = true
+// sortedServers returns pointers to the servers, sorted by name. The caller's
+// slice is not modified.
+func (c *Controller) sortedServers(servers []ServerState) []*ServerState {
+	sorted := slices.Grow(c.buf.sorted[:0], len(servers))
+	for i := range servers {
+		sorted = append(sorted, &servers[i])
 	}
+	byName := func(a, b *ServerState) int { return strings.Compare(a.Name, b.Name) }
+	if !slices.IsSortedFunc(sorted, byName) {
+		slices.SortFunc(sorted, byName)
+	}
+	return sorted
+}
+
+// buffers are the per-cycle slices a Controller reuses.
+type buffers struct {
+	sorted       []*ServerState
+	raw, scratch []float64
+	work         []work
+	ptrs, active []*work
+	loads        []float64 // function input
+	current      []int     // function input
+}
+
+// unknownServers lists the names in loads that are no server of ws (sorted by name).
+func unknownServers(loads Loads, ws []*work) []string {
 	var out []string
 	for name := range loads {
-		if !known[name] {
+		if _, ok := slices.BinarySearchFunc(ws, name, func(w *work, n string) int { return strings.Compare(w.Server, n) }); !ok {
 			out = append(out, name)
 		}
 	}
@@ -126,10 +160,10 @@ func unknownServers(loads Loads, ws []*work) []string {
 }
 
 // prune forgets servers that left the target, so state cannot grow without bound.
-func (c *Controller) prune(ws []*work) {
-	present := make(map[string]bool, len(ws))
-	for _, w := range ws {
-		present[w.Server] = true
+func (c *Controller) prune(sorted []*ServerState) {
+	present := make(map[string]bool, len(sorted))
+	for _, s := range sorted {
+		present[s.Name] = true
 	}
 	gone := func(name string) bool { return !present[name] }
 	maps.DeleteFunc(c.written, func(name string, _ int) bool { return gone(name) })

@@ -49,7 +49,7 @@ func TestPlanRateLimit(t *testing.T) {
 	assert.Equal(t, 20, plan["s3"].New)
 	assert.Equal(t, 200, plan["s4"].New)
 	assert.Equal(t, 256, plan["s4"].Raw)
-	assert.Equal(t, "rate limit (raw 256, max_step 2)", plan["s4"].Reason)
+	assert.Equal(t, ReasonRateLimit, plan["s4"].Reason)
 	assert.Equal(t, ReasonRebalance, plan["s1"].Reason)
 }
 
@@ -60,7 +60,7 @@ func TestPlanDeadband(t *testing.T) {
 	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(113, 58, 28, 250)))
 	assert.Equal(t, ActionKeep, plan["s1"].Action, "|112-113| < 2")
 	assert.Equal(t, 113, plan["s1"].New)
-	assert.Equal(t, "deadband (113→112, < 2)", plan["s1"].Reason)
+	assert.Equal(t, ReasonDeadband, plan["s1"].Reason)
 	assert.Equal(t, ActionSet, plan["s2"].Action, "|56-58| = 2 is written")
 	assert.Equal(t, ActionKeep, plan["s3"].Action)
 	assert.Equal(t, ActionSet, plan["s4"].Action)

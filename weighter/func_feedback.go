@@ -29,11 +29,11 @@ func Feedback(loads []float64, current []int, p Policy) []int {
 		if x > 0 {
 			f = math.Pow(m/x, p.Gain)
 		}
-		next[i] = base * math.Min(math.Max(f, 1/step), step)
+		next[i] = base * min(max(f, 1/step), step)
 		if math.IsInf(next[i], 1) {
 			next[i] = math.MaxFloat64
 		}
-		top = math.Max(top, next[i])
+		top = max(top, next[i])
 	}
 	w := make([]int, len(xs))
 	for i, v := range next {

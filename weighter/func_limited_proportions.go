@@ -18,8 +18,11 @@ func LimitedProportions(loads []float64, _ []int, p Policy) []int {
 	r := make([]float64, len(xs))
 	top := 0.0
 	for i, x := range xs {
-		r[i] = math.Pow(m/math.Max(x, floor), p.Aggressiveness)
-		top = math.Max(top, r[i])
+		r[i] = m / max(x, floor)
+		if p.Aggressiveness != 1 { // Pow is the costliest step; A = 1 is the default
+			r[i] = math.Pow(r[i], p.Aggressiveness)
+		}
+		top = max(top, r[i])
 	}
 	w := make([]int, len(xs))
 	for i := range r {

@@ -39,23 +39,32 @@ func coverage(ws []*work) float64 {
 
 // imbalance is max/mean of the valid loads of weightable servers, 0 when undefined.
 func imbalance(ws []*work) float64 {
-	var loads []float64
-	for _, w := range ws {
-		if w.weightable() && w.valid() {
-			loads = append(loads, w.Load)
-		}
-	}
-	if len(loads) == 0 {
-		return 0
-	}
-	m, top := mean(loads), 0.0
-	for _, x := range loads {
-		top = max(top, x)
-	}
-	if !(m > 0) {
+	n, top, m := loadStats(ws)
+	if n == 0 || !(m > 0) {
 		return 0
 	}
 	return top / m // at most n, since m ≥ top/n
+}
+
+// loadStats returns the count, maximum and mean of the valid loads of the
+// weightable servers, without allocating. The mean is summed in units of the
+// maximum, so it cannot overflow.
+func loadStats(ws []*work) (n int, top, m float64) {
+	for _, w := range ws {
+		if w.weightable() && w.valid() {
+			n, top = n+1, max(top, w.Load)
+		}
+	}
+	if n == 0 || top == 0 {
+		return n, top, 0
+	}
+	sum := 0.0
+	for _, w := range ws {
+		if w.weightable() && w.valid() {
+			sum += w.Load / top
+		}
+	}
+	return n, top, sum / float64(n) * top
 }
 
 // holdReason says why the backend must not change this cycle, or "".

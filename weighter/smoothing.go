@@ -17,7 +17,7 @@ type ewmaState struct {
 // PanicThreshold × mean bypasses the EWMA at once (Knative's panic window): a
 // server going hot must be relieved now, not in a few half-lives. Missing data
 // leaves the state alone and stays missing.
-func (c *Controller) smoothLoads(now time.Time, servers []ServerState, raw []float64) []float64 {
+func (c *Controller) smoothLoads(now time.Time, servers []*ServerState, raw []float64) []float64 {
 	if c.p.Smoothing <= 0 {
 		return raw
 	}

@@ -3,6 +3,7 @@ package weighter
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Reasons of a ServerPlan that callers and tests may match on.
@@ -11,19 +12,15 @@ const (
 	ReasonMissing   = "missing data"
 	ReasonUnchanged = "unchanged"
 	ReasonRebalance = "rebalance"
+	ReasonRateLimit = "rate limit (max_step)" // Raw holds what the function wanted
+	ReasonDeadband  = "deadband"              // Raw holds what the function wanted
 )
 
 // weigh runs the weighting function over the servers still undecided and turns
 // its output into actions: rate limit, deadband, re-apply.
 func (c *Controller) weigh(ws []*work) {
-	var valid []float64
-	for _, w := range ws {
-		if w.weightable() && w.valid() {
-			valid = append(valid, w.Load)
-		}
-	}
-	fill := mean(valid)
-	var active []*work
+	_, _, fill := loadStats(ws)
+	active := c.buf.active[:0]
 	for _, w := range ws {
 		switch {
 		case !w.weightable():
@@ -40,7 +37,10 @@ func (c *Controller) weigh(ws []*work) {
 	if len(active) == 0 {
 		return
 	}
-	loads, current := make([]float64, len(active)), make([]int, len(active))
+	c.buf.active = active
+	loads := slices.Grow(c.buf.loads[:0], len(active))[:len(active)]
+	current := slices.Grow(c.buf.current[:0], len(active))[:len(active)]
+	c.buf.loads, c.buf.current = loads, current
 	for i, w := range active {
 		loads[i], current[i] = w.filled, w.base()
 		if current[i] <= 0 {
@@ -83,7 +83,7 @@ func (c *Controller) finish(w *work) {
 	nw := c.rateLimit(w.Raw, w.base())
 	reason := ReasonRebalance
 	if nw != w.Raw {
-		reason = fmt.Sprintf("rate limit (raw %d, max_step %g)", w.Raw, c.p.MaxStep)
+		reason = ReasonRateLimit
 	}
 	switch {
 	case nw == w.Current:
@@ -91,7 +91,7 @@ func (c *Controller) finish(w *work) {
 	case w.reapply():
 		w.decide(ActionSet, nw, ReasonReapply)
 	case w.Current > 0 && abs(w.Raw-w.Current) < c.p.Deadband:
-		w.decide(ActionKeep, w.Current, fmt.Sprintf("deadband (%d→%d, < %d)", w.Current, nw, c.p.Deadband))
+		w.decide(ActionKeep, w.Current, ReasonDeadband)
 	default:
 		w.decide(ActionSet, nw, reason)
 	}
@@ -108,7 +108,7 @@ func (c *Controller) rateLimit(want, base int) int {
 	}
 	lo := math.Ceil(float64(base) / c.p.MaxStep)
 	hi := math.Floor(float64(base) * c.p.MaxStep) // may be huge: clamp in float first
-	w := math.Max(lo, math.Min(hi, float64(want)))
+	w := max(lo, min(hi, float64(want)))
 	return max(1, min(MaxWeight, int(w)))
 }
 
