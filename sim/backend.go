@@ -91,6 +91,7 @@ func (b *backend) detach(i int, rate, now float64) {
 // account brings the server's counter (integral of load) up to now.
 func (b *backend) account(s *server, now float64) {
 	s.integ += s.load * (now - s.last)
+	s.connSec += float64(s.active) * (now - s.last)
 	s.last = now
 }
 
@@ -98,6 +99,13 @@ func (b *backend) account(s *server, now float64) {
 func (b *backend) counter(i int, now float64) float64 {
 	s := b.servers[i]
 	return s.integ + s.load*(now-s.last)
+}
+
+// connSeconds is the server's cumulative connection-seconds at now; its rate is the
+// mean number of open connections (HAProxy's scur averaged over a window).
+func (b *backend) connSeconds(i int, now float64) float64 {
+	s := b.servers[i]
+	return s.connSec + float64(s.active)*(now-s.last)
 }
 
 // closeUntil closes every connection that ends at or before t.

@@ -13,7 +13,7 @@ const seriesPoints = 6
 
 // sample is one scrape of a server's counter.
 type sample struct {
-	t, counter float64
+	t, counter, connSec float64
 }
 
 // monitor models the monitoring pipeline between the servers and the weighter: a
@@ -22,6 +22,7 @@ type sample struct {
 type monitor struct {
 	window  float64 // rate window, seconds
 	delay   float64
+	perConn bool       // report load per open connection instead of load
 	samples [][]sample // per server, oldest first
 }
 
@@ -36,7 +37,7 @@ func (m *monitor) scrape(b *backend, now float64) {
 	}
 	for i, s := range b.servers {
 		if s.up {
-			m.samples[i] = append(m.samples[i], sample{t: now, counter: b.counter(i, now)})
+			m.samples[i] = append(m.samples[i], sample{t: now, counter: b.counter(i, now), connSec: b.connSeconds(i, now)})
 		}
 	}
 }
@@ -68,6 +69,10 @@ func (m *monitor) series(samples []sample, now float64, epoch time.Time) weighte
 			j--
 		}
 		v := (samples[k].counter - samples[j].counter) / (samples[k].t - samples[j].t)
+		if m.perConn {
+			conns := (samples[k].connSec - samples[j].connSec) / (samples[k].t - samples[j].t)
+			v = perConnection(v, conns)
+		}
 		ser = append(ser, weighter.Point{Time: simTime(epoch, samples[k].t), Value: v})
 	}
 	return ser
@@ -76,4 +81,11 @@ func (m *monitor) series(samples []sample, now float64, epoch time.Time) weighte
 // simTime converts simulated seconds to a wall time after epoch.
 func simTime(epoch time.Time, t float64) time.Time {
 	return epoch.Add(time.Duration(math.Round(t * float64(time.Second))))
+}
+
+// perConnection is a server's load divided by its mean open connections over the
+// same window: rate(datapoints[w]) / avg_over_time(haproxy_server_current_sessions[w]).
+// A server without connections counts as carrying one, so it looks light, not unknown.
+func perConnection(load, conns float64) float64 {
+	return load / math.Max(conns, 1)
 }

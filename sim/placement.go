@@ -9,16 +9,17 @@ const (
 
 // server is one backend server as the balancer sees it.
 type server struct {
-	name   string
-	up     bool    // in the backend (false once removed or before it joins)
-	weight int     // current user weight, 0..256; 0 = no new connections
-	active int     // open connections
-	load   float64 // sum of the open connections' rates
-	queued uint64  // when it was last (re)queued in the leastconn tree
-	swrr   int     // smooth weighted roundrobin current weight
-	picked int     // connections placed on it (for connection shares)
-	integ  float64 // integral of load over time (the server's counter)
-	last   float64 // time integ was last brought up to date
+	name    string
+	up      bool    // in the backend (false once removed or before it joins)
+	weight  int     // current user weight, 0..256; 0 = no new connections
+	active  int     // open connections
+	load    float64 // sum of the open connections' rates
+	queued  uint64  // when it was last (re)queued in the leastconn tree
+	swrr    int     // smooth weighted roundrobin current weight
+	picked  int     // connections placed on it (for connection shares)
+	integ   float64 // integral of load over time (the server's counter)
+	connSec float64 // integral of open connections over time
+	last    float64 // time integ was last brought up to date
 }
 
 // lcKey is the position of a server in HAProxy's leastconn tree (fwlc_queue_srv):

@@ -44,6 +44,7 @@ type runner struct {
 
 func newRunner(sc Scenario, st Strategy, str *stream) (*runner, error) {
 	r := &runner{sc: sc, st: st, str: str, mon: newMonitor(sc)}
+	r.mon.perConn = st.PerConn
 	r.b = newBackend(sc.Servers, initialWeight, st.picker())
 	r.joined = make([]float64, sc.Servers)
 	for _, ev := range sc.Events {

@@ -25,6 +25,9 @@ type Strategy struct {
 	Algorithm string          // weighter only: leastconn (default) or roundrobin
 	Policy    weighter.Policy // weighter only
 	Default   bool            // the policy is weighter.DefaultPolicy()
+	// PerConn feeds the weighter load per open connection instead of load: weights
+	// ∝ connections/load, what equal loads need under leastconn.
+	PerConn bool
 }
 
 // picker returns the HAProxy placement the strategy runs under.
@@ -48,13 +51,24 @@ func Baselines() []Strategy {
 	}
 }
 
-// WeighterStrategy runs policy p under HAProxy leastconn.
-func WeighterStrategy(p weighter.Policy) Strategy {
-	return Strategy{Name: PolicyLabel(p), Kind: KindWeighter, Algorithm: KindLeastconn, Policy: p, Default: p == weighter.DefaultPolicy()}
+// WeighterStrategy runs policy p under HAProxy leastconn, fed each server's load.
+func WeighterStrategy(p weighter.Policy) Strategy { return weighterStrategy(p, false) }
+
+// PerConnStrategy runs policy p under HAProxy leastconn, fed each server's load per
+// open connection (named with a "per-conn" prefix).
+func PerConnStrategy(p weighter.Policy) Strategy { return weighterStrategy(p, true) }
+
+func weighterStrategy(p weighter.Policy, perConn bool) Strategy {
+	st := Strategy{Name: PolicyLabel(p), Kind: KindWeighter, Algorithm: KindLeastconn, Policy: p, PerConn: perConn}
+	if perConn {
+		st.Name = "per-conn " + st.Name
+	}
+	st.Default = p == weighter.DefaultPolicy() && !perConn
+	return st
 }
 
 // DefaultStrategies are the baselines, every registered weighting function with the
-// default factors, and the default policy under roundrobin too.
+// default factors, and the default policy under roundrobin and fed load per connection.
 func DefaultStrategies() []Strategy {
 	out := Baselines()
 	def := weighter.DefaultPolicy()
@@ -65,7 +79,7 @@ func DefaultStrategies() []Strategy {
 	}
 	rr := WeighterStrategy(def)
 	rr.Name, rr.Algorithm, rr.Default = rr.Name+" rr", KindRoundrobin, false
-	return append(out, rr)
+	return append(out, rr, PerConnStrategy(def))
 }
 
 // PolicyLabel names a policy by its function and the factors it uses.

@@ -21,6 +21,8 @@ type Grid struct {
 	Gains           []float64
 	Deadbands       []int
 	MaxSteps        []float64
+	// PerConn lists the load inputs tried: false = load, true = load per open connection.
+	PerConn []bool
 }
 
 // DefaultGrid is the sweep recorded in sim/README-sweep.md.
@@ -32,6 +34,7 @@ func DefaultGrid() Grid {
 		Gains:           []float64{0.1, 0.25, 0.5, 0.75, 1},
 		Deadbands:       []int{0, 2, 8},
 		MaxSteps:        []float64{0, 1.5, 2, 4},
+		PerConn:         []bool{false, true},
 	}
 }
 
@@ -87,12 +90,23 @@ type SweepCell struct {
 	BeatsAgent                               bool // better than agent-check on p50 and p90
 }
 
+// Strategies expands the grid into weighter strategies under leastconn.
+func (g Grid) Strategies() []Strategy {
+	var out []Strategy
+	for _, perConn := range g.PerConn {
+		for _, p := range g.Policies() {
+			out = append(out, weighterStrategy(p, perConn))
+		}
+	}
+	return out
+}
+
 // SweepRow is one policy across the sweep's scenarios.
 type SweepRow struct {
-	Policy weighter.Policy
-	Cells  []SweepCell
-	MinGap float64 // smallest p50 gap closed over the scenarios
-	All    bool    // beats agent-check on every scenario
+	Strategy Strategy
+	Cells    []SweepCell
+	MinGap   float64 // smallest p50 gap closed over the scenarios
+	All      bool    // beats agent-check on every scenario
 }
 
 // SweepResult holds the baselines' and every policy's figures per scenario.
@@ -106,11 +120,8 @@ type SweepResult struct {
 // the policies: those beating agent-check everywhere first, then by the smallest
 // share of the leastconn→oracle p50 gap closed over the scenarios.
 func Sweep(scenarios []Scenario, seeds []uint64, grid Grid) (*SweepResult, error) {
-	policies := grid.Policies()
-	strategies := Baselines()
-	for _, p := range policies {
-		strategies = append(strategies, WeighterStrategy(p))
-	}
+	policies := grid.Strategies()
+	strategies := append(Baselines(), policies...)
 	res := &SweepResult{Scenarios: scenarios, Baselines: map[string][]SweepCell{}}
 	sums := make([][]Figures, len(scenarios)) // per scenario, per strategy: seed means
 	for si, sc := range scenarios {
@@ -130,7 +141,7 @@ func Sweep(scenarios []Scenario, seeds []uint64, grid Grid) (*SweepResult, error
 		}
 		for pi := range policies {
 			if si == 0 {
-				res.Rows = append(res.Rows, SweepRow{Policy: policies[pi], MinGap: math.Inf(1), All: true})
+				res.Rows = append(res.Rows, SweepRow{Strategy: policies[pi], MinGap: math.Inf(1), All: true})
 			}
 			c := cells[len(Baselines())+pi]
 			row := &res.Rows[pi]
@@ -196,8 +207,8 @@ func (r *SweepResult) WriteMarkdown(w io.Writer, top int) error {
 		if i >= top {
 			break
 		}
-		label := PolicyLabel(row.Policy)
-		if row.Policy == weighter.DefaultPolicy() {
+		label := row.Strategy.Name
+		if row.Strategy.Default {
 			label = "**" + label + "** (current default)"
 		}
 		writeRow(&b, label, row.Cells, row.All)
