@@ -3,6 +3,7 @@ package weighter
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,15 +43,31 @@ func TestPlanRateLimit(t *testing.T) {
 	p := free()
 	p.MaxStep = 2
 	c := mustController(t, p)
-	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(100, 100, 10, 100)))
-	// raw 112, 56, 28, 256 from 100, 100, 10, 100 → within [50, 200], [50, 200], [5, 20], [50, 200]
-	assert.Equal(t, 112, plan["s1"].New)
+	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(256, 100, 10, 100)))
+	// raw 112, 56, 28, 256 from 256, 100, 10, 100 → within [128, 256], [50, 200], [5, 20], [50, 200]
+	assert.Equal(t, 128, plan["s1"].New)
 	assert.Equal(t, 56, plan["s2"].New)
 	assert.Equal(t, 20, plan["s3"].New)
 	assert.Equal(t, 200, plan["s4"].New)
 	assert.Equal(t, 256, plan["s4"].Raw)
 	assert.Equal(t, ReasonRateLimit, plan["s4"].Reason)
-	assert.Equal(t, ReasonRebalance, plan["s1"].Reason)
+	assert.Equal(t, ReasonRebalance, plan["s2"].Reason)
+}
+
+// TestPlanRateLimitRescales: from HAProxy's default weight 1 the rate limit is
+// measured as if the backend were scaled up to max_weight, so the first cycle
+// already rebalances by a factor max_step instead of doubling every weight alike.
+func TestPlanRateLimitRescales(t *testing.T) {
+	p := DefaultPolicy()
+	c := mustController(t, p)
+	plan := c.Plan(t0, loadsAt(t0, 10, 20, 40, 80), up(1, 1, 1, 1))
+	var news []int
+	for _, s := range plan.Servers {
+		news = append(news, s.New)
+	}
+	// raw 256, 128, 64, 32; base 1 × 256 → within [128, 512]
+	assert.Equal(t, []int{256, 128, 128, 128}, news)
+	assert.Len(t, plan.Changes(), 4)
 }
 
 func TestPlanDeadband(t *testing.T) {
@@ -315,4 +332,16 @@ func TestFeedbackConverges(t *testing.T) {
 	}
 	assert.Less(t, imb, 1.1, "weights %v", servers)
 	assert.Equal(t, 256, servers[0].Weight)
+}
+
+func TestPlanLeavesCallerSlicesAlone(t *testing.T) {
+	servers := up(9, 9, 9)
+	servers[0].Name, servers[2].Name = "s3", "s1"
+	before := slices.Clone(servers)
+	c := mustController(t, free())
+	first := c.Plan(t0, loadsAt(t0, 1, 2, 3), servers)
+	second := c.Plan(t0, loadsAt(t0, 1, 2, 3), servers) // buffers reused: first must not change
+	assert.Equal(t, before, servers)
+	assert.Equal(t, first.Servers, second.Servers)
+	assert.NotSame(t, &first.Servers[0], &second.Servers[0])
 }

@@ -1,11 +1,13 @@
 package weighter
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 )
 
 func TestDefaultPolicyIsValid(t *testing.T) {
@@ -97,4 +99,16 @@ func TestComputeRejects(t *testing.T) {
 			assert.EqualError(t, err, tc.want)
 		})
 	}
+}
+
+// TestPolicyYAMLOverDefaults: a config decodes onto DefaultPolicy, durations as "5m".
+func TestPolicyYAMLOverDefaults(t *testing.T) {
+	p := DefaultPolicy()
+	dec := yaml.NewDecoder(strings.NewReader("function: feedback\nmax_age: 30s\nsmoothing: 1m\ndrain_above: 900\nresume_below: 700\n"))
+	dec.KnownFields(true)
+	require.NoError(t, dec.Decode(&p))
+	want := DefaultPolicy()
+	want.Function, want.MaxAge, want.Smoothing, want.DrainAbove, want.ResumeBelow = "feedback", 30*time.Second, time.Minute, 900, 700
+	assert.Equal(t, want, p)
+	require.NoError(t, p.Validate())
 }

@@ -48,10 +48,28 @@ func (c *Controller) weigh(ws []*work) {
 		}
 	}
 	raw := c.fn(loads, current, c.p)
+	scale := c.rescale(active)
 	for i, w := range active {
 		w.Raw = raw[i]
-		c.finish(w)
+		c.finish(w, scale)
 	}
+}
+
+// rescale is the factor that brings the largest base weight of the weighted
+// servers up to max_weight (1 when it is there already or above). The rate
+// limit is measured from base × rescale: multiplying every weight by the same
+// factor moves no traffic, and without it a backend starting from HAProxy's
+// default weight 1 could only double all weights alike for 8 cycles — nothing
+// would be rebalanced until the lightest server reached 256.
+func (c *Controller) rescale(active []*work) float64 {
+	top := 0
+	for _, w := range active {
+		top = max(top, w.base())
+	}
+	if top <= 0 || top >= c.p.MaxWeight {
+		return 1
+	}
+	return float64(c.p.MaxWeight) / float64(top)
 }
 
 // reapply reports whether the server's weight is no longer what we last wrote.
@@ -79,8 +97,8 @@ func (c *Controller) keepMissing(w *work) {
 // (which a re-apply and a move away from 0 ignore). The deadband looks at the
 // wanted change, not the rate-limited one: from weight 1 the rate limit allows
 // only 2, and a deadband of 2 on that step would pin the weight at 1 forever.
-func (c *Controller) finish(w *work) {
-	nw := c.rateLimit(w.Raw, w.base())
+func (c *Controller) finish(w *work, scale float64) {
+	nw := c.rateLimit(w.Raw, float64(w.base())*scale)
 	reason := ReasonRebalance
 	if nw != w.Raw {
 		reason = ReasonRateLimit
@@ -102,12 +120,12 @@ func (c *Controller) finish(w *work) {
 
 // rateLimit moves from base towards want by at most a factor MaxStep. From a
 // base of 0 (drained) there is no ratio to limit, so want is used as is.
-func (c *Controller) rateLimit(want, base int) int {
+func (c *Controller) rateLimit(want int, base float64) int {
 	if c.p.MaxStep == 0 || base <= 0 {
 		return want
 	}
-	lo := math.Ceil(float64(base) / c.p.MaxStep)
-	hi := math.Floor(float64(base) * c.p.MaxStep) // may be huge: clamp in float first
+	lo := math.Ceil(base / c.p.MaxStep)
+	hi := math.Floor(base * c.p.MaxStep) // may be huge: clamp in float first
 	w := max(lo, min(hi, float64(want)))
 	return max(1, min(MaxWeight, int(w)))
 }
