@@ -135,3 +135,6 @@ func b2f(ok bool) float64 {
 	}
 	return 0
 }
+
+// ReloadGauge is config_reload_success, for tests.
+func (m *Metrics) ReloadGauge() prometheus.Gauge { return m.reloadStatus }

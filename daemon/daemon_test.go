@@ -1,0 +1,133 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+)
+
+type recordingNotifier struct {
+	mu     sync.Mutex
+	states []string
+	ready  chan struct{}
+}
+
+func (n *recordingNotifier) Notify(s string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.states = append(n.states, s)
+	if s == "READY=1" {
+		close(n.ready)
+	}
+}
+
+func testConfig(t *testing.T, backend string) *config.Config {
+	t.Helper()
+	// Nothing listens on the socket: every cycle fails with haproxy_error,
+	// which is all the reload logic needs.
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	yml := "listen: \"\"\ninterval: 1h\nhaproxy: {socket: " + sock + "}\nbackends:\n  - name: " + backend +
+		"\n    source: {haproxy: {counter: bytes_in}}\n"
+	cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling period
+	}
+}
+
+func TestReloadKeepsOldConfigOnError(t *testing.T) {
+	var mu sync.Mutex
+	next := func() (*config.Config, error) { return nil, errors.New("bad.yml:3: unknown key \"x\"") }
+	reload := func() (*config.Config, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return next()
+	}
+	reg := prometheus.NewRegistry()
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(testConfig(t, "be_old"), Options{Reload: reload, Notifier: n, Registry: reg})
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, hup) }()
+	<-n.ready
+	reloadOK := func() float64 { return testutil.ToFloat64(d.metrics.ReloadGauge()) }
+	if reloadOK() != 1 {
+		t.Fatal("config_reload_success not 1 at start")
+	}
+
+	first := d.current()
+	hup <- os.Interrupt
+	waitFor(t, "rejected reload", func() bool { return reloadOK() == 0 })
+	if d.current() != first || d.config().Backends[0].Name != "be_old" {
+		t.Fatal("a rejected reload replaced the running configuration")
+	}
+
+	mu.Lock()
+	newCfg := testConfig(t, "be_new")
+	next = func() (*config.Config, error) { return newCfg, nil }
+	mu.Unlock()
+	hup <- os.Interrupt
+	waitFor(t, "accepted reload", func() bool { return reloadOK() == 1 })
+	if g := d.current(); g == first || g.runners[0].unit.Backend.Name != "be_new" {
+		t.Fatal("reload did not start the new backend")
+	}
+	waitFor(t, "old backend's series dropped", func() bool {
+		b := backendsIn(t, reg, "haproxy_weighter_cycles_total")
+		return !b["be_old"] && b["be_new"]
+	})
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if strings.Join(n.states, ",") != "READY=1,STOPPING=1" {
+		t.Errorf("notifications %v", n.states)
+	}
+}
+
+// backendsIn lists the backend label values of one metric family.
+func backendsIn(t *testing.T, reg *prometheus.Registry, name string) map[string]bool {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "backend" {
+					out[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return out
+}

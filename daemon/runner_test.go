@@ -1,0 +1,215 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/haproxy-weighter/haproxy-weighter/metrics"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// fakeClock is set by the test; After hands out channels the test fires.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	waits  chan time.Duration // every After call's duration, in order
+	ticker chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Unix(1_800_000_000, 0), waits: make(chan time.Duration, 100), ticker: make(chan time.Time)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.waits <- d
+	return c.ticker
+}
+
+type fakeSource struct {
+	mu    sync.Mutex
+	err   error
+	calls int
+}
+
+func (f *fakeSource) Fetch(context.Context) (weighter.Loads, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	at := time.Unix(1_800_000_000, 0)
+	return weighter.Loads{"s1": {{Time: at, Value: 10}}, "s2": {{Time: at, Value: 40}}}, nil
+}
+
+func (f *fakeSource) setErr(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+type fakeTarget struct {
+	mu      sync.Mutex
+	weights map[string]int
+}
+
+func (f *fakeTarget) Servers(context.Context) ([]weighter.ServerState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []weighter.ServerState
+	for _, n := range []string{"s1", "s2"} {
+		out = append(out, weighter.ServerState{Name: n, Weight: f.weights[n], Admin: weighter.AdminReady, Operational: "up"})
+	}
+	return out, nil
+}
+
+func (f *fakeTarget) SetWeights(_ context.Context, ch []weighter.Change) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range ch {
+		f.weights[c.Server] = c.Weight
+	}
+	return nil
+}
+
+type fixture struct {
+	r     *runner
+	clock *fakeClock
+	src   *fakeSource
+	tgt   *fakeTarget
+	reg   *prometheus.Registry
+	logs  *strings.Builder
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	p := weighter.DefaultPolicy()
+	p.MaxStep, p.Deadband, p.MaxAge = 0, 0, 0
+	ctl, err := weighter.NewController(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{clock: newFakeClock(), src: &fakeSource{}, tgt: &fakeTarget{weights: map[string]int{"s1": 1, "s2": 1}},
+		reg: prometheus.NewRegistry(), logs: &strings.Builder{}}
+	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}}
+	log := slog.New(slog.NewTextHandler(f.logs, nil))
+	f.r = newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second, Jitter: 0.1},
+		f.clock, metrics.New(f.reg), log)
+	return f
+}
+
+func (f *fixture) counter(t *testing.T, result string) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "haproxy_weighter_cycles_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func TestStepReadinessAndMetrics(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	if f.r.ready(f.clock.Now()) {
+		t.Fatal("ready before any cycle")
+	}
+	if c := f.r.step(ctx); c.Result != weighter.ResultOK {
+		t.Fatalf("first cycle: %s %v", c.Result, c.Err)
+	}
+	if !f.r.ready(f.clock.Now()) || f.tgt.weights["s1"] != 256 || f.tgt.weights["s2"] != 64 {
+		t.Fatalf("after ok cycle: ready %v weights %v", f.r.ready(f.clock.Now()), f.tgt.weights)
+	}
+	f.src.setErr(errors.New("connection refused"))
+	f.clock.advance(20 * time.Second)
+	if c := f.r.step(ctx); c.Result != weighter.ResultSourceError {
+		t.Fatalf("result %s", c.Result)
+	}
+	if !f.r.ready(f.clock.Now()) {
+		t.Error("not ready 20s (2 intervals) after the last ok cycle")
+	}
+	f.clock.advance(11 * time.Second)
+	if f.r.ready(f.clock.Now()) {
+		t.Error("still ready 31s (> 3 intervals) after the last ok cycle")
+	}
+	if f.counter(t, "ok") != 1 || f.counter(t, "source_error") != 1 {
+		t.Errorf("cycles ok %v source_error %v", f.counter(t, "ok"), f.counter(t, "source_error"))
+	}
+	if n, err := testutil.GatherAndCount(f.reg, "haproxy_weighter_server_weight"); err != nil || n != 2 {
+		t.Errorf("server_weight series %d %v", n, err)
+	}
+	logs := f.logs.String()
+	if strings.Count(logs, "weight set") != 2 || !strings.Contains(logs, "cycle failed") {
+		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+func TestNextIsJittered(t *testing.T) {
+	f := newFixture(t)
+	for _, tt := range []struct {
+		u    float64
+		want time.Duration
+	}{{0, 9 * time.Second}, {0.5, 10 * time.Second}, {0.75, 10500 * time.Millisecond}} {
+		f.r.rand = func() float64 { return tt.u }
+		if got := f.r.next(); got != tt.want {
+			t.Errorf("rand %v: next %s, want %s", tt.u, got, tt.want)
+		}
+	}
+}
+
+// TestRunCyclesOnTicks drives the loop by hand: a cycle at once, then one per
+// tick of the clock, each waiting for the previous one (no overlap).
+func TestRunCyclesOnTicks(t *testing.T) {
+	f := newFixture(t)
+	f.r.rand = func() float64 { return 1 }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.r.run(ctx); close(done) }()
+	for i := 1; i <= 3; i++ {
+		if d := <-f.clock.waits; d != 11*time.Second { // the loop waits only after its cycle ended
+			t.Fatalf("wait %s, want 11s", d)
+		}
+		f.src.mu.Lock()
+		calls := f.src.calls
+		f.src.mu.Unlock()
+		if calls != i {
+			t.Fatalf("%d fetches after %d cycles", calls, i)
+		}
+		if i < 3 {
+			f.clock.ticker <- f.clock.Now()
+		}
+	}
+	cancel()
+	<-done
+}

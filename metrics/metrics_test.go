@@ -1,0 +1,61 @@
+package metrics
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+func TestObserve(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Init("be")
+	at := time.Unix(1_800_000_000, 0)
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Duration: 2 * time.Second, Applied: true,
+		Written: []weighter.Change{{Server: "s1", Weight: 200}},
+		Plan: weighter.Plan{Time: at, Imbalance: 1.5, Servers: []weighter.ServerPlan{
+			{Server: "s1", Load: 10, Current: 100, New: 200, Action: weighter.ActionSet},
+			{Server: "s2", Load: math.NaN(), Current: 100, New: 100, Action: weighter.ActionKeep},
+		}}})
+	// A failed cycle counts but does not touch weights and loads.
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultSourceError, Err: errors.New("down"), Plan: weighter.Plan{Time: at}})
+	want := `
+# HELP haproxy_weighter_server_weight Weight of the server in HAProxy (or IPVS) after the last cycle.
+# TYPE haproxy_weighter_server_weight gauge
+haproxy_weighter_server_weight{backend="be",server="s1"} 200
+haproxy_weighter_server_weight{backend="be",server="s2"} 100
+# HELP haproxy_weighter_server_load Aggregated load of the server used by the last cycle.
+# TYPE haproxy_weighter_server_load gauge
+haproxy_weighter_server_load{backend="be",server="s1"} 10
+# HELP haproxy_weighter_backend_imbalance Highest server load divided by the mean load of the backend, in the last cycle.
+# TYPE haproxy_weighter_backend_imbalance gauge
+haproxy_weighter_backend_imbalance{backend="be"} 1.5
+# HELP haproxy_weighter_weight_writes_total Server weights written (one per server and change).
+# TYPE haproxy_weighter_weight_writes_total counter
+haproxy_weighter_weight_writes_total{backend="be"} 1
+# HELP haproxy_weighter_last_success_timestamp_seconds Unix time of the end of the last cycle with result ok.
+# TYPE haproxy_weighter_last_success_timestamp_seconds gauge
+haproxy_weighter_last_success_timestamp_seconds{backend="be"} 1.800000002e+09
+`
+	names := []string{"haproxy_weighter_server_weight", "haproxy_weighter_server_load", "haproxy_weighter_backend_imbalance",
+		"haproxy_weighter_weight_writes_total", "haproxy_weighter_last_success_timestamp_seconds"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	for result, n := range map[string]float64{"ok": 1, "source_error": 1, "haproxy_error": 0, "skipped_coverage": 0} {
+		if got := testutil.ToFloat64(m.cycles.WithLabelValues("be", result)); got != n {
+			t.Errorf("cycles_total{result=%q} = %v, want %v", result, got, n)
+		}
+	}
+	m.Forget("be")
+	if n, _ := testutil.GatherAndCount(reg, names...); n != 0 {
+		t.Errorf("%d series left after Forget", n)
+	}
+}
