@@ -345,3 +345,14 @@ func TestPlanLeavesCallerSlicesAlone(t *testing.T) {
 	assert.Equal(t, first.Servers, second.Servers)
 	assert.NotSame(t, &first.Servers[0], &second.Servers[0])
 }
+
+func TestPlanHoldsWithoutWeightableServers(t *testing.T) {
+	servers := up(9, 9)
+	servers[0].Admin, servers[1].Operational = AdminMaint, "down"
+	plan := mustController(t, free()).Plan(t0, loadsAt(t0, 1, 2), servers)
+	assert.True(t, plan.Hold)
+	assert.Equal(t, "no weightable servers", plan.Reason)
+	assert.Empty(t, plan.Changes())
+	assert.Zero(t, plan.Coverage)
+	assert.Zero(t, plan.Imbalance)
+}

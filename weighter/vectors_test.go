@@ -47,3 +47,24 @@ func TestEqualLoadsGetMaxWeight(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedbackStep checks one step by hand: m = 20, factors √2 and √(2/3),
+// 362.04 and 209.02 from 256, rescaled so the larger is 256.
+func TestFeedbackStep(t *testing.T) {
+	p := DefaultPolicy()
+	p.Function = "feedback"
+	got, err := Compute(p, []float64{10, 30}, []int{256, 256})
+	require.NoError(t, err)
+	assert.Equal(t, []int{256, 148}, got)
+
+	// the step is capped at max_step: the idle server only doubles, 64 → 128,
+	// the other goes 256 · (15/30)^0.5 = 181.02; rescaled by 256/181.02
+	got, err = Compute(p, []float64{0, 30}, []int{64, 256})
+	require.NoError(t, err)
+	assert.Equal(t, []int{181, 256}, got)
+
+	// a current weight of 0 (drained) counts as max_weight
+	got, err = Compute(p, []float64{10, 10}, []int{0, 128})
+	require.NoError(t, err)
+	assert.Equal(t, []int{256, 128}, got)
+}
