@@ -24,6 +24,11 @@ global
 
 defaults
     mode tcp
+    # Without contstats HAProxy adds a connection's bytes to the server's bytes_in only
+    # when the connection closes (or rarely before): with long-lived connections the
+    # counter moves in huge bursts and a bytes_in rate says little about current load.
+    # contstats updates the counters along the way (every few seconds per connection).
+    option contstats
     timeout connect 2s
     timeout client 5m
     timeout server 5m

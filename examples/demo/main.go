@@ -32,6 +32,7 @@ type options struct {
 	Phase2   time.Duration
 	Interval time.Duration
 	Function string
+	Policy   string
 }
 
 func parseFlags() options {
@@ -51,6 +52,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.Phase2, "phase2", 60*time.Second, "duration with haproxy-weighter")
 	flag.DurationVar(&o.Interval, "interval", 2*time.Second, "haproxy-weighter interval")
 	flag.StringVar(&o.Function, "function", "limited-proportions", "weighting function")
+	flag.StringVar(&o.Policy, "policy", "", `more policy keys for the backend, e.g. "smoothing: 10s; max_step: 1.5"`)
 	flag.Parse()
 	return o
 }

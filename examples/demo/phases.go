@@ -56,11 +56,22 @@ func (d *demo) phases(ctx context.Context) error {
 
 // sample builds one second's sample from the sinks' counters and HAProxy's stats.
 func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cur []int64) (sample, error) {
+	s := sample{T: at, Phase: phase}
 	st, err := showStat(ctx, d.socket)
 	if err != nil {
-		return sample{}, fmt.Errorf("read haproxy stats: %w", err)
+		// A busy machine can delay one reply; HAProxy being gone is fatal.
+		if ok, werr := d.haproxy.exited(); ok {
+			return s, fmt.Errorf("haproxy exited: %v\n%s", werr, tail(filepath.Join(d.dir, "haproxy.log")))
+		}
+		if len(d.samples) == 0 {
+			return s, fmt.Errorf("read haproxy stats: %w", err)
+		}
+		last := d.samples[len(d.samples)-1]
+		st = map[string]serverStat{}
+		for i, sk := range d.sinks {
+			st[sk.name] = serverStat{Weight: last.Weights[i], Conns: last.Conns[i]}
+		}
 	}
-	s := sample{T: at, Phase: phase}
 	for i, sk := range d.sinks {
 		s.Loads = append(s.Loads, float64(cur[i]-prev[i]))
 		s.Weights = append(s.Weights, st[sk.name].Weight)
@@ -75,7 +86,7 @@ func (d *demo) startWeighter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := writeWeighterConfig(d.dir, weighterConf{Interval: d.o.Interval, Listen: listen, Socket: d.socket, Function: d.o.Function})
+	cfg, err := writeWeighterConfig(d.dir, weighterConf{Interval: d.o.Interval, Listen: listen, Socket: d.socket, Function: d.o.Function, Extra: d.o.Policy})
 	if err != nil {
 		return err
 	}

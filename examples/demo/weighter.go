@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -16,6 +17,7 @@ type weighterConf struct {
 	Listen   string
 	Socket   string
 	Function string
+	Extra    string // more backend keys (policy), YAML, one "key: value" per line
 }
 
 // writeWeighterConfig writes the daemon's YAML config into dir: one backend, weighted
@@ -31,7 +33,7 @@ backends:
     source:
       haproxy: {counter: bytes_in}
     function: %s
-`, c.Interval, c.Listen, c.Socket, backendName, c.Function)
+%s`, c.Interval, c.Listen, c.Socket, backendName, c.Function, indent(c.Extra, "    "))
 	path := filepath.Join(dir, "weighter.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return "", fmt.Errorf("write weighter config: %w", err)
@@ -66,4 +68,15 @@ func freePort() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
+}
+
+// indent prefixes every non-empty line of s (a "k: v; k: v" or multi-line list) with pre.
+func indent(s, pre string) string {
+	var b strings.Builder
+	for _, l := range strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == ';' }) {
+		if l = strings.TrimSpace(l); l != "" {
+			b.WriteString(pre + l + "\n")
+		}
+	}
+	return b.String()
 }

@@ -1,0 +1,234 @@
+package examples
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+)
+
+const unitPath = "systemd/haproxy-weighter.service"
+
+// unitDirectives parses a unit file into key -> values (all occurrences, any section).
+func unitDirectives(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d := map[string][]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			d[k] = append(d[k], v)
+		}
+	}
+	return d
+}
+
+func TestSystemdUnitVerifies(t *testing.T) {
+	analyze := requireTool(t, "systemd-analyze", "apt-get install systemd")
+	bin := weighterBinary(t)
+	// systemd-analyze checks that ExecStart exists: point it at the binary just built.
+	text, err := os.ReadFile(unitPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := filepath.Join(t.TempDir(), "haproxy-weighter.service")
+	fixed := strings.ReplaceAll(string(text), "/usr/bin/haproxy-weighter", bin)
+	if err := os.WriteFile(unit, []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runErr(time.Minute, analyze, "verify", unit)
+	if err != nil {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	// Warnings about our unit (unknown keys, bad values) do not change the exit code.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "haproxy-weighter.service") {
+			t.Errorf("systemd-analyze verify: %s", line)
+		}
+	}
+}
+
+func TestSystemdUnitContract(t *testing.T) {
+	d := unitDirectives(t, unitPath)
+	want := map[string]string{
+		"Type":                    "notify",
+		"ProtectSystem":           "strict",
+		"NoNewPrivileges":         "yes",
+		"SupplementaryGroups":     "haproxy",
+		"User":                    "haproxy-weighter",
+		"RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+		"ExecStart":               "/usr/bin/haproxy-weighter run --config /etc/haproxy-weighter/config.yaml",
+		"ExecReload":              "/bin/kill -HUP $MAINPID",
+	}
+	for k, v := range want {
+		if got := d[k]; len(got) != 1 || got[0] != v {
+			t.Errorf("%s=%q, want %q", k, got, v)
+		}
+	}
+	if len(d["WatchdogSec"]) != 1 {
+		t.Errorf("WatchdogSec missing")
+	}
+}
+
+// TestDaemonSdNotify runs the built binary's `run` against a real HAProxy with
+// NOTIFY_SOCKET pointing at a unixgram socket this test listens on, as systemd would.
+func TestDaemonSdNotify(t *testing.T) {
+	bin := weighterBinary(t)
+	sink := startDiscardServer(t)
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
+backend be_app
+  balance leastconn
+  server s1 `+sink+` weight 10
+  server s2 `+sink+` weight 20
+`)
+	dir := t.TempDir()
+	notify := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notify, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	listen := "127.0.0.1:" + itoa(testenv.FreePort(t))
+	cfg := filepath.Join(dir, "config.yaml")
+	writeFile(t, cfg, `interval: 1s
+listen: `+listen+`
+haproxy:
+  socket: `+h.Socket+`
+backends:
+  - name: be_app
+    source:
+      haproxy: {counter: bytes_in}
+`)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfg)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=2000000")
+	var logs syncWriter
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	defer func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-waited
+		}
+	}()
+
+	msgs := readNotify(t, conn, 20*time.Second, func(seen []string) bool {
+		return count(seen, "READY=1") > 0 && count(seen, "WATCHDOG=1") >= 2
+	})
+	if i, j := index(msgs, "READY=1"), index(msgs, "WATCHDOG=1"); i < 0 || j < 0 {
+		t.Fatalf("want READY=1 and WATCHDOG=1, got %q\nlogs:\n%s", msgs, logs.String())
+	}
+	checkExposedMetrics(t, listen)
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	msgs = readNotify(t, conn, 20*time.Second, func(seen []string) bool { return count(seen, "STOPPING=1") > 0 })
+	if count(msgs, "STOPPING=1") == 0 {
+		t.Errorf("no STOPPING=1 after SIGTERM, got %q", msgs)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Errorf("daemon exit after SIGTERM: %v\nlogs:\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("daemon did not exit after SIGTERM\nlogs:\n%s", logs.String())
+	}
+}
+
+// readNotify collects sd_notify messages (one datagram may hold several lines) until
+// done says so or the deadline passes.
+func readNotify(t *testing.T, conn *net.UnixConn, limit time.Duration, done func([]string) bool) []string {
+	t.Helper()
+	var seen []string
+	deadline := time.Now().Add(limit)
+	buf := make([]byte, 4096)
+	for !done(seen) {
+		if err := conn.SetReadDeadline(deadline); err != nil {
+			t.Fatal(err)
+		}
+		n, err := conn.Read(buf)
+		if err != nil {
+			break // deadline: the caller reports what is missing
+		}
+		seen = append(seen, strings.Split(strings.TrimSpace(string(buf[:n])), "\n")...)
+	}
+	return seen
+}
+
+// checkExposedMetrics scrapes the running daemon and checks that every metric the
+// dashboard and the alerts use is really exported.
+func checkExposedMetrics(t *testing.T, listen string) {
+	t.Helper()
+	var body string
+	deadline := time.Now().Add(15 * time.Second)
+	re := regexp.MustCompile(`(?m)^(haproxy_weighter_[a-z0-9_]+)`)
+	for {
+		resp, err := http.Get("http://" + listen + "/metrics")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+		}
+		exposed := map[string]bool{}
+		for _, m := range re.FindAllStringSubmatch(body, -1) {
+			exposed[baseMetric(m[1])] = true
+		}
+		var missing []string
+		for _, m := range ourMetrics {
+			if !exposed["haproxy_weighter_"+m] {
+				missing = append(missing, m)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("metrics used by the dashboard/alerts but not exported: %v\n%s", missing, body)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startDiscardServer accepts connections and discards what they send, until the test ends.
+func startDiscardServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
+}
