@@ -178,7 +178,7 @@ func (g *Graphite) Fetch(ctx context.Context) (weighter.Loads, error) {
 	if len(raw) == 0 {
 		return nil, g.fail(ErrNoData, errors.New("target matched no series"))
 	}
-	loads := assemble(g.log, g.rules, raw)
+	loads := assemble(g.log, g.red, g.rules, raw)
 	if len(loads) == 0 {
 		return nil, g.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid point", len(raw)))
 	}
@@ -207,9 +207,9 @@ func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 	case resp.StatusCode == http.StatusOK:
 		return body, nil
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return nil, g.fail(ErrQuery, fmt.Errorf("http %d: %s", resp.StatusCode, snippet(body)))
+		return nil, g.fail(ErrQuery, fmt.Errorf("http %d: %s", resp.StatusCode, snippet(g.red, body)))
 	default:
-		return nil, g.fail(ErrBadReply, fmt.Errorf("http %d: %s", resp.StatusCode, snippet(body)))
+		return nil, g.fail(ErrBadReply, fmt.Errorf("http %d: %s", resp.StatusCode, snippet(g.red, body)))
 	}
 }
 
@@ -218,9 +218,10 @@ func (g *Graphite) fail(kind, cause error) error {
 	return &Error{Kind: kind, Source: "graphite", URL: g.shown, Query: g.cfg.Target, Err: g.red.Error(cause)}
 }
 
-// snippet is the start of a reply body, on one line, for error messages.
-func snippet(body []byte) string {
-	s := strings.Join(strings.Fields(string(body)), " ")
+// snippet is the start of a reply body, on one line, for error messages. It is
+// redacted before it is cut, so no prefix of a secret survives.
+func snippet(red *redactor, body []byte) string {
+	s := strings.Join(strings.Fields(red.String(string(body))), " ")
 	if len(s) > 300 {
 		s = s[:300] + "…"
 	}

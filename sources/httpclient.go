@@ -3,6 +3,7 @@ package sources
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -117,6 +118,9 @@ func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // secrets lists the configured credentials, for the redactor.
 func (o httpOptions) secrets() []string {
 	s := []string{o.basic.Password, o.bearer}
+	if o.basic.Username != "" { // what an echoing server would show of the password
+		s = append(s, base64.StdEncoding.EncodeToString([]byte(o.basic.Username+":"+o.basic.Password)))
+	}
 	for _, v := range o.headers {
 		s = append(s, v)
 	}

@@ -17,18 +17,19 @@ type rawSeries struct {
 // others: a series the rules cannot place is dropped (not ours), two series for
 // one server or a series without one valid point leave that server out (the
 // weighter then treats it as having no data) and are logged as warnings.
-func assemble(log *slog.Logger, rules *nameRules, raw []rawSeries) weighter.Loads {
+// Series names are redacted in logs: a target may echo an API key.
+func assemble(log *slog.Logger, red *redactor, rules *nameRules, raw []rawSeries) weighter.Loads {
 	loads := weighter.Loads{}
 	from := map[string]string{}
 	dup := map[string]bool{}
 	for _, r := range raw {
 		server, ok := rules.server(r.name)
 		if !ok {
-			log.Debug("series ignored: no server name", "series", r.name)
+			log.Debug("series ignored: no server name", "series", red.String(r.name))
 			continue
 		}
 		if prev, seen := from[server]; seen {
-			log.Warn("server left out: duplicate series", "server", server, "series", r.name, "other", prev)
+			log.Warn("server left out: duplicate series", "server", red.String(server), "series", red.String(r.name), "other", red.String(prev))
 			dup[server] = true
 			continue
 		}
@@ -39,7 +40,7 @@ func assemble(log *slog.Logger, rules *nameRules, raw []rawSeries) weighter.Load
 		if dup[server] {
 			delete(loads, server)
 		} else if len(s) == 0 {
-			log.Warn("server left out: no valid point (null, NaN or Inf)", "server", server, "series", from[server])
+			log.Warn("server left out: no valid point (null, NaN or Inf)", "server", red.String(server), "series", red.String(from[server]))
 			delete(loads, server)
 		}
 	}

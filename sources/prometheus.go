@@ -150,7 +150,7 @@ func (p *Prometheus) Fetch(ctx context.Context) (weighter.Loads, error) {
 	defer cancel()
 	val, err := p.query(ctx)
 	if err != nil {
-		return nil, p.fail(p.kind(ctx, err), err)
+		return nil, p.fail(p.kind(ctx, err), p.withDetail(err))
 	}
 	raw, err := p.series(val)
 	if err != nil {
@@ -159,7 +159,7 @@ func (p *Prometheus) Fetch(ctx context.Context) (weighter.Loads, error) {
 	if len(raw) == 0 {
 		return nil, p.fail(ErrNoData, errors.New("query returned no series"))
 	}
-	loads := assemble(p.log, p.rules, raw)
+	loads := assemble(p.log, p.red, p.rules, raw)
 	if len(loads) == 0 {
 		return nil, p.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid sample", len(raw)))
 	}
@@ -202,6 +202,16 @@ func (p *Prometheus) kind(ctx context.Context, err error) error {
 		}
 		return ErrBadReply
 	}
+}
+
+// withDetail adds the reply body that client_golang keeps aside for non-API errors
+// (a proxy's 401 page, a 502), which is what tells an operator what went wrong.
+func (p *Prometheus) withDetail(err error) error {
+	var apiErr *v1.Error
+	if errors.As(err, &apiErr) && apiErr.Detail != "" {
+		return fmt.Errorf("%w: %s", err, snippet(p.red, []byte(apiErr.Detail)))
+	}
+	return err
 }
 
 // series turns a vector or matrix into raw series named by the server label.
