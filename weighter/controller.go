@@ -104,23 +104,40 @@ func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, 
 	smoothed := c.smoothLoads(now, sorted, raw)
 	arr := slices.Grow(c.buf.work[:0], len(sorted))[:len(sorted)]
 	ws = slices.Grow(c.buf.ptrs[:0], len(sorted))[:len(sorted)]
-	hits := 0
+	var hits stateHits
 	for i, s := range sorted {
-		written, ok := c.written[s.Name]
-		if ok {
-			hits++
-		} else {
-			written = -1
-		}
+		written := hits.lookup(c, s.Name)
 		out[i] = ServerPlan{Server: s.Name, Load: smoothed[i], Current: s.Weight, Raw: s.Weight, New: s.Weight}
 		arr[i] = work{ServerPlan: &out[i], st: s, written: written, filled: smoothed[i]}
 		ws[i] = &arr[i]
 	}
 	c.buf.sorted, c.buf.raw, c.buf.scratch, c.buf.work, c.buf.ptrs = sorted, raw, scratch, arr, ws
-	if hits < len(c.written) || len(c.drained) > 0 || len(c.smooth) > 0 {
+	if hits.written < len(c.written) || hits.drained < len(c.drained) || hits.smooth < len(c.smooth) {
 		c.prune(sorted)
 	}
 	return ws, found
+}
+
+// stateHits counts the servers of this cycle that have state in the
+// Controller's maps: fewer than the map holds means some server left.
+type stateHits struct{ written, drained, smooth int }
+
+// lookup returns the weight we last wrote to name (-1 = never) and counts hits.
+func (h *stateHits) lookup(c *Controller, name string) int {
+	if len(c.drained) > 0 && c.drained[name] {
+		h.drained++
+	}
+	if len(c.smooth) > 0 {
+		if _, ok := c.smooth[name]; ok {
+			h.smooth++
+		}
+	}
+	written, ok := c.written[name]
+	if !ok {
+		return -1
+	}
+	h.written++
+	return written
 }
 
 // sortedServers returns pointers to the servers, sorted by name. The caller's
