@@ -3,7 +3,9 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,6 +156,27 @@ func testRun(t *testing.T, h *testenv.HAProxy, prom *testenv.Prometheus, cfg, li
 	h.Restart()
 	eventually(t, 15*time.Second, "weights re-applied after HAProxy restart",
 		func() bool { return sameWeights(weights(t, h.Socket), want) })
+
+	// SIGHUP with a broken file: rejected, the old configuration keeps running.
+	good, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, append(good, "    limiting_factr: 3\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	const reloadOK = "haproxy_weighter_config_reload_success"
+	eventually(t, 10*time.Second, "reload rejected", func() bool { return d.metric(reloadOK) == 0 })
+	if !strings.Contains(d.logs.String(), `unknown key \"limiting_factr\"`) {
+		t.Errorf("the rejected reload does not say what is wrong")
+	}
+	if err := os.WriteFile(cfg, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGHUP)
+	eventually(t, 10*time.Second, "reload accepted", func() bool { return d.metric(reloadOK) == 1 })
+	eventually(t, 10*time.Second, "ready after reload", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
 
 	if code := d.stop(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)

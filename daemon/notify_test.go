@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestSystemdNotifier sends to a real unixgram NOTIFY_SOCKET, as systemd listens.
+func TestSystemdNotifier(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", path)
+	SystemdNotifier{}.Notify("READY=1")
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, err := conn.Read(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Fatalf("got %q, %v", buf[:n], err)
+	}
+}
+
+// TestWatchdogFeedsWhileAlive fires the watchdog's timer by hand: WATCHDOG=1
+// while the runners cycle, nothing once a runner has been silent too long.
+func TestWatchdogFeedsWhileAlive(t *testing.T) {
+	t.Setenv("WATCHDOG_USEC", "2000000")
+	f := newFixture(t)
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(testConfig(t, "be"), Options{Notifier: n, Clock: f.clock})
+	d.group = &group{runners: []*runner{f.r}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { d.watchdog(ctx); close(done) }()
+
+	if w := <-f.clock.waits; w != time.Second {
+		t.Fatalf("watchdog period %s, want half of 2s", w)
+	}
+	f.clock.ticker <- f.clock.Now()
+	<-f.clock.waits            // the next wait starts after the notification
+	f.clock.advance(time.Hour) // the runner has not cycled for an hour
+	f.clock.ticker <- f.clock.Now()
+	<-f.clock.waits
+	cancel()
+	<-done
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if len(n.states) != 1 || n.states[0] != "WATCHDOG=1" {
+		t.Errorf("notifications %v, want one WATCHDOG=1", n.states)
+	}
+}
