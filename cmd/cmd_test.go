@@ -71,3 +71,11 @@ func TestValidateSaysWhere(t *testing.T) {
 		t.Errorf("got %v, want %q", err, want)
 	}
 }
+
+func TestConfigAndBackendFlagsDoNotMix(t *testing.T) {
+	_, _, err := execute(t, "once", "--config", "../examples/config/haproxy-stats.yaml", "--backend", "be_x")
+	want := "--config and backend flags (--backend, --socket, --query, ...) cannot be mixed"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

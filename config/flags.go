@@ -25,13 +25,6 @@ type Flags struct {
 	Listen         *string
 }
 
-// Any reports whether any backend-describing flag was given.
-func (f Flags) Any() bool {
-	return f.Socket != "" || f.Backend != "" || f.PrometheusURL != "" || f.Query != "" ||
-		f.ServerLabel != "" || f.GraphiteURL != "" || f.Target != "" || f.HAProxyCounter != "" ||
-		f.Function != "" || f.LimitingFactor != nil || f.Aggressiveness != nil
-}
-
 // FromFlags builds a one-backend configuration from flags. It goes through the
 // same decoder and validation as a file, so both say the same things.
 func FromFlags(f Flags) (*Config, error) {
