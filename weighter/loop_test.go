@@ -187,3 +187,25 @@ func TestRunCycleReappliesAfterReload(t *testing.T) {
 		t.Fatalf("after reload: result %s, weights %v, want %v", c.Result, tgt.weights, want)
 	}
 }
+
+// BenchmarkRunCycle is one applied cycle of 100 servers against in-memory fakes:
+// the daemon's own cost per backend and interval, without I/O.
+func BenchmarkRunCycle(b *testing.B) {
+	loads, weights := map[string]float64{}, map[string]int{}
+	for i := range 100 {
+		name := "srv" + string(rune('a'+i/26)) + string(rune('a'+i%26))
+		loads[name], weights[name] = float64(1+i%17), 1+i%200
+	}
+	c, err := NewController(testPolicy())
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := &Backend{Name: "be", Source: &fakeSource{loads: loads}, Target: &fakeTarget{weights: weights}, Controller: c}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if cy := RunCycle(ctx, be, now.Add(time.Duration(i)*time.Second), true); cy.Result != ResultOK {
+			b.Fatal(cy.Result, cy.Err)
+		}
+	}
+}
