@@ -98,19 +98,23 @@ func (e *redactedError) Error() string { return e.msg }
 
 func (e *redactedError) Unwrap() error { return e.err }
 
-// looksLikeKey reports whether a URL path segment looks like an API key: long and
-// mixing letters and digits (UUIDs, hex tokens). Short names like "graphite",
+// looksLikeKey reports whether a URL path segment looks like an API key: long, with
+// letters and several digits (UUIDs, hex tokens). Names like "graphite", "api-v1",
 // "render" or a short account id stay readable.
 func looksLikeKey(seg string) bool {
 	if len(seg) < 16 {
 		return false
 	}
-	var letter, digit bool
+	letters, digits := 0, 0
 	for _, c := range seg {
-		letter = letter || unicode.IsLetter(c)
-		digit = digit || unicode.IsDigit(c)
+		switch {
+		case unicode.IsLetter(c):
+			letters++
+		case unicode.IsDigit(c):
+			digits++
+		}
 	}
-	return letter && digit
+	return letters > 0 && digits >= 4
 }
 
 func contains(list []string, s string) bool {
