@@ -82,6 +82,10 @@ func printTables(w io.Writer, cycles []weighter.Cycle) error {
 			mode = fmt.Sprintf("applied, %d weights written", len(c.Written))
 		}
 		fmt.Fprintf(w, "backend %s: %s; %s\n", c.Backend, c.Result, mode)
+		if c.Plan.Function != "" {
+			fmt.Fprintf(w, "function %s, coverage %.0f%%, imbalance (max/mean load) %.2f\n",
+				c.Plan.Function, 100*c.Plan.Coverage, c.Plan.Imbalance)
+		}
 		if c.Plan.Hold {
 			fmt.Fprintf(w, "holding: %s\n", c.Plan.Reason)
 		}
