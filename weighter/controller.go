@@ -141,21 +141,43 @@ func (h *stateHits) lookup(c *Controller, name string) int {
 }
 
 // sortedServers returns pointers to the servers, sorted by name. The caller's
-// slice is not modified.
+// slice is not modified. Targets list their servers in the same order every
+// cycle, so the order found last time is checked (a linear pass) before sorting.
 func (c *Controller) sortedServers(servers []ServerState) []*ServerState {
-	sorted := slices.Grow(c.buf.sorted[:0], len(servers))
-	for i := range servers {
-		sorted = append(sorted, &servers[i])
+	if !sameNames(c.buf.names, servers) {
+		c.buf.names, c.buf.order = c.buf.names[:0], c.buf.order[:0]
+		for i, s := range servers {
+			c.buf.names, c.buf.order = append(c.buf.names, s.Name), append(c.buf.order, i)
+		}
+		byName := func(i, j int) int { return strings.Compare(servers[i].Name, servers[j].Name) }
+		if !slices.IsSortedFunc(c.buf.order, byName) {
+			slices.SortStableFunc(c.buf.order, byName)
+		}
 	}
-	byName := func(a, b *ServerState) int { return strings.Compare(a.Name, b.Name) }
-	if !slices.IsSortedFunc(sorted, byName) {
-		slices.SortFunc(sorted, byName)
+	sorted := c.buf.sorted[:0]
+	for _, i := range c.buf.order {
+		sorted = append(sorted, &servers[i])
 	}
 	return sorted
 }
 
+// sameNames reports whether servers are named names, in that order.
+func sameNames(names []string, servers []ServerState) bool {
+	if len(names) != len(servers) {
+		return false
+	}
+	for i := range servers {
+		if servers[i].Name != names[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // buffers are the per-cycle slices a Controller reuses.
 type buffers struct {
+	names        []string // server names in the caller's order, last cycle
+	order        []int    // indexes into the caller's servers, sorted by name
 	sorted       []*ServerState
 	raw, scratch []float64
 	work         []work

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -372,4 +373,25 @@ func TestPlanForgetsServersThatLeft(t *testing.T) {
 	s := byServer(c.Plan(t0.Add(time.Second), loadsAt(t0, 1, 2, 300), up(9, 9, 9)))
 	assert.Equal(t, 300.0, s["s3"].Load, "no EWMA memory of the old s3")
 	assert.NotEqual(t, ReasonReapply, s["s3"].Reason)
+}
+
+// TestPlanFollowsServerOrderChanges: the cached sort order is only reused for
+// the same names in the same order.
+func TestPlanFollowsServerOrderChanges(t *testing.T) {
+	c := mustController(t, free())
+	names := func(p Plan) (out []string) {
+		for _, s := range p.Servers {
+			out = append(out, s.Server+":"+strconv.Itoa(s.Current))
+		}
+		return out
+	}
+	a := []ServerState{{Name: "b", Weight: 2, Operational: "up"}, {Name: "a", Weight: 1, Operational: "up"}, {Name: "c", Weight: 3, Operational: "up"}}
+	assert.Equal(t, []string{"a:1", "b:2", "c:3"}, names(c.Plan(t0, nil, a)))
+	b := []ServerState{a[2], a[0], a[1]}
+	assert.Equal(t, []string{"a:1", "b:2", "c:3"}, names(c.Plan(t0, nil, b)))
+	d := []ServerState{a[2], {Name: "d", Weight: 4, Operational: "up"}, a[1]}
+	assert.Equal(t, []string{"a:1", "c:3", "d:4"}, names(c.Plan(t0, nil, d)))
+	d[0].Weight = 9 // same names, same order: new values are read
+	assert.Equal(t, []string{"a:1", "c:9", "d:4"}, names(c.Plan(t0, nil, d)))
+	assert.Empty(t, c.Plan(t0, nil, nil).Servers)
 }

@@ -53,7 +53,7 @@ func Compute(p Policy, loads []float64, current []int) ([]int, error) {
 }
 
 // validLoad reports whether x can be used as a load: not NaN, not ±Inf, not negative.
-func validLoad(x float64) bool { return x >= 0 && !math.IsInf(x, 1) }
+func validLoad(x float64) bool { return x >= 0 && x <= math.MaxFloat64 }
 
 func isInf(x float64) bool { return math.IsInf(x, 0) }
 
