@@ -35,10 +35,11 @@ func (d *display) line(s []sample, i int) {
 	if d.lastHdr != cur.Phase {
 		d.lastHdr = cur.Phase
 		fmt.Fprintf(d.w, "\n== phase %d/2: %s\n", cur.Phase, d.titles[cur.Phase-1])
-		fmt.Fprintf(d.w, "    t  max/mean | per server: load (B/s, 5 s avg)  connections  weight\n")
+		fmt.Fprintf(d.w, "   time  max/mean | per server: load (B/s, 5 s avg)  connections  weight\n")
 	}
+	elapsed, total := d.progress(cur)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%5s  %8s", fmtSecs(cur.T), fmtRatio(imbalance(s, i)))
+	fmt.Fprintf(&b, "%7s  %8s", fmtSecs(elapsed)+"/"+fmtSecs(total), fmtRatio(imbalance(s, i)))
 	for k, v := range smoothed(s, i) {
 		fmt.Fprintf(&b, " | %s %6s %3dc w%-3d", d.names[k], fmtBytes(v), cur.Conns[k], cur.Weights[k])
 	}
@@ -54,11 +55,7 @@ func (d *display) table(s []sample, i int) {
 		fmt.Fprintln(d.w)
 	}
 	var b strings.Builder
-	start := time.Duration(0)
-	if cur.Phase == 2 {
-		start = d.phases[0]
-	}
-	elapsed, total := cur.T-start, d.phases[cur.Phase-1]
+	elapsed, total := d.progress(cur)
 	fmt.Fprintf(&b, "phase %d/2: %s\n", cur.Phase, d.titles[cur.Phase-1])
 	fmt.Fprintf(&b, "%s %s / %s\n\n", bar(elapsed, total, 40), fmtSecs(elapsed), fmtSecs(total))
 	fmt.Fprintf(&b, "%-7s %10s  %-24s %6s %7s\n", "server", "load B/s", "", "conns", "weight")
@@ -76,6 +73,15 @@ func (d *display) table(s []sample, i int) {
 	}
 	d.drawn = strings.Count(b.String(), "\n")
 	fmt.Fprint(d.w, b.String())
+}
+
+// progress is the time spent in the sample's phase and the phase's length.
+func (d *display) progress(cur sample) (elapsed, total time.Duration) {
+	start := time.Duration(0)
+	if cur.Phase == 2 {
+		start = d.phases[0]
+	}
+	return cur.T - start, d.phases[cur.Phase-1]
 }
 
 func bar(v, total time.Duration, width int) string {
