@@ -76,6 +76,12 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	cctx, cancel := context.WithTimeout(ctx, r.timing.Timeout)
 	defer cancel()
 	c := weighter.RunCycle(cctx, r.unit.Backend, r.clock.Now(), r.apply)
+	if ctx.Err() != nil {
+		// Shutdown or reload cancelled the cycle: not a failure of the backend.
+		r.log.Debug("cycle cancelled", "result", c.Result, "err", c.Err)
+		logWritten(r.log, c)
+		return c
+	}
 	end := r.clock.Now()
 	r.mu.Lock()
 	prev := r.lastResult

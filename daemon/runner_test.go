@@ -213,3 +213,16 @@ func TestRunCyclesOnTicks(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestCancelledCycleIsNotAFailure(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.r.step(ctx)
+	if f.counter(t, "source_error")+f.counter(t, "haproxy_error")+f.counter(t, "ok") != 0 {
+		t.Error("a cycle cancelled by shutdown was counted")
+	}
+	if strings.Contains(f.logs.String(), "cycle failed") {
+		t.Errorf("logged as a failure:\n%s", f.logs.String())
+	}
+}
