@@ -62,6 +62,12 @@ func TestValidateExamples(t *testing.T) {
 			t.Errorf("%s: %v %s", f, err, out)
 		}
 	}
+	// The packaged config's comment says `validate --config FILE`: both forms work.
+	out, _, err := execute(t, "validate", "--config", files[0])
+	if err != nil || !strings.Contains(out, ": ok (") {
+		t.Errorf("--config %s: %v %s", files[0], err, out)
+	}
+	execute(t, "validate", "--config", "") // cobra keeps flag values between runs
 }
 
 func TestValidateSaysWhere(t *testing.T) {

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -9,20 +10,32 @@ import (
 )
 
 func init() {
-	rootCmd.AddCommand(&cobra.Command{
-		Use:   "validate FILE",
+	var flagPath string
+	c := &cobra.Command{
+		Use:   "validate FILE | validate --config FILE",
 		Short: "Check a configuration file and say exactly what is wrong and where",
 		Long: `validate loads FILE as run does: unknown keys, bad durations, unknown functions and
 missing backend fields are reported as file:line: message, one per line. ${VAR}
 references must be set in the environment. It exits 0 when the file is valid.`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := config.Load(args[0])
+			path := flagPath
+			switch {
+			case len(args) == 1 && path != "":
+				return errors.New("give the file either as an argument or with --config, not both")
+			case len(args) == 1:
+				path = args[0]
+			case path == "":
+				return errors.New("no configuration file: validate FILE or validate --config FILE")
+			}
+			cfg, err := config.Load(path)
 			if err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d backends)\n", args[0], len(cfg.Backends))
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d backends)\n", path, len(cfg.Backends))
 			return nil
 		},
-	})
+	}
+	c.Flags().StringVarP(&flagPath, "config", "c", "", "configuration file (same as the argument)")
+	rootCmd.AddCommand(c)
 }
