@@ -30,6 +30,7 @@ func exampleTable() string {
 		{"normalised-exponential", 0, 0.5}, {"normalised-exponential", 0, 1}, {"normalised-exponential", 0, 2},
 	}
 	var b strings.Builder
+	fmt.Fprintf(&b, "Loads %v (mean %.1f), `max_weight` 256:\n\n", loads, mean(loads))
 	b.WriteString("| function | L | A |")
 	for _, x := range loads {
 		fmt.Fprintf(&b, " load %g |", x)
