@@ -104,7 +104,7 @@ func TestCheckAlgorithms(t *testing.T) {
 	require.ErrorIs(t, err, ErrStaticWeights)
 }
 
-func TestRuntimeAddedServerIsSeen(t *testing.T) {
+func TestRuntimeAddedAndDeletedServersAreSeen(t *testing.T) {
 	h := testenv.StartHAProxy(t, appConfig(t))
 	c := newClient(t, h.Socket)
 	b := c.Backend("be_app")
@@ -114,6 +114,12 @@ func TestRuntimeAddedServerIsSeen(t *testing.T) {
 	require.Contains(t, got, "s9")
 	assert.Equal(t, 4, got["s9"].Weight)
 	assert.Equal(t, weighter.AdminMaint, got["s9"].Admin, "added servers start in maint")
+
+	assert.Empty(t, raw(t, c, "disable server be_app/s1"))
+	assert.Contains(t, raw(t, c, "del server be_app/s1"), "Server deleted")
+	got = byName(t, b)
+	assert.NotContains(t, got, "s1")
+	assert.Len(t, got, 4)
 }
 
 func TestSnapshotRestore(t *testing.T) {

@@ -108,6 +108,16 @@ func (h *HAProxy) Stop() {
 	h.signal(syscall.SIGTERM)
 }
 
+// PID is the process id of the running haproxy (0 when stopped).
+func (h *HAProxy) PID() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.exited == nil {
+		return 0
+	}
+	return h.cmd.Process.Pid
+}
+
 // Log returns what haproxy printed since it was last started.
 func (h *HAProxy) Log() string {
 	h.mu.Lock()
