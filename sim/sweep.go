@@ -191,7 +191,23 @@ func cellsOf(figs []Figures) []SweepCell {
 	return out
 }
 
-// WriteMarkdown writes the baselines and the top rows as a Markdown table.
+// shown is the top rows, then the best row of every function and load input and
+// the current default's row where they are not among the top.
+func (r *SweepResult) shown(top int) []SweepRow {
+	var out []SweepRow
+	seen := map[string]bool{}
+	for i, row := range r.Rows {
+		group := fmt.Sprintf("%s/%v", row.Strategy.Policy.Function, row.Strategy.PerConn)
+		if i < top || !seen[group] || row.Strategy.Default {
+			out = append(out, row)
+		}
+		seen[group] = true
+	}
+	return out
+}
+
+// WriteMarkdown writes the baselines, the top rows, the best row of every function
+// and load input, and the current default as a Markdown table, best first.
 func (r *SweepResult) WriteMarkdown(w io.Writer, top int) error {
 	var b strings.Builder
 	b.WriteString("| policy |")
@@ -203,10 +219,7 @@ func (r *SweepResult) WriteMarkdown(w io.Writer, top int) error {
 	for _, name := range []string{"leastconn", "agent-check", "oracle"} {
 		writeRow(&b, name, r.Baselines[name], name == "agent-check")
 	}
-	for i, row := range r.Rows {
-		if i >= top {
-			break
-		}
+	for _, row := range r.shown(top) {
 		label := row.Strategy.Name
 		if row.Strategy.Default {
 			label = "**" + label + "** (current default)"
