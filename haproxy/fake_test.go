@@ -162,3 +162,18 @@ func TestNoSocket(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "dial")
 }
+
+func TestReadBackMismatchIsPerServer(t *testing.T) {
+	// Accepts every write, but the read-back still shows s2 at weight 1.
+	state := "1\n# be_id be_name srv_id srv_name\n" +
+		"2 be 1 s1 127.0.0.1 2 0 3 1 0 1 0 2 0 0 0 0 - 19001 - 0 0 - - 0\n" +
+		"2 be 2 s2 127.0.0.1 2 0 1 1 0 1 0 2 0 0 0 0 - 19002 - 0 0 - - 0"
+	f := startFake(t, false, func(string) string { return "\n> \n> \n> \n> " + state + "\n> " })
+	err := fakeClient(t, f.path).Backend("be").SetWeights(testCtx(t),
+		[]weighter.Change{{Server: "s1", Weight: 3}, {Server: "s2", Weight: 4}})
+	var se *weighter.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "s2", se.Server)
+	assert.Contains(t, err.Error(), "read back 1")
+	assert.NotContains(t, err.Error(), "server s1")
+}
