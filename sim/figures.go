@@ -114,11 +114,16 @@ func recoveries(sc Scenario, tr trace) []Recovery {
 // peakShare is the largest share of a window's new connections that the first added
 // server took during its first joinHorizon seconds.
 func peakShare(sc Scenario, tr trace) *float64 {
-	i := slices.IndexFunc(sc.Events, func(ev Event) bool { return ev.Kind == EventAdd })
-	if i < 0 {
+	at := math.Inf(1)
+	for _, ev := range sc.Events {
+		if ev.Kind == EventAdd {
+			at = math.Min(at, ev.At.Seconds())
+		}
+	}
+	if math.IsInf(at, 1) {
 		return nil
 	}
-	at, idx := sc.Events[i].At.Seconds(), sc.Servers // the first add is server index Servers
+	idx := sc.Servers // the first server added gets the next index
 	peak := 0.0
 	for _, w := range tr.windows {
 		if w.end <= at || w.end-at > joinHorizon+sc.Window.Seconds() || idx >= len(w.picked) {
