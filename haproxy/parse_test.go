@@ -37,3 +37,16 @@ func TestReplyError(t *testing.T) {
 	assert.EqualError(t, replyError("[3]: No such server."), "No such server")
 	assert.ErrorIs(t, replyError("ok"), ErrBadReply)
 }
+
+func TestConfig(t *testing.T) {
+	for socket, network := range map[string]string{
+		"/run/haproxy/admin.sock": "unix", "admin.sock": "unix", "./a:b.sock": "unix",
+		"127.0.0.1:9999": "tcp", "[::1]:9999": "tcp", "lb1:9999": "tcp",
+	} {
+		assert.Equal(t, network, Config{Socket: socket}.network(), socket)
+	}
+	assert.Equal(t, DefaultTimeout, Config{}.timeout())
+	assert.Error(t, Config{}.Validate())
+	assert.Error(t, Config{Socket: "/s", Timeout: -1}.Validate())
+	assert.NoError(t, Config{Socket: "/s"}.Validate())
+}

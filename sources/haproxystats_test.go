@@ -193,6 +193,9 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 	reset, err := src.Fetch(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, reset, "no server has a valid point after a counter reset: %v", reset)
+	again, err := src.Fetch(ctx)
+	require.NoError(t, err)
+	assert.Len(t, again, 3, "the read after the reset is the new base")
 }
 
 // waitStats polls until HAProxy's counters account for total bytes (the sinks
