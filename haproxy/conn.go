@@ -53,20 +53,35 @@ func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error)
 	if _, err := conn.Write(req.Bytes()); err != nil {
 		return nil, c.ioError(ctx, "write", err)
 	}
-	raw, err := readReplies(conn, len(cmds)+2)
+	// The timeout bounds each read, not the whole reply: HAProxy answers a long
+	// batch piece by piece (weights on a 1,000-server random or consistent-hash
+	// backend cost it ~3 ms each), and only silence should fail. ctx bounds the total.
+	extend := func() {
+		_ = conn.SetReadDeadline(c.deadline(ctx))
+		if ctx.Err() != nil { // canceled meanwhile: undo, AfterFunc may have run already
+			_ = conn.SetReadDeadline(time.Unix(1, 0))
+		}
+	}
+	raw, err := readReplies(conn, len(cmds)+2, extend)
 	if err != nil {
 		return nil, c.ioError(ctx, "read", err)
 	}
 	return raw[2:], nil
 }
 
-// dial connects with the configured timeout, bounded by ctx, and sets the
-// deadline for the whole round trip.
-func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+// deadline is one timeout from now, or ctx's deadline if that comes first.
+func (c *Client) deadline(ctx context.Context) time.Time {
 	deadline := time.Now().Add(c.cfg.timeout())
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+		return d
 	}
+	return deadline
+}
+
+// dial connects with the configured timeout, bounded by ctx, and sets the
+// deadline for the dial and the write.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	deadline := c.deadline(ctx)
 	d := net.Dialer{Deadline: deadline}
 	conn, err := d.DialContext(ctx, c.cfg.network(), c.cfg.Socket)
 	if err != nil {
@@ -87,12 +102,16 @@ func (c *Client) ioError(ctx context.Context, op string, err error) error {
 }
 
 // readReplies reads until n prompts have arrived (then the rest is "quit") or the
-// connection ends. Fewer than n replies is a truncated reply.
-func readReplies(r io.Reader, n int) ([]string, error) {
+// connection ends. Fewer than n replies is a truncated reply. extend, if not nil,
+// is called before each read (to push the read deadline on).
+func readReplies(r io.Reader, n int, extend func()) ([]string, error) {
 	var buf bytes.Buffer
 	chunk := make([]byte, 32<<10)
 	seen, scanned := 0, 0
 	for seen < n {
+		if extend != nil {
+			extend()
+		}
 		k, err := r.Read(chunk)
 		buf.Write(chunk[:k])
 		// Count only in new bytes, plus the tail a separator may straddle from

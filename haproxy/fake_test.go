@@ -22,8 +22,9 @@ import (
 // reply (or not at all), for fault injection. It records each request.
 type fakeSocket struct {
 	path  string
-	reply func(req string) string // "" with silent: never answer
-	hang  bool
+	reply func(req string) string
+	hang  bool          // never answer
+	drip  time.Duration // pause between the replies of a request
 
 	mu       sync.Mutex
 	requests []string
@@ -69,7 +70,18 @@ func (f *fakeSocket) serve(conn net.Conn, done <-chan struct{}) {
 		<-done
 		return
 	}
-	_, _ = conn.Write([]byte(f.reply(req.String())))
+	if f.drip == 0 {
+		_, _ = conn.Write([]byte(f.reply(req.String())))
+		return
+	}
+	for _, part := range strings.SplitAfter(f.reply(req.String()), promptSep) {
+		select {
+		case <-done:
+			return
+		case <-time.After(f.drip):
+		}
+		_, _ = conn.Write([]byte(part))
+	}
 }
 
 func (f *fakeSocket) seen() []string {
@@ -139,6 +151,19 @@ func TestSilentSocketTimesOut(t *testing.T) {
 	err = c.Backend("be").SetWeights(testCtx(t), []weighter.Change{{Server: "s1", Weight: 3}})
 	require.ErrorIs(t, err, os.ErrDeadlineExceeded)
 	assert.Len(t, f.seen(), 2, "no retry")
+}
+
+func TestSlowButSteadyReplyIsNotATimeout(t *testing.T) {
+	// 6 replies 100 ms apart take longer than the 300 ms timeout, but none of the
+	// gaps does: the timeout bounds silence, not the whole batch.
+	f := startFake(t, false, prompts(""))
+	f.drip = 100 * time.Millisecond
+	err := fakeClient(t, f.path).Backend("be").SetWeights(testCtx(t),
+		[]weighter.Change{{Server: "s1", Weight: 3}, {Server: "s2", Weight: 4}, {Server: "s3", Weight: 5}})
+	// The fake's read-back is empty, so the weights are not confirmed; but no timeout.
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded)
+	assert.ErrorIs(t, err, ErrBadReply)
 }
 
 func TestCanceledContextStopsRoundTrip(t *testing.T) {

@@ -23,11 +23,11 @@ func TestAdminStateBits(t *testing.T) {
 
 func TestReadRepliesAcrossReads(t *testing.T) {
 	out := "\n> \n> \n> [3]: No such server.\n\n> 7 (initial 1)\n> "
-	replies, err := readReplies(iotest.OneByteReader(strings.NewReader(out+"trailing")), 5)
+	replies, err := readReplies(iotest.OneByteReader(strings.NewReader(out+"trailing")), 5, nil)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"", "", "", "[3]: No such server.", "7 (initial 1)"}, replies)
 
-	_, err = readReplies(strings.NewReader(out), 6)
+	_, err = readReplies(strings.NewReader(out), 6, nil)
 	require.ErrorIs(t, err, ErrBadReply)
 }
 
