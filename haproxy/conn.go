@@ -50,9 +50,13 @@ func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error)
 		req.WriteByte('\n')
 	}
 	req.WriteString("quit\n")
-	if _, err := conn.Write(req.Bytes()); err != nil {
-		return nil, c.ioError(ctx, "write", err)
-	}
+	// Write while reading: with a batch bigger than the socket buffers, HAProxy
+	// stops reading until its replies are read, and a write-then-read would stall.
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := conn.Write(req.Bytes())
+		wrote <- err
+	}()
 	// The timeout bounds each read, not the whole reply: HAProxy answers a long
 	// batch piece by piece (weights on a 1,000-server random or consistent-hash
 	// backend cost it ~3 ms each), and only silence should fail. ctx bounds the total.
@@ -64,7 +68,12 @@ func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error)
 	}
 	raw, err := readReplies(conn, len(cmds)+2, extend)
 	if err != nil {
+		conn.Close() // unblocks the writer, if it is still writing
+		<-wrote      // the read error says more than the write's
 		return nil, c.ioError(ctx, "read", err)
+	}
+	if err := <-wrote; err != nil {
+		return nil, c.ioError(ctx, "write", err)
 	}
 	return raw[2:], nil
 }
