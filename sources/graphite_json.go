@@ -1,7 +1,6 @@
 package sources
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -25,12 +24,8 @@ type graphiteDatapoint [2]*float64
 // skipped later). It is pure, for fuzzing.
 func parseGraphite(body []byte) ([]rawSeries, error) {
 	var reply []graphiteSeries
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&reply); err != nil {
+	if err := json.Unmarshal(body, &reply); err != nil {
 		return nil, fmt.Errorf("decode render json: %w", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("decode render json: trailing data")
 	}
 	out := make([]rawSeries, 0, len(reply))
 	for _, s := range reply {

@@ -19,6 +19,11 @@ type nameRules struct {
 // newNameRules compiles the rules; field names in errors are the yaml keys.
 func newNameRules(node *int, expr string, table map[string]string) (*nameRules, error) {
 	n := &nameRules{node: node, table: table}
+	for k, v := range table {
+		if v == "" {
+			return nil, fmt.Errorf("server_map: %q maps to an empty name", k)
+		}
+	}
 	if expr == "" {
 		return n, nil
 	}
@@ -48,7 +53,7 @@ func (n *nameRules) server(name string) (server string, ok bool) {
 	}
 	if n.table != nil {
 		server, ok = n.table[server]
-		return server, ok
+		return server, ok && server != ""
 	}
 	return server, server != ""
 }

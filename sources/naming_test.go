@@ -46,6 +46,8 @@ func TestNameRules(t *testing.T) {
 func TestNameRulesRejectBadRegex(t *testing.T) {
 	_, err := newNameRules(nil, `node-\d+`, nil)
 	assert.EqualError(t, err, `server_regex: "node-\\d+" has no capture group`)
+	_, err = newNameRules(nil, "", map[string]string{"node-1": ""})
+	assert.EqualError(t, err, `server_map: "node-1" maps to an empty name`)
 	_, err = newNameRules(nil, `(`, nil)
 	assert.ErrorContains(t, err, "server_regex: ")
 }
