@@ -1,0 +1,134 @@
+package sources
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const renderReply = `[{"target":"tcp.node-1.rx","datapoints":[[1.5,1796028450]]}]`
+
+// recorder answers a fixed render reply and keeps the last request's headers and URL.
+func recorder(t *testing.T, tlsCfg *tls.Config) (*httptest.Server, *http.Request) {
+	t.Helper()
+	last := &http.Request{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*last = *r.Clone(context.Background())
+		fmt.Fprint(w, renderReply)
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	if tlsCfg != nil {
+		srv.TLS = tlsCfg
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
+	t.Cleanup(srv.Close)
+	return srv, last
+}
+
+func fetchGraphite(t *testing.T, cfg GraphiteConfig) error {
+	t.Helper()
+	cfg.Target, cfg.ServerNode = "tcp.*.rx", intp(1)
+	g, err := NewGraphite(cfg, nil)
+	require.NoError(t, err)
+	loads, err := g.Fetch(context.Background())
+	if err == nil {
+		assert.Equal(t, 1.5, loads["node-1"][0].Value)
+	}
+	return err
+}
+
+func TestAuthHeadersAndURLKeysAreSent(t *testing.T) {
+	srv, last := recorder(t, nil)
+	base := srv.URL + "/uid1/0f1e2d3c-4b5a-6978-8899-aabbccddeeff/graphite?apikey=k1"
+	require.NoError(t, fetchGraphite(t, GraphiteConfig{URL: base, BasicAuth: BasicAuth{Username: "u", Password: "p"},
+		Headers: map[string]string{"X-Api-Key": "h1"}}))
+	user, pass, ok := last.BasicAuth()
+	assert.True(t, ok)
+	assert.Equal(t, []string{"u", "p"}, []string{user, pass})
+	assert.Equal(t, "h1", last.Header.Get("X-Api-Key"))
+	assert.Equal(t, "/uid1/0f1e2d3c-4b5a-6978-8899-aabbccddeeff/graphite/render", last.URL.Path)
+	assert.Equal(t, "k1", last.URL.Query().Get("apikey"))
+	assert.Equal(t, "json", last.URL.Query().Get("format"))
+
+	require.NoError(t, fetchGraphite(t, GraphiteConfig{URL: srv.URL, BearerToken: "t1"}))
+	assert.Equal(t, "Bearer t1", last.Header.Get("Authorization"))
+
+	p, err := NewPrometheus(PrometheusConfig{URL: srv.URL + "/prom", Query: "up", BearerToken: "t2"}, nil)
+	require.NoError(t, err)
+	_, _ = p.Fetch(context.Background()) // the reply is not Prometheus'; only the request matters
+	assert.Equal(t, "Bearer t2", last.Header.Get("Authorization"))
+	assert.Equal(t, "/prom/api/v1/query", last.URL.Path)
+}
+
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	caCert, caKey := newCert(t, nil, nil, "test-ca")
+	clientCert, clientKey := newCert(t, caCert, caKey, "weighter")
+	certFile := writePEM(t, dir, "client.pem", "CERTIFICATE", clientCert.Raw)
+	der, err := x509.MarshalECPrivateKey(clientKey)
+	require.NoError(t, err)
+	keyFile := writePEM(t, dir, "client-key.pem", "EC PRIVATE KEY", der)
+
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	srv, _ := recorder(t, &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
+	srvCA := writePEM(t, dir, "server-ca.pem", "CERTIFICATE", srv.Certificate().Raw)
+
+	err = fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{CAFile: srvCA}})
+	assert.ErrorIs(t, err, ErrUnreachable, "no client certificate")
+	err = fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{CertFile: certFile, KeyFile: keyFile}})
+	assert.ErrorIs(t, err, ErrUnreachable, "server certificate not trusted")
+	assert.ErrorContains(t, err, "certificate")
+	assert.NoError(t, fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{CAFile: srvCA, CertFile: certFile, KeyFile: keyFile}}))
+	assert.NoError(t, fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{InsecureSkipVerify: true, CertFile: certFile, KeyFile: keyFile}}))
+}
+
+// newCert makes a CA (parent nil) or a client certificate signed by parent.
+func newCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	signer, signKey := tmpl, key
+	if parent == nil {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+	} else {
+		signer, signKey = parent, parentKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signKey)
+	require.NoError(t, err)
+	cert, err := x509.ParseCertificate(der)
+	require.NoError(t, err)
+	return cert, key
+}
+
+func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
+	return path
+}
