@@ -11,10 +11,10 @@ import (
 
 // graphiteSeries is one element of a render API JSON reply:
 // {"target": "node-1", "tags": {...}, "datapoints": [[1.5, 1796028450], [null, 1796028460]]}.
+// Tags are not decoded: the name rules work on the target, and skipping them is cheaper.
 type graphiteSeries struct {
 	Target     string              `json:"target"`
 	Datapoints []graphiteDatapoint `json:"datapoints"`
-	Tags       map[string]any      `json:"tags,omitempty"`
 }
 
 // graphiteDatapoint is [value, timestamp]; value may be null.
