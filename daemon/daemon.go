@@ -212,8 +212,8 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		units, err = Build(cfg, d.log)
 	}
 	if err != nil {
-		d.metrics.SetReloadSuccess(false)
 		d.log.Error("config reload rejected, keeping the old configuration", "err", err)
+		d.metrics.SetReloadSuccess(false)
 		return
 	}
 	old := d.config()
@@ -230,8 +230,8 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	d.cfg = cfg
 	d.mu.Unlock()
 	d.start(ctx, units)
-	d.metrics.SetReloadSuccess(true)
 	d.log.Info("config reloaded", "backends", len(cfg.Backends))
+	d.metrics.SetReloadSuccess(true)
 }
 
 // Ready reports whether every backend had an ok cycle within 3 intervals, and if not, which did not.

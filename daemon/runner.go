@@ -82,9 +82,10 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 		logWritten(r.log, c)
 		return c
 	}
+	// Log first: whoever sees the metric or readiness change finds the log line.
+	r.logCycle(c, r.previous())
 	end := r.clock.Now()
 	r.mu.Lock()
-	prev := r.lastResult
 	r.lastResult, r.lastBeat = c.Result, end
 	if c.Result == weighter.ResultOK {
 		r.lastOK = end
@@ -93,11 +94,17 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	if r.metrics != nil {
 		r.metrics.Observe(c)
 	}
-	r.logCycle(c, prev)
 	if r.after != nil {
 		r.after()
 	}
 	return c
+}
+
+// previous is the result of the cycle before, "" before the first.
+func (r *runner) previous() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastResult
 }
 
 // logCycle writes one line per written change and one per failure, never one

@@ -141,16 +141,15 @@ func testRun(t *testing.T, h *testenv.HAProxy, prom *testenv.Prometheus, cfg, li
 	if got := weights(t, h.Socket); !sameWeights(got, want) {
 		t.Errorf("weights changed while Prometheus was down: %v", got)
 	}
-	if logs := d.logs.String(); !strings.Contains(logs, `"result":"source_error"`) || !strings.Contains(logs, "cycle failed") {
-		t.Errorf("no source error in the logs")
-	}
+	eventually(t, 5*time.Second, "the source error in the logs", func() bool {
+		logs := d.logs.String()
+		return strings.Contains(logs, `"result":"source_error"`) && strings.Contains(logs, "cycle failed")
+	})
 
 	// Prometheus back: the daemon recovers by itself.
 	prom.Start()
 	eventually(t, 15*time.Second, "/readyz ok again", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
-	if !strings.Contains(d.logs.String(), "cycle ok again") {
-		t.Errorf("no recovery line in the logs")
-	}
+	eventually(t, 5*time.Second, "the recovery in the logs", func() bool { return strings.Contains(d.logs.String(), "cycle ok again") })
 
 	// HAProxy restarted: runtime weights are lost and must be re-applied.
 	h.Restart()
@@ -168,9 +167,9 @@ func testRun(t *testing.T, h *testenv.HAProxy, prom *testenv.Prometheus, cfg, li
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
 	const reloadOK = "haproxy_weighter_config_reload_success"
 	eventually(t, 10*time.Second, "reload rejected", func() bool { return d.metric(reloadOK) == 0 })
-	if !strings.Contains(d.logs.String(), `unknown key \"limiting_factr\"`) {
-		t.Errorf("the rejected reload does not say what is wrong")
-	}
+	eventually(t, 5*time.Second, "the rejected reload saying what is wrong", func() bool {
+		return strings.Contains(d.logs.String(), `unknown key \"limiting_factr\"`)
+	})
 	if err := os.WriteFile(cfg, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
