@@ -171,6 +171,10 @@ func TestSecretsNeverLeak(t *testing.T) {
 				assert.Contains(t, err.Error(), "REDACTED", "the URL is shown, its key redacted")
 				assertNoSecret(t, "error", err.Error())
 				assertNoSecret(t, "log", logs.String())
+				if c.mode == "prom-empty-warn" {
+					assert.Contains(t, logs.String(), `msg="query warnings"`)
+					assert.Contains(t, logs.String(), "server left out: no valid point")
+				}
 			})
 		}
 	}
