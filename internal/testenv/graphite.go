@@ -46,8 +46,8 @@ const graphiteSettingsModule = "weighter_test_graphite_settings"
 func StartGraphite(t testing.TB) *Graphite {
 	t.Helper()
 	graphiteInstalled(t)
-	g := &Graphite{dir: t.TempDir(), linePort: metricsPort(t)}
-	webPort, cachePort, picklePort := metricsPort(t), metricsPort(t), metricsPort(t)
+	g := &Graphite{dir: t.TempDir(), linePort: FreePort(t)}
+	webPort, cachePort, picklePort := FreePort(t), FreePort(t), FreePort(t)
 	g.URL = "http://127.0.0.1:" + strconv.Itoa(webPort)
 	g.writeCarbonConf(t, cachePort, picklePort)
 	metricsWriteFile(t, filepath.Join(g.dir, graphiteSettingsModule+".py"), graphiteSettings(g.dir, cachePort))

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -39,7 +38,7 @@ func StartPrometheus(t testing.TB, openMetrics string) *Prometheus {
 	t.Helper()
 	metricsBinary(t, "prometheus") // fail early, before backfilling
 	promtool := metricsBinary(t, "promtool")
-	p := &Prometheus{t: t, dir: t.TempDir(), port: metricsPort(t)}
+	p := &Prometheus{t: t, dir: t.TempDir(), port: FreePort(t)}
 	p.URL = "http://127.0.0.1:" + strconv.Itoa(p.port)
 	om := filepath.Join(p.dir, "data.om")
 	cfg := filepath.Join(p.dir, "prometheus.yml")
@@ -185,17 +184,6 @@ func metricsBinary(t testing.TB, name string) string {
 		t.Fatalf("testenv: %s not found (%v); install it: %s", name, err, MetricsInstallHint)
 	}
 	return path
-}
-
-// metricsPort returns a free TCP port on 127.0.0.1.
-func metricsPort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("testenv: free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func metricsWriteFile(t testing.TB, path, content string) {
