@@ -19,7 +19,7 @@ func (d *demo) phases(ctx context.Context) error {
 	disp.titles[0] = "without weighting (all weights 100, leastconn only)"
 	disp.titles[1] = fmt.Sprintf("with haproxy-weighter run (%s, every %s, load = HAProxy bytes_in rate)", d.o.Function, d.o.Interval)
 	start := time.Now()
-	prev := readBytes(d.sinks)
+	prev, prevAt := readBytes(d.sinks), start
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for phase := 1; ; {
@@ -28,11 +28,11 @@ func (d *demo) phases(ctx context.Context) error {
 			return ctx.Err()
 		case now := <-t.C:
 			cur := readBytes(d.sinks)
-			smp, err := d.sample(ctx, now.Sub(start), phase, prev, cur)
+			smp, err := d.sample(ctx, now.Sub(start), phase, prev, cur, now.Sub(prevAt))
 			if err != nil {
 				return err
 			}
-			prev = cur
+			prev, prevAt = cur, now
 			d.samples = append(d.samples, smp)
 			disp.show(d.samples)
 		}
@@ -55,8 +55,9 @@ func (d *demo) phases(ctx context.Context) error {
 }
 
 // sample builds one second's sample from the sinks' counters and HAProxy's stats.
-func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cur []int64) (sample, error) {
-	s := sample{T: at, Phase: phase}
+// A tick that comes late (a busy machine) still yields bytes per second.
+func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cur []int64, dt time.Duration) (sample, error) {
+	s := sample{T: at, Phase: phase, Late: dt > 1500*time.Millisecond}
 	st, err := showStat(ctx, d.socket)
 	if err != nil {
 		// A busy machine can delay one reply; HAProxy being gone is fatal.
@@ -73,7 +74,7 @@ func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cu
 		}
 	}
 	for i, sk := range d.sinks {
-		s.Loads = append(s.Loads, float64(cur[i]-prev[i]))
+		s.Loads = append(s.Loads, float64(cur[i]-prev[i])/dt.Seconds())
 		s.Weights = append(s.Weights, st[sk.name].Weight)
 		s.Conns = append(s.Conns, st[sk.name].Conns)
 	}

@@ -15,6 +15,16 @@ func (d *demo) report() error {
 		fmt.Printf("   the busiest server carried %.0f%% more than the mean before, %.0f%% after\n",
 			100*(before.Median-1), 100*(after.Median-1))
 	}
+	late := 0
+	for _, s := range d.samples {
+		if s.Late {
+			late++
+		}
+	}
+	if late > len(d.samples)/20 {
+		fmt.Printf("   note: %d of %d one-second samples came late: the machine is busy (other jobs?),\n"+
+			"   which also slows the traffic generator; expect noisier numbers\n", late, len(d.samples))
+	}
 	if d.o.Out == "" {
 		return nil
 	}

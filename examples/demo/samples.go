@@ -13,6 +13,7 @@ type sample struct {
 	Loads   []float64     // bytes/s received by each sink in the last second
 	Weights []int         // HAProxy weight of each server
 	Conns   []int         // open connections of each server
+	Late    bool          // taken more than 1.5 s after the previous one: the machine is busy
 }
 
 // smoothWindow is how many seconds of load are averaged before taking max/mean:
