@@ -56,6 +56,7 @@ func TestGraphiteIntegration(t *testing.T) {
 		return float64(i)
 	})
 	gr.Write(t, "gappy.node-1.x", gappy...)
+	gr.Write(t, "tcp-service.node-x.datapoints.received", testPoints(now, 12, func(int) float64 { return 2 })...)
 
 	t.Run("counter rates by node index, wildcard extra series kept", func(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
@@ -88,6 +89,14 @@ func TestGraphiteIntegration(t *testing.T) {
 		loads, err := g.Fetch(ctx)
 		require.NoError(t, err)
 		assertValues(t, map[string]float64{"web1": 0.5, "web2": 2.25}, loads)
+	})
+	t.Run("the seed's integral target", func(t *testing.T) {
+		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
+			c.Target, c.ServerNode = "integral(tcp-service.node-x.datapoints.received)", intp(1)
+		})
+		loads, err := g.Fetch(ctx)
+		require.NoError(t, err)
+		assertValues(t, map[string]float64{"node-x": 24}, loads) // 12 points of 2
 	})
 	t.Run("nulls skipped", func(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) { c.Target, c.ServerNode = "gappy.*.x", intp(1) })
