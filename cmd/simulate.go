@@ -14,7 +14,7 @@ import (
 // simulateFlags are the knobs of `haproxy-weighter simulate` beyond the scenario file.
 type simulateFlags struct {
 	scenario, output, plot string
-	sweep                  bool
+	sweep, perConn         bool
 	seeds, top             int
 	sc                     sim.Scenario
 	policy                 weighter.Policy
@@ -40,6 +40,7 @@ default scenario. Flags override the scenario file. --sweep ranks a grid of poli
 	fl.BoolVar(&f.sweep, "sweep", false, "sweep policies over the default, sigma-1.0 and 16-server scenarios (scenario flags apply to all three); print Markdown")
 	fl.IntVar(&f.seeds, "seeds", 2, "sweep: seeds per scenario")
 	fl.IntVar(&f.top, "top", 25, "sweep: rows to print")
+	fl.BoolVar(&f.perConn, "per-conn", false, "custom row: feed the weighter load per open connection")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
 	rootCmd.AddCommand(cmd)
@@ -90,8 +91,11 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		return err
 	}
 	strategies := sim.DefaultStrategies()
-	if f.policy != weighter.DefaultPolicy() {
+	if f.policy != weighter.DefaultPolicy() { // the default policy has its rows already
 		custom := sim.WeighterStrategy(f.policy)
+		if f.perConn {
+			custom = sim.PerConnStrategy(f.policy)
+		}
 		custom.Name = "custom: " + custom.Name
 		strategies = append(strategies, custom)
 	}
