@@ -66,8 +66,9 @@ func TestPlanRateLimitRescales(t *testing.T) {
 	for _, s := range plan.Servers {
 		news = append(news, s.New)
 	}
-	// raw 256, 128, 64, 32; base 1 × 256 → within [128, 512]
-	assert.Equal(t, []int{256, 128, 128, 128}, news)
+	// raw 256, 128, 64, 32; base 1 × 256, max_step 1.5 → within
+	// [ceil(256/1.5), floor(256·1.5)] = [171, 384]
+	assert.Equal(t, []int{256, 171, 171, 171}, news)
 	assert.Len(t, plan.Changes(), 4)
 }
 
