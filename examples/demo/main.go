@@ -50,9 +50,11 @@ func parseFlags() options {
 	flag.Uint64Var(&o.Traffic.Seed, "seed", 1, "random seed of the traffic generator")
 	flag.DurationVar(&o.Phase1, "phase1", 50*time.Second, "duration without weighting")
 	flag.DurationVar(&o.Phase2, "phase2", 60*time.Second, "duration with haproxy-weighter")
-	flag.DurationVar(&o.Interval, "interval", 2*time.Second, "haproxy-weighter interval")
+	// HAProxy's contstats advance each connection's counters about every 5 s: a shorter
+	// interval mostly measures that sawtooth.
+	flag.DurationVar(&o.Interval, "interval", 5*time.Second, "haproxy-weighter interval")
 	flag.StringVar(&o.Function, "function", "limited-proportions", "weighting function")
-	flag.StringVar(&o.Policy, "policy", "", `more policy keys for the backend, e.g. "smoothing: 10s; max_step: 1.5"`)
+	flag.StringVar(&o.Policy, "policy", "smoothing: 10s", `more policy keys for the backend, "key: value; key: value"`)
 	flag.Parse()
 	return o
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -17,7 +18,12 @@ func (d *demo) phases(ctx context.Context) error {
 	}
 	disp := &display{w: os.Stdout, tty: isTerminal(os.Stdout), names: names, phases: [2]time.Duration{d.o.Phase1, d.o.Phase2}}
 	disp.titles[0] = "without weighting (all weights 100, leastconn only)"
-	disp.titles[1] = fmt.Sprintf("with haproxy-weighter run (%s, every %s, load = HAProxy bytes_in rate)", d.o.Function, d.o.Interval)
+	policy := ""
+	if p := strings.TrimSpace(d.o.Policy); p != "" {
+		policy = ", " + strings.ReplaceAll(p, ";", ",")
+	}
+	disp.titles[1] = fmt.Sprintf("with haproxy-weighter run (%s, every %s%s, load = HAProxy bytes_in rate)",
+		d.o.Function, d.o.Interval, policy)
 	start := time.Now()
 	prev, prevAt := readBytes(d.sinks), start
 	t := time.NewTicker(time.Second)
