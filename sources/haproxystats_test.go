@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,6 +57,37 @@ func TestHAProxyStatsConfigValidate(t *testing.T) {
 	}
 	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "cpu"}.Validate(), `unknown counter "cpu"`)
 	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "bytes_in", SampleInterval: -time.Second}.Validate(), "negative")
+	for _, c := range []string{"bytes_in", "bytes_out", "sessions_total"} {
+		assert.NoError(t, sources.HAProxyStatsConfig{Counter: c, PerConnection: true}.Validate(), c)
+	}
+	err := sources.HAProxyStatsConfig{Counter: "current_sessions", PerConnection: true}.Validate()
+	assert.ErrorContains(t, err, "per_connection needs a rate counter (bytes_in, bytes_out or sessions_total), not current_sessions")
+	_, err = sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "current_sessions", PerConnection: true}, "be", &scriptedStats{}, nil)
+	assert.ErrorContains(t, err, "per_connection")
+}
+
+// TestHAProxyStatsPerConnection: the rate is divided by the mean of scur at the
+// two reads it comes from; a server empty at both reads has load 0.
+func TestHAProxyStatsPerConnection(t *testing.T) {
+	r := &scriptedStats{reads: [][]sources.ServerStat{
+		{{Server: "a", CurrentSessions: 2}, {Server: "b", CurrentSessions: 1}, {Server: "c", CurrentSessions: 4},
+			{Server: "d", CurrentSessions: 0}, {Server: "e", CurrentSessions: 0}},
+		{{Server: "a", BytesOut: 800, CurrentSessions: 2}, {Server: "b", BytesOut: 800, CurrentSessions: 3},
+			{Server: "c", BytesOut: 800, CurrentSessions: 4}, {Server: "d", BytesOut: 500, CurrentSessions: 0},
+			{Server: "e", BytesOut: 0, CurrentSessions: 1}},
+	}}
+	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: time.Millisecond}, "be", r, nil)
+	require.NoError(t, err)
+	loads, err := src.Fetch(context.Background())
+	require.NoError(t, err)
+	require.Len(t, loads, 5)
+	a := loads["a"][0].Value
+	require.Positive(t, a)
+	// The same 800 bytes: over 2 sessions (a), over (1+3)/2 = 2 (b), over 4 (c).
+	assert.InDelta(t, a, loads["b"][0].Value, 1e-9*a, "mean of the sessions at the two reads")
+	assert.InDelta(t, a/2, loads["c"][0].Value, 1e-9*a, "twice the sessions, half the load")
+	assert.Zero(t, loads["d"][0].Value, "no session at either read: empty, the lightest")
+	assert.Zero(t, loads["e"][0].Value, "no bytes over (0+1)/2 sessions")
 }
 
 func TestHAProxyStatsRatesAndResets(t *testing.T) {
@@ -98,10 +130,12 @@ func TestHAProxyStatsGaugeAndErrors(t *testing.T) {
 	require.ErrorIs(t, err, sources.ErrNoData)
 }
 
-// sink is a TCP server that reads and discards everything, counting the bytes.
+// sink is a TCP server that reads and discards everything, counting the bytes
+// as they arrive and the connections open.
 type sink struct {
 	l     net.Listener
 	bytes atomic.Int64
+	open  atomic.Int64
 }
 
 func startSink(t *testing.T) *sink {
@@ -122,8 +156,16 @@ func startSink(t *testing.T) *sink {
 			go func() {
 				defer wg.Done()
 				defer c.Close()
-				n, _ := io.Copy(io.Discard, c)
-				s.bytes.Add(n)
+				s.open.Add(1)
+				defer s.open.Add(-1)
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := c.Read(buf)
+					s.bytes.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
 			}()
 		}
 	}()
@@ -196,6 +238,172 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 	again, err := src.Fetch(ctx)
 	require.NoError(t, err)
 	assert.Len(t, again, 3, "the read after the reset is the new base")
+}
+
+// TestHAProxyStatsPerConnectionRealTraffic holds known numbers of connections
+// open to three sinks through a real HAProxy, pushes known bytes through them,
+// and checks that each per-connection load times the interval times the mean
+// of the sessions open at the two reads is what the sink received. `balance
+// first` with maxconn 1, 2, 3 makes the connection counts known. Without
+// `option contstats` HAProxy counts an open connection's bytes only when it
+// closes; with it, about every 5 s, so each phase waits up to that long.
+func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
+	sinks := []*sink{startSink(t), startSink(t), startSink(t)}
+	front := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg := testenv.HAProxyDefaults + "frontend fe\n  bind " + front + "\n  option contstats\n  default_backend be\n" +
+		"backend be\n  balance first\n"
+	for i, s := range sinks {
+		cfg += fmt.Sprintf("  server s%d %s maxconn %d\n", i+1, s.l.Addr(), i+1)
+	}
+	h := testenv.StartHAProxy(t, cfg)
+	client, err := haproxy.New(haproxy.Config{Socket: h.Socket})
+	require.NoError(t, err)
+	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_in", PerConnection: true, SampleInterval: 10 * time.Millisecond}, "be", client, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Six connections fill s1 (1), s2 (2) and s3 (3), in that order.
+	conns := make([]net.Conn, 6)
+	for i := range conns {
+		conns[i] = dial(t, front)
+		waitSessions(t, ctx, client, i+1)
+	}
+	waitOpen(t, ctx, sinks, 1, 2, 3)
+	base, err := src.Fetch(ctx)
+	require.NoError(t, err)
+
+	// Phase 1: sessions 1, 2, 3 at both reads; different bytes per connection.
+	sizes := []int{120_000, 30_000, 90_000, 200_000, 7_000, 50_000}
+	for i, c := range conns {
+		write(t, c, sizes[i])
+	}
+	total := sum(sizes)
+	waitStats(t, ctx, client, total)
+	waitSinks(t, ctx, sinks, total)
+	p1, err := src.Fetch(ctx)
+	require.NoError(t, err)
+	got := received(sinks)
+	checkPerConn(t, base, p1, got, []float64{1, 2, 3})
+
+	// Phase 2: s1's connection and two of s3's close after the read; s3's
+	// mean is (3+1)/2 = 2, s1's (1+0)/2 with no bytes.
+	for _, i := range []int{0, 3, 4} {
+		require.NoError(t, conns[i].Close())
+	}
+	waitSessions(t, ctx, client, 3)
+	waitOpen(t, ctx, sinks, 0, 2, 1)
+	for i, n := range map[int]int{1: 40_000, 2: 8_000, 5: 64_000} {
+		write(t, conns[i], n)
+		total += n
+	}
+	waitStats(t, ctx, client, total)
+	waitSinks(t, ctx, sinks, total)
+	p2, err := src.Fetch(ctx)
+	require.NoError(t, err)
+	now := received(sinks)
+	checkPerConn(t, p1, p2, minus(now, got), []float64{0.5, 2, 2})
+	assert.Zero(t, p2["s1"][0].Value, "s1: no bytes")
+
+	// Phase 3: a short connection to the empty s1 comes and goes between two
+	// reads: bytes, but no session at either read, so the lightest load, 0.
+	send(t, front, 25_000)
+	total += 25_000
+	waitStats(t, ctx, client, total)
+	waitSinks(t, ctx, sinks, total)
+	p3, err := src.Fetch(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, int64(25_000), sinks[0].bytes.Load()-now[0], "the short connection went to s1")
+	assert.Zero(t, p3["s1"][0].Value, "s1: empty at both reads")
+	for _, c := range []int{1, 2, 5} {
+		require.NoError(t, conns[c].Close())
+	}
+}
+
+// checkPerConn checks load × interval × mean sessions = bytes received, per server.
+func checkPerConn(t *testing.T, prev, cur weighter.Loads, bytes []int64, sessions []float64) {
+	t.Helper()
+	require.Len(t, cur, len(bytes))
+	for i, want := range bytes {
+		name := fmt.Sprintf("s%d", i+1)
+		dt := cur[name][0].Time.Sub(prev[name][0].Time).Seconds()
+		got := cur[name][0].Value * dt * sessions[i]
+		assert.InDelta(t, float64(want), got, 1+1e-9*float64(want), "%s: load × interval × sessions = bytes received", name)
+	}
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func write(t *testing.T, c net.Conn, n int) {
+	t.Helper()
+	require.NoError(t, c.SetWriteDeadline(time.Now().Add(10*time.Second)))
+	_, err := c.Write(make([]byte, n))
+	require.NoError(t, err)
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
+
+func received(sinks []*sink) []int64 {
+	out := make([]int64, len(sinks))
+	for i, s := range sinks {
+		out[i] = s.bytes.Load()
+	}
+	return out
+}
+
+func minus(a, b []int64) []int64 {
+	out := make([]int64, len(a))
+	for i := range a {
+		out[i] = a[i] - b[i]
+	}
+	return out
+}
+
+// waitSessions polls until HAProxy counts n sessions open on the backend's servers.
+func waitSessions(t *testing.T, ctx context.Context, c *haproxy.Client, n int) {
+	t.Helper()
+	var got uint64
+	for ctx.Err() == nil {
+		stats, err := c.Stats(ctx, "be")
+		require.NoError(t, err)
+		got = 0
+		for _, s := range stats {
+			got += s.CurrentSessions
+		}
+		if got == uint64(n) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+	t.Fatalf("haproxy counts %d of %d sessions", got, n)
+}
+
+// waitOpen polls until each sink has the given number of connections open.
+func waitOpen(t *testing.T, ctx context.Context, sinks []*sink, want ...int64) {
+	t.Helper()
+	got := make([]int64, len(sinks))
+	for ctx.Err() == nil {
+		for i, s := range sinks {
+			got[i] = s.open.Load()
+		}
+		if slices.Equal(got, want) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval
+	}
+	t.Fatalf("sinks have %v connections open, want %v", got, want)
 }
 
 // waitStats polls until HAProxy's counters account for total bytes (the sinks
