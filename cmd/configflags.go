@@ -33,6 +33,7 @@ func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
 	fs.StringVar(&cf.f.GraphiteURL, "graphite-url", "", "Graphite base URL (load source)")
 	fs.StringVar(&cf.f.Target, "target", "", "Graphite render target returning one series per server")
 	fs.StringVar(&cf.f.HAProxyCounter, "haproxy-counter", "", "use HAProxy's own statistics as load: bytes_in, bytes_out, sessions_total, current_sessions")
+	fs.BoolVar(&cf.f.PerConnection, "per-connection", false, "with --haproxy-counter (a rate): divide each server's rate by its open sessions")
 	fs.StringVar(&cf.f.Function, "function", "", "weighting function: "+strings.Join(weighter.FunctionNames(), ", ")+" (default "+p.Function+")")
 	fs.Float64Var(&cf.limitingFactor, "limiting-factor", p.LimitingFactor, "no server counts as lighter than mean/limiting-factor")
 	fs.Float64Var(&cf.aggressiveness, "aggressiveness", p.Aggressiveness, "exponent of the load ratio")
@@ -66,7 +67,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 		return config.FromFlags(cf.f)
 	}
 	if anyChanged(fs.Changed, "socket", "backend", "prometheus-url", "query", "server-label",
-		"graphite-url", "target", "haproxy-counter", "function", "limiting-factor", "aggressiveness") {
+		"graphite-url", "target", "haproxy-counter", "per-connection", "function", "limiting-factor", "aggressiveness") {
 		return nil, errors.New("--config and backend flags (--backend, --socket, --query, ...) cannot be mixed")
 	}
 	cfg, err := config.Load(cf.path)

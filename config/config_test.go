@@ -116,6 +116,20 @@ backends:
 	}
 }
 
+func TestFromFlagsPerConnection(t *testing.T) {
+	c, err := FromFlags(Flags{Backend: "b", HAProxyCounter: "bytes_in", PerConnection: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := c.Backends[0].Source.HAProxy; h == nil || h.Counter != "bytes_in" || !h.PerConnection {
+		t.Errorf("haproxy source %+v", h)
+	}
+	_, err = FromFlags(Flags{Backend: "b", HAProxyCounter: "current_sessions", PerConnection: true})
+	if err == nil || !strings.Contains(err.Error(), "per_connection needs a rate counter") {
+		t.Errorf("per-connection with a gauge: %v", err)
+	}
+}
+
 func TestFromFlagsErrors(t *testing.T) {
 	_, err := FromFlags(Flags{Backend: "b", PrometheusURL: "http://x", Query: "up", HAProxyCounter: "bytes_in"})
 	if err == nil || !strings.Contains(err.Error(), "more than one of prometheus, graphite, haproxy") {

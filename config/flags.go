@@ -18,6 +18,7 @@ type Flags struct {
 	GraphiteURL    string
 	Target         string
 	HAProxyCounter string
+	PerConnection  bool
 	Function       string
 	LimitingFactor *float64
 	Aggressiveness *float64
@@ -74,8 +75,13 @@ func (f Flags) source() map[string]any {
 		setIf(g, "target", f.Target)
 		src["graphite"] = g
 	}
-	if f.HAProxyCounter != "" {
-		src["haproxy"] = map[string]any{"counter": f.HAProxyCounter}
+	if f.HAProxyCounter != "" || f.PerConnection {
+		h := map[string]any{}
+		setIf(h, "counter", f.HAProxyCounter)
+		if f.PerConnection {
+			h["per_connection"] = true
+		}
+		src["haproxy"] = h
 	}
 	return src
 }
