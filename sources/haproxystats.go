@@ -54,11 +54,11 @@ type HAProxyStatsConfig struct {
 	// per connection. Equal loads therefore need weights ∝ connections/load, and
 	// the stateless functions, which give weights ∝ 1/load, reach that only when
 	// fed load per connection. Fed plain load they stop at a fixed ratio. In the
-	// simulator sweep (sim/README-sweep.md), with reads every 2 s,
-	// limited-proportions closed 89-94 % of the leastconn → oracle gap fed load
-	// per connection, against 56-63 % fed plain load. Both values come from the
-	// same pair of reads: dividing a rate by a connection count of another
-	// moment made things worse than no division there.
+	// simulator sweep (sim/README-sweep.md), with reads every 2 s, the default
+	// policy closed 89-94 % of the leastconn → oracle gap fed load per
+	// connection, against 53-67 % fed plain load. Both values come from the same
+	// pair of reads because in the sweep, dividing 10 s-old rates by live
+	// connection counts did worse than plain leastconn.
 	PerConnection bool `yaml:"per_connection"`
 }
 
@@ -84,7 +84,9 @@ func (c HAProxyStatsConfig) Validate() error {
 // HAProxyStats is the load source that needs no monitoring stack: it reads the
 // backend's own counters from HAProxy and turns them into a per-server rate,
 // optionally per open session (see HAProxyStatsConfig.PerConnection), or takes
-// the current-sessions gauge as is. It sees only the traffic of this
+// the current-sessions gauge as is. Byte counters of open connections move
+// only with HAProxy's `option contstats`, and then about every 5 s per
+// connection (measured on HAProxy 2.6). It sees only the traffic of this
 // HAProxy: with several balancers in front of the same servers, each one weighs
 // by its own share, not by the servers' real load.
 type HAProxyStats struct {
