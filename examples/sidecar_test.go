@@ -58,6 +58,9 @@ func checkConfigs(t *testing.T, haproxyCfg, weighterCfg string) (socket string) 
 	writeFile(t, wp, weighterCfg)
 	run(t, time.Minute, hap, "-c", "-f", hp)
 	run(t, time.Minute, weighterBinary(t), "validate", wp)
+	if strings.Contains(weighterCfg, "counter: bytes_") && !strings.Contains(haproxyCfg, "option contstats") {
+		t.Error("the weighter reads bytes counters but HAProxy lacks `option contstats`")
+	}
 	hs, ws := statsSocketRe.FindStringSubmatch(haproxyCfg), cfgSocketRe.FindStringSubmatch(weighterCfg)
 	if hs == nil || ws == nil || hs[1] != ws[1] {
 		t.Fatalf("HAProxy admin socket %v and weighter socket %v differ", hs, ws)

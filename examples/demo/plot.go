@@ -18,7 +18,8 @@ import (
 
 // writePlot draws three stacked charts over time — each server's load, each server's
 // weight, and max/mean — with the start of weighting marked, to a .png or .svg file.
-func writePlot(path string, s []sample, names []string, switchAt float64) error {
+// The before/after statistics in summary are drawn as segments over their windows.
+func writePlot(path string, s []sample, names []string, switchAt float64, summary [2]phaseStats) error {
 	loads := newPlot("load per server (kB/s, 5 s average)", "")
 	weights := newPlot("HAProxy weight per server", "")
 	imb := newPlot("imbalance: max/mean load (1 = even)", "seconds")
@@ -46,6 +47,15 @@ func writePlot(path string, s []sample, names []string, switchAt float64) error 
 	}
 	if err := addLine(imb, "max/mean", ip, 0); err != nil {
 		return err
+	}
+	for k, st := range summary {
+		if st.Seconds == 0 {
+			continue
+		}
+		seg := plotter.XYs{{X: st.From.Seconds(), Y: st.Median}, {X: st.To.Seconds(), Y: st.Median}}
+		if err := addLine(imb, fmt.Sprintf("median %s: %.2f", []string{"before", "after"}[k], st.Median), seg, k+1); err != nil {
+			return err
+		}
 	}
 	for _, p := range []*plot.Plot{loads, weights, imb} {
 		if err := markSwitch(p, switchAt); err != nil {

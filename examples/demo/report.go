@@ -32,7 +32,7 @@ func (d *demo) report() error {
 	for i, s := range d.sinks {
 		names[i] = s.name
 	}
-	if err := writePlot(d.o.Out, d.samples, names, d.o.Phase1.Seconds()); err != nil {
+	if err := writePlot(d.o.Out, d.samples, names, d.o.Phase1.Seconds(), [2]phaseStats{before, after}); err != nil {
 		return err
 	}
 	fmt.Printf("   picture: %s\n", d.o.Out)

@@ -60,9 +60,10 @@ func imbalance(s []sample, i int) float64 { return maxOverMean(smoothed(s, i)) }
 // phaseStats summarises the second half of one phase (the first half lets connections
 // churn after the start or after the weighter begins).
 type phaseStats struct {
-	Seconds int     // samples in the window
-	Median  float64 // median of max/mean
-	Mean    float64 // mean of max/mean
+	Seconds  int           // samples in the window
+	From, To time.Duration // the window
+	Median   float64       // median of max/mean
+	Mean     float64       // mean of max/mean
 }
 
 // summarise computes phaseStats for phase p over its second half.
@@ -74,6 +75,10 @@ func summarise(s []sample, p int) phaseStats {
 		}
 	}
 	idx = idx[len(idx)/2:]
+	if len(idx) == 0 {
+		return phaseStats{Median: math.NaN(), Mean: math.NaN()}
+	}
+	from, to := s[idx[0]].T, s[idx[len(idx)-1]].T
 	var vals []float64
 	for _, i := range idx {
 		if v := imbalance(s, i); !math.IsNaN(v) {
@@ -81,7 +86,7 @@ func summarise(s []sample, p int) phaseStats {
 		}
 	}
 	if len(vals) == 0 {
-		return phaseStats{Median: math.NaN(), Mean: math.NaN()}
+		return phaseStats{Median: math.NaN(), Mean: math.NaN(), From: from, To: to}
 	}
 	slices.Sort(vals)
 	sum := 0.0
@@ -92,5 +97,5 @@ func summarise(s []sample, p int) phaseStats {
 	if len(vals)%2 == 0 {
 		med = (med + vals[len(vals)/2-1]) / 2
 	}
-	return phaseStats{Seconds: len(vals), Median: med, Mean: sum / float64(len(vals))}
+	return phaseStats{Seconds: len(vals), Median: med, Mean: sum / float64(len(vals)), From: from, To: to}
 }
