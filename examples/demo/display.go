@@ -35,13 +35,13 @@ func (d *display) line(s []sample, i int) {
 	if d.lastHdr != cur.Phase {
 		d.lastHdr = cur.Phase
 		fmt.Fprintf(d.w, "\n== phase %d/2: %s\n", cur.Phase, d.titles[cur.Phase-1])
-		fmt.Fprintf(d.w, "   time  max/mean | per server: load (B/s, 5 s avg)  connections  weight\n")
+		fmt.Fprintf(d.w, "   time  max/mean   per server: load (B/s, 5 s avg), connections, weight\n")
 	}
 	elapsed, total := d.progress(cur)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%7s  %8s", fmtSecs(elapsed)+"/"+fmtSecs(total), fmtRatio(imbalance(s, i)))
 	for k, v := range smoothed(s, i) {
-		fmt.Fprintf(&b, " | %s %6s %3dc w%-3d", d.names[k], fmtBytes(v), cur.Conns[k], cur.Weights[k])
+		fmt.Fprintf(&b, "  %s %6s %2dc w%-3d", d.names[k], fmtBytes(v), cur.Conns[k], cur.Weights[k])
 	}
 	fmt.Fprintln(d.w, b.String())
 }
