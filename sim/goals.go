@@ -37,6 +37,7 @@ var flagFields = map[string]func(dst *Scenario, src Scenario){
 	"resolution":  func(d *Scenario, s Scenario) { d.Resolution = s.Resolution },
 	"rate-window": func(d *Scenario, s Scenario) { d.RateWindow = s.RateWindow },
 	"interval":    func(d *Scenario, s Scenario) { d.Interval = s.Interval },
+	"delay":       func(d *Scenario, s Scenario) { d.Delay = s.Delay },
 }
 
 // Override copies the field behind the named simulate flag from src to dst (a

@@ -22,6 +22,7 @@ type Controller struct {
 	written map[string]int       // last weight we wrote, by server (from Commit)
 	drained map[string]bool      // servers we drained and not yet resumed
 	smooth  map[string]ewmaState // per-server EWMA of the load
+	newest  time.Time            // newest valid data point any earlier cycle saw
 	buf     buffers
 }
 
@@ -59,6 +60,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	plan := Plan{Time: now, Function: c.p.Function, Servers: make([]ServerPlan, len(servers))}
+	fresh := c.advance(loads)
 	ws, found := c.newWork(now, loads, servers, plan.Servers)
 	if found < len(loads) {
 		plan.Unknown = unknownServers(loads, ws)
@@ -70,7 +72,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 		holdAll(ws, reason)
 	} else {
 		c.drain(ws)
-		c.weigh(ws)
+		c.weigh(ws, fresh)
 	}
 	return plan
 }
@@ -217,3 +219,31 @@ func (w *work) decide(a Action, newWeight int, reason string) {
 func (w *work) weightable() bool { return !w.done }
 
 func (w *work) valid() bool { return !math.IsNaN(w.Load) }
+
+// advance records the time of the newest valid point in loads and reports
+// whether it is newer than any point an earlier cycle saw. Trailing null points
+// (Graphite returns buckets up to now) do not count: they carry no data. Points
+// without a time cannot be told apart, so they always count as new.
+func (c *Controller) advance(loads Loads) bool {
+	var newest time.Time
+	undated := false
+	for _, s := range loads {
+		for i := len(s) - 1; i >= 0; i-- {
+			if validLoad(s[i].Value) {
+				undated = undated || s[i].Time.IsZero()
+				if s[i].Time.After(newest) {
+					newest = s[i].Time
+				}
+				break
+			}
+		}
+	}
+	if undated && newest.IsZero() {
+		return true
+	}
+	if !newest.After(c.newest) {
+		return false
+	}
+	c.newest = newest
+	return true
+}

@@ -66,9 +66,8 @@ func TestPlanRateLimitRescales(t *testing.T) {
 	for _, s := range plan.Servers {
 		news = append(news, s.New)
 	}
-	// raw 256, 128, 64, 32; base 1 × 256, max_step 1.5 → within
-	// [ceil(256/1.5), floor(256·1.5)] = [171, 384]
-	assert.Equal(t, []int{256, 171, 171, 171}, news)
+	// raw 256, 128, 64, 32; base 1 × 256, max_step 2 → within [128, 512]
+	assert.Equal(t, []int{256, 128, 128, 128}, news)
 	assert.Len(t, plan.Changes(), 4)
 }
 
@@ -309,6 +308,7 @@ func TestPlanJSON(t *testing.T) {
 
 // TestFeedbackConverges closes the loop with a toy leastconn model: a server's
 // load is its share of the connections (∝ weight) times its per-connection rate.
+// Every cycle brings a new data point (feedback integrates each point once).
 func TestFeedbackConverges(t *testing.T) {
 	p := DefaultPolicy()
 	p.Function = "feedback"
@@ -325,7 +325,8 @@ func TestFeedbackConverges(t *testing.T) {
 		for i, r := range rates {
 			loads[i] = 1000 * r * float64(servers[i].Weight) / float64(total)
 		}
-		plan := c.Plan(t0, loadsAt(t0, loads...), servers)
+		at := t0.Add(time.Duration(cycle) * time.Second)
+		plan := c.Plan(at, loadsAt(at, loads...), servers)
 		imb = plan.Imbalance
 		for i, s := range plan.Servers {
 			servers[i].Weight = s.New

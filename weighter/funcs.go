@@ -19,6 +19,10 @@ var Functions = map[string]Func{
 	"feedback":               Feedback,
 }
 
+// integrates reports whether the named function integrates the error (its
+// output depends on the current weights), so must see each data point once.
+func integrates(name string) bool { return name == "feedback" }
+
 // FunctionNames returns the registered function names, sorted.
 func FunctionNames() []string {
 	names := make([]string, 0, len(Functions))

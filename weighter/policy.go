@@ -73,7 +73,7 @@ func DefaultPolicy() Policy {
 		Missing:        MissingKeep,
 		MinCoverage:    0.5,
 		Deadband:       2,
-		MaxStep:        1.5,
+		MaxStep:        2,
 		Smoothing:      0,
 		PanicThreshold: 2,
 		MaxDrained:     1.0 / 3,

@@ -57,12 +57,11 @@ func TestFeedbackStep(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []int{256, 148}, got)
 
-	// the step is capped at max_step: the idle server only gains ×1.5, 64 → 96,
-	// the other goes 256 · (15/30)^0.5 = 181.02; rescaled by 256/181.02,
-	// 96 → 135.76
+	// the step is capped at max_step: the idle server only doubles, 64 → 128,
+	// the other goes 256 · (15/30)^0.5 = 181.02; rescaled by 256/181.02
 	got, err = Compute(p, []float64{0, 30}, []int{64, 256})
 	require.NoError(t, err)
-	assert.Equal(t, []int{136, 256}, got)
+	assert.Equal(t, []int{181, 256}, got)
 
 	// a current weight of 0 (drained) counts as max_weight
 	got, err = Compute(p, []float64{10, 10}, []int{0, 128})

@@ -14,11 +14,16 @@ const (
 	ReasonRebalance = "rebalance"
 	ReasonRateLimit = "rate limit (max_step)" // Raw holds what the function wanted
 	ReasonDeadband  = "deadband"              // Raw holds what the function wanted
+	ReasonNoNewData = "no new data point (feedback integrates each once)"
 )
 
 // weigh runs the weighting function over the servers still undecided and turns
-// its output into actions: rate limit, deadband, re-apply.
-func (c *Controller) weigh(ws []*work) {
+// its output into actions: rate limit, deadband, re-apply. fresh says whether
+// the loads hold a point no earlier cycle saw: without one, an integrating
+// function keeps the weights, because integrating the same point again (a 5 s
+// interval over 10 s data uses each point twice) doubles its gain every other
+// cycle and makes it oscillate.
+func (c *Controller) weigh(ws []*work, fresh bool) {
 	_, _, fill := loadStats(ws)
 	active := c.buf.active[:0]
 	for _, w := range ws {
@@ -46,6 +51,12 @@ func (c *Controller) weigh(ws []*work) {
 		if current[i] <= 0 {
 			current[i] = c.p.MaxWeight
 		}
+	}
+	if !fresh && integrates(c.p.Function) {
+		for _, w := range active {
+			c.holdStale(w)
+		}
+		return
 	}
 	raw := c.fn(loads, current, c.p)
 	scale := c.rescale(active)
@@ -91,6 +102,17 @@ func (c *Controller) keepMissing(w *work) {
 		return
 	}
 	w.decide(ActionKeep, w.Current, ReasonMissing)
+}
+
+// holdStale keeps a server's weight when an integrating function has no new
+// data; a weight changed behind our back is still set back to what we wrote.
+func (c *Controller) holdStale(w *work) {
+	w.Raw = w.base()
+	if w.reapply() {
+		w.decide(ActionSet, w.written, ReasonReapply+"; "+ReasonNoNewData)
+		return
+	}
+	w.decide(ActionKeep, w.Current, ReasonNoNewData)
 }
 
 // finish decides one weighted server: rate limit from base, then deadband
