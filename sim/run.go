@@ -192,7 +192,7 @@ func (r *runner) cycle(now float64) {
 			index[s.name] = i
 			states = append(states, weighter.ServerState{
 				Name: s.name, Weight: s.weight, InitialWeight: initialWeight,
-				Admin: weighter.AdminReady, Operational: "up",
+				Admin: weighter.AdminReady, Operational: "up", Sessions: s.active,
 			})
 		}
 	}

@@ -88,5 +88,12 @@ func PolicyLabel(p weighter.Policy) string {
 	if p.Function == "feedback" {
 		factors = fmt.Sprintf("g=%g", p.Gain)
 	}
-	return fmt.Sprintf("%s %s db=%d ms=%g", p.Function, factors, p.Deadband, p.MaxStep)
+	label := fmt.Sprintf("%s %s db=%d ms=%g", p.Function, factors, p.Deadband, p.MaxStep)
+	if p.ConnectionLife > 0 {
+		label += " life=" + p.ConnectionLife.String()
+	}
+	if p.RateWindow > 0 {
+		label += " rw=" + p.RateWindow.String()
+	}
+	return label
 }

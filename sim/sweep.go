@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -23,6 +24,10 @@ type Grid struct {
 	MaxSteps        []float64
 	// PerConn lists the load inputs tried: false = load, true = load per open connection.
 	PerConn []bool
+	// ConnectionLives lists the connection_life values tried (0 = off) with the
+	// stateless functions fed load; the estimate is per connection already, so
+	// it is not combined with per-connection input or with feedback.
+	ConnectionLives []time.Duration
 }
 
 // DefaultGrid is the sweep recorded in sim/README-sweep.md.
@@ -35,6 +40,7 @@ func DefaultGrid() Grid {
 		Deadbands:       []int{0, 2, 8},
 		MaxSteps:        []float64{0, 1.5, 2, 4},
 		PerConn:         []bool{false, true},
+		ConnectionLives: []time.Duration{0, 30 * time.Second, 60 * time.Second},
 	}
 }
 
@@ -47,18 +53,31 @@ func (g Grid) Policies() []weighter.Policy {
 		for _, a := range g.factorPairs(fn, def) {
 			for _, db := range g.Deadbands {
 				for _, ms := range g.MaxSteps {
-					p := def
-					p.Function, p.Deadband, p.MaxStep = fn, db, ms
-					p.LimitingFactor, p.Aggressiveness, p.Gain = a[0], a[1], a[2]
-					if !seen[p] && p.Validate() == nil {
-						seen[p] = true
-						out = append(out, p)
+					for _, life := range g.lives() {
+						p := def
+						p.Function, p.Deadband, p.MaxStep, p.ConnectionLife = fn, db, ms, life
+						p.LimitingFactor, p.Aggressiveness, p.Gain = a[0], a[1], a[2]
+						if life > 0 && fn == "feedback" {
+							continue
+						}
+						if !seen[p] && p.Validate() == nil {
+							seen[p] = true
+							out = append(out, p)
+						}
 					}
 				}
 			}
 		}
 	}
 	return out
+}
+
+// lives is ConnectionLives, or the default's alone when the grid lists none.
+func (g Grid) lives() []time.Duration {
+	if len(g.ConnectionLives) == 0 {
+		return []time.Duration{weighter.DefaultPolicy().ConnectionLife}
+	}
+	return g.ConnectionLives
 }
 
 // factorPairs lists (limiting factor, aggressiveness, gain) triples that matter for fn.
@@ -95,6 +114,9 @@ func (g Grid) Strategies() []Strategy {
 	var out []Strategy
 	for _, perConn := range g.PerConn {
 		for _, p := range g.Policies() {
+			if perConn && p.ConnectionLife > 0 {
+				continue // would divide by the connections twice
+			}
 			out = append(out, weighterStrategy(p, perConn))
 		}
 	}

@@ -23,7 +23,9 @@ type Controller struct {
 	drained map[string]bool      // servers we drained and not yet resumed
 	smooth  map[string]ewmaState // per-server EWMA of the load
 	newest  time.Time            // newest valid data point any earlier cycle saw
-	buf     buffers
+	// sessions are the session counts read at each cycle (connection_life only).
+	sessions map[string][]sessionSample
+	buf      buffers
 }
 
 // NewController validates p and returns a Controller with empty state.
@@ -32,11 +34,12 @@ func NewController(p Policy) (*Controller, error) {
 		return nil, fmt.Errorf("invalid policy: %w", err)
 	}
 	return &Controller{
-		p:       p,
-		fn:      Functions[p.Function],
-		written: map[string]int{},
-		drained: map[string]bool{},
-		smooth:  map[string]ewmaState{},
+		p:        p,
+		fn:       Functions[p.Function],
+		written:  map[string]int{},
+		drained:  map[string]bool{},
+		smooth:   map[string]ewmaState{},
+		sessions: map[string][]sessionSample{},
 	}, nil
 }
 
@@ -72,7 +75,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 		holdAll(ws, reason)
 	} else {
 		c.drain(ws)
-		c.weigh(ws, fresh)
+		c.weigh(now, ws, fresh)
 	}
 	return plan
 }
@@ -85,6 +88,7 @@ type work struct {
 	done    bool    // action decided
 	written int     // last weight we wrote, -1 = never
 	filled  float64 // load fed to the function (Load, or the mean with missing: mean)
+	series  Series  // the server's load series, as given
 	note    string  // context added to the reason (resumed, mean load used)
 }
 
@@ -104,13 +108,14 @@ func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, 
 		raw[i], scratch = aggregate(series, c.p.Aggregate, now, c.p.MaxAge, scratch[:0])
 	}
 	smoothed := c.smoothLoads(now, sorted, raw)
+	c.recordSessions(now, sorted)
 	arr := slices.Grow(c.buf.work[:0], len(sorted))[:len(sorted)]
 	ws = slices.Grow(c.buf.ptrs[:0], len(sorted))[:len(sorted)]
 	var hits stateHits
 	for i, s := range sorted {
 		written := hits.lookup(c, s.Name)
 		out[i] = ServerPlan{Server: s.Name, Load: smoothed[i], Current: s.Weight, Raw: s.Weight, New: s.Weight}
-		arr[i] = work{ServerPlan: &out[i], st: s, written: written, filled: smoothed[i]}
+		arr[i] = work{ServerPlan: &out[i], st: s, written: written, filled: smoothed[i], series: loads[s.Name]}
 		ws[i] = &arr[i]
 	}
 	c.buf.sorted, c.buf.raw, c.buf.scratch, c.buf.work, c.buf.ptrs = sorted, raw, scratch, arr, ws
@@ -185,7 +190,8 @@ type buffers struct {
 	work         []work
 	ptrs, active []*work
 	loads        []float64 // function input
-	current      []int     // function input
+	estimate     []estimateInput
+	current      []int // function input
 }
 
 // unknownServers lists the names in loads that are no server of ws (sorted by name).

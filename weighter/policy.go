@@ -46,6 +46,15 @@ type Policy struct {
 	ResumeBelow float64 `yaml:"resume_below" json:"resume_below"`
 	// MaxDrained (0..1) is the largest share of a backend's servers drained at once.
 	MaxDrained float64 `yaml:"max_drained" json:"max_drained"`
+	// ConnectionLife (0 = off) is the mean lifetime of the backend's connections.
+	// When set, each server's load is turned into an estimate of its load per
+	// open connection now, from the session counts the target reports every
+	// cycle (ServerState.Sessions, HAProxy's scur): see estimatePerConnection.
+	ConnectionLife time.Duration `yaml:"connection_life" json:"connection_life"`
+	// RateWindow is the window of the rate the source returns (the [20s] of a
+	// PromQL rate), used with ConnectionLife to date the data; 0 = the gap
+	// between the last two points.
+	RateWindow time.Duration `yaml:"rate_window" json:"rate_window"`
 	// ManageOperatorStates lets the engine weight servers an operator set to drain or maint.
 	ManageOperatorStates bool `yaml:"manage_operator_states" json:"manage_operator_states"`
 }
@@ -119,6 +128,12 @@ func (p Policy) Validate() error {
 	}
 	if p.Smoothing < 0 {
 		add("smoothing must be >= 0, got %v", p.Smoothing)
+	}
+	if p.ConnectionLife < 0 {
+		add("connection_life must be >= 0, got %v", p.ConnectionLife)
+	}
+	if p.RateWindow < 0 {
+		add("rate_window must be >= 0, got %v", p.RateWindow)
 	}
 	if p.PanicThreshold != 0 && (!(p.PanicThreshold > 1) || isInf(p.PanicThreshold)) {
 		add("panic_threshold must be > 1 (or 0 = off), got %v", p.PanicThreshold)

@@ -53,6 +53,9 @@ type ServerState struct {
 	InitialWeight int    // weight from the configuration file
 	Admin         AdminState
 	Operational   string // "up", "down", "stopping"
+	// Sessions is the server's open connections now (HAProxy's scur); read
+	// only by a policy with connection_life set.
+	Sessions int
 }
 
 // Change is one weight a Target must write.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 )
 
 // Reasons of a ServerPlan that callers and tests may match on.
@@ -23,7 +24,7 @@ const (
 // function keeps the weights, because integrating the same point again (a 5 s
 // interval over 10 s data uses each point twice) doubles its gain every other
 // cycle and makes it oscillate.
-func (c *Controller) weigh(ws []*work, fresh bool) {
+func (c *Controller) weigh(now time.Time, ws []*work, fresh bool) {
 	_, _, fill := loadStats(ws)
 	active := c.buf.active[:0]
 	for _, w := range ws {
@@ -57,6 +58,9 @@ func (c *Controller) weigh(ws []*work, fresh bool) {
 			c.holdStale(w)
 		}
 		return
+	}
+	if c.p.ConnectionLife > 0 {
+		c.estimatePerConnection(now, active, loads)
 	}
 	raw := c.fn(loads, current, c.p)
 	scale := c.rescale(active)

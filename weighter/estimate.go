@@ -1,0 +1,137 @@
+package weighter
+
+import (
+	"math"
+	"time"
+)
+
+// sessionSample is the open connections a target reported for a server at one cycle.
+type sessionSample struct {
+	at time.Time
+	n  int
+}
+
+// sessionSamples is how many cycles of session counts are kept per server:
+// enough to look a few minutes back at the time of a delayed data point.
+const sessionSamples = 64
+
+// recordSessions keeps the session count of every server, so the count at the
+// time of a delayed data point can be looked up later (connection_life only).
+func (c *Controller) recordSessions(now time.Time, sorted []*ServerState) {
+	if c.p.ConnectionLife <= 0 {
+		return
+	}
+	for _, s := range sorted {
+		h := append(c.sessions[s.Name], sessionSample{at: now, n: max(s.Sessions, 0)})
+		if len(h) > sessionSamples {
+			h = append(h[:0], h[len(h)-sessionSamples:]...)
+		}
+		c.sessions[s.Name] = h
+	}
+	if len(c.sessions) > len(sorted) {
+		present := make(map[string]bool, len(sorted))
+		for _, s := range sorted {
+			present[s.Name] = true
+		}
+		for name := range c.sessions {
+			if !present[name] {
+				delete(c.sessions, name)
+			}
+		}
+	}
+}
+
+// sessionsAt is the mean session count the Controller read for name during
+// [at-span, at], else the last one read before at, else fallback.
+func (c *Controller) sessionsAt(name string, at time.Time, span time.Duration, fallback float64) float64 {
+	h := c.sessions[name]
+	sum, n := 0.0, 0
+	before := -1
+	for i, s := range h {
+		if s.at.After(at) {
+			break
+		}
+		before = i
+		if !s.at.Before(at.Add(-span)) {
+			sum, n = sum+float64(s.n), n+1
+		}
+	}
+	switch {
+	case n > 0:
+		return sum / float64(n)
+	case before >= 0:
+		return float64(h[before].n)
+	}
+	return fallback
+}
+
+// pointTimes returns the time of the newest valid point of s (zero when there
+// is none) and the gap to the valid point before it (0 when there is none).
+func pointTimes(s Series) (at time.Time, span time.Duration) {
+	for i := len(s) - 1; i >= 0; i-- {
+		if !validLoad(s[i].Value) {
+			continue
+		}
+		if at.IsZero() {
+			at = s[i].Time
+			continue
+		}
+		return at, at.Sub(s[i].Time)
+	}
+	return at, 0
+}
+
+// estimatePerConnection replaces the loads of the active servers by an estimate
+// of their load per open connection now (connection_life > 0). A data point
+// describes the connections a server had when it was taken; since then, with
+// exponential lifetimes of mean life, a share s = exp(−age/life) of them is
+// still open, and the others were replaced by connections of unknown rate,
+// counted at the backend's mean rate per connection r̄:
+//
+//	load_now ≈ s·load + max(sessions_now − s·sessions_then, 0)·r̄
+//
+// and the function is fed load_now / sessions_now. Under leastconn, where
+// servers hold connections in proportion to their weights, weights ∝
+// connections/load are what equal loads need. The age of a point is measured
+// to the middle of its rate window: rate_window, or when 0 the gap between the
+// last two points (right for Graphite's perSecond, too short for a Prometheus
+// rate over several scrapes).
+func (c *Controller) estimatePerConnection(now time.Time, active []*work, loads []float64) {
+	life := c.p.ConnectionLife.Seconds()
+	then := slicesOf(c, len(active))
+	sumL, sumC := 0.0, 0.0
+	for i, w := range active {
+		cur := float64(max(w.st.Sessions, 0))
+		e := estimateInput{cur: cur, then: cur}
+		if at, span := pointTimes(w.series); !at.IsZero() && w.valid() {
+			if c.p.RateWindow > 0 {
+				span = c.p.RateWindow
+			}
+			e.then = c.sessionsAt(w.Server, at, span, cur)
+			e.age = max(now.Sub(at).Seconds()+span.Seconds()/2, 0)
+		}
+		then[i] = e
+		sumL, sumC = sumL+loads[i], sumC+e.then
+	}
+	if sumC <= 0 {
+		return // no connections known: weigh the loads as they are
+	}
+	rbar := sumL / sumC
+	for i, e := range then {
+		s := math.Exp(-e.age / life)
+		now := s*loads[i] + math.Max(e.cur-s*e.then, 0)*rbar
+		loads[i] = now / math.Max(e.cur, 1)
+	}
+}
+
+// estimateInput is one server's session counts now and at its data point, and the point's age.
+type estimateInput struct{ cur, then, age float64 }
+
+// slicesOf returns the Controller's reused estimate buffer, n long.
+func slicesOf(c *Controller, n int) []estimateInput {
+	if cap(c.buf.estimate) < n {
+		c.buf.estimate = make([]estimateInput, n)
+	}
+	c.buf.estimate = c.buf.estimate[:n]
+	return c.buf.estimate
+}
