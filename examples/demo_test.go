@@ -64,7 +64,7 @@ func TestDemoShortRun(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
 	text := string(out)
-	for _, s := range []string{"== phase 1/2", "== phase 2/2", "without weighting: median", "with weighting:    median", "picture: " + png} {
+	for _, s := range []string{"== phase 1/2", "== phase 2/2", "phase 1, no weighting:", "phase 2, weighting on:", "control HAProxy", "picture: " + png} {
 		if !strings.Contains(text, s) {
 			t.Errorf("output lacks %q:\n%s", s, text)
 		}

@@ -35,11 +35,11 @@ func (d *display) line(s []sample, i int) {
 	if d.lastHdr != cur.Phase {
 		d.lastHdr = cur.Phase
 		fmt.Fprintf(d.w, "\n== phase %d/2: %s\n", cur.Phase, d.titles[cur.Phase-1])
-		fmt.Fprintf(d.w, "   time  max/mean   per server: load (B/s, 5 s avg), connections, weight\n")
+		fmt.Fprintf(d.w, "   time  max/mean control   weighted HAProxy per server: load (B/s, 5 s avg), connections, weight\n")
 	}
 	elapsed, total := d.progress(cur)
 	var b strings.Builder
-	fmt.Fprintf(&b, "%7s  %8s", fmtSecs(elapsed)+"/"+fmtSecs(total), fmtRatio(imbalance(s, i)))
+	fmt.Fprintf(&b, "%7s  %8s %7s ", fmtSecs(elapsed)+"/"+fmtSecs(total), fmtRatio(imbalance(s, i)), fmtRatio(imbalanceOf(s, i, controlOf)))
 	for k, v := range smoothed(s, i) {
 		fmt.Fprintf(&b, "  %s %6s %2dc w%-3d", d.names[k], fmtBytes(v), cur.Conns[k], cur.Weights[k])
 	}
@@ -68,6 +68,7 @@ func (d *display) table(s []sample, i int) {
 		fmt.Fprintf(&b, "%-7s %10s  %-24s %6d %7d\n", d.names[k], fmtBytes(v), bar(time.Duration(v), time.Duration(top), 24), cur.Conns[k], cur.Weights[k])
 	}
 	fmt.Fprintf(&b, "\nmax/mean load: %s (1.00 = perfectly even)\n", fmtRatio(imbalance(s, i)))
+	fmt.Fprintf(&b, "control HAProxy (same traffic, never weighted): max/mean %s\n", fmtRatio(imbalanceOf(s, i, controlOf)))
 	if d.drawn > 0 {
 		fmt.Fprintf(d.w, "\033[%dA\033[J", d.drawn) // cursor up, clear to the end
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/template"
@@ -56,9 +55,8 @@ type haproxyConf struct {
 	Servers  []haproxyServer
 }
 
-// writeHAProxyConfig writes haproxy.cfg into dir and returns its path.
-func writeHAProxyConfig(dir string, c haproxyConf) (string, error) {
-	path := filepath.Join(dir, "haproxy.cfg")
+// writeHAProxyConfig writes an HAProxy configuration to path and returns the path.
+func writeHAProxyConfig(path string, c haproxyConf) (string, error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return "", fmt.Errorf("create haproxy config: %w", err)

@@ -33,6 +33,7 @@ type options struct {
 	Interval time.Duration
 	Function string
 	Policy   string
+	PerConn  bool
 }
 
 func parseFlags() options {
@@ -54,6 +55,7 @@ func parseFlags() options {
 	// interval mostly measures that sawtooth.
 	flag.DurationVar(&o.Interval, "interval", 5*time.Second, "haproxy-weighter interval")
 	flag.StringVar(&o.Function, "function", "limited-proportions", "weighting function")
+	flag.BoolVar(&o.PerConn, "per-connection", true, "weight by load per connection (source per_connection)")
 	flag.StringVar(&o.Policy, "policy", "smoothing: 10s", `more policy keys for the backend, "key: value; key: value"`)
 	flag.Parse()
 	return o

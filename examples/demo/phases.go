@@ -22,10 +22,14 @@ func (d *demo) phases(ctx context.Context) error {
 	if p := strings.TrimSpace(d.o.Policy); p != "" {
 		policy = ", " + strings.ReplaceAll(p, ";", ",")
 	}
-	disp.titles[1] = fmt.Sprintf("with haproxy-weighter run (%s, every %s%s, load = HAProxy bytes_in rate)",
-		d.o.Function, d.o.Interval, policy)
+	load := "HAProxy bytes_in rate"
+	if d.o.PerConn {
+		load += " per connection"
+	}
+	disp.titles[1] = fmt.Sprintf("with haproxy-weighter run (%s, every %s%s, load = %s)",
+		d.o.Function, d.o.Interval, policy, load)
 	start := time.Now()
-	prev, prevAt := readBytes(d.sinks), start
+	prev, prevCtl, prevAt := readBytes(d.sinks), readBytes(d.ctlSink), start
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for phase := 1; ; {
@@ -33,12 +37,16 @@ func (d *demo) phases(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case now := <-t.C:
-			cur := readBytes(d.sinks)
-			smp, err := d.sample(ctx, now.Sub(start), phase, prev, cur, now.Sub(prevAt))
+			cur, curCtl := readBytes(d.sinks), readBytes(d.ctlSink)
+			dt := now.Sub(prevAt)
+			smp, err := d.sample(ctx, now.Sub(start), phase, prev, cur, dt)
 			if err != nil {
 				return err
 			}
-			prev, prevAt = cur, now
+			for i := range curCtl {
+				smp.Control = append(smp.Control, float64(curCtl[i]-prevCtl[i])/dt.Seconds())
+			}
+			prev, prevCtl, prevAt = cur, curCtl, now
 			d.samples = append(d.samples, smp)
 			disp.show(d.samples)
 		}
@@ -51,6 +59,9 @@ func (d *demo) phases(ctx context.Context) error {
 		}
 		if el >= d.o.Phase1+d.o.Phase2 {
 			return nil
+		}
+		if ok, err := d.ctl.exited(); ok {
+			return fmt.Errorf("control haproxy exited: %v\n%s", err, tail(filepath.Join(d.dir, "control.log")))
 		}
 		if d.weigher != nil {
 			if ok, err := d.weigher.exited(); ok {
@@ -93,7 +104,7 @@ func (d *demo) startWeighter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := writeWeighterConfig(d.dir, weighterConf{Interval: d.o.Interval, Listen: listen, Socket: d.socket, Function: d.o.Function, Extra: d.o.Policy})
+	cfg, err := writeWeighterConfig(d.dir, weighterConf{Interval: d.o.Interval, Listen: listen, Socket: d.socket, Function: d.o.Function, Extra: d.o.Policy, PerConn: d.o.PerConn})
 	if err != nil {
 		return err
 	}

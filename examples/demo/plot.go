@@ -39,21 +39,23 @@ func writePlot(path string, s []sample, names []string, switchAt float64, summar
 			return err
 		}
 	}
-	ip := make(plotter.XYs, 0, len(s))
-	for i := range s {
-		if v := imbalance(s, i); v == v { // skip NaN
-			ip = append(ip, plotter.XY{X: s[i].T.Seconds(), Y: v})
+	for k, pick := range []func(sample) []float64{loadsOf, controlOf} {
+		ip := make(plotter.XYs, 0, len(s))
+		for i := range s {
+			if v := imbalanceOf(s, i, pick); v == v { // skip NaN
+				ip = append(ip, plotter.XY{X: s[i].T.Seconds(), Y: v})
+			}
 		}
-	}
-	if err := addLine(imb, "max/mean", ip, 0); err != nil {
-		return err
+		if err := addLine(imb, []string{"weighted HAProxy", "control (never weighted)"}[k], ip, 2*k); err != nil {
+			return err
+		}
 	}
 	for k, st := range summary {
 		if st.Seconds == 0 {
 			continue
 		}
 		seg := plotter.XYs{{X: st.From.Seconds(), Y: st.Median}, {X: st.To.Seconds(), Y: st.Median}}
-		if err := addLine(imb, fmt.Sprintf("median %s: %.2f", []string{"before", "after"}[k], st.Median), seg, k+1); err != nil {
+		if err := addLine(imb, fmt.Sprintf("median %s: %.2f", []string{"before", "after"}[k], st.Median), seg, 2*k+1); err != nil {
 			return err
 		}
 	}

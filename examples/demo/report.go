@@ -8,12 +8,16 @@ import (
 // report prints the before/after summary and writes the picture.
 func (d *demo) report() error {
 	before, after := summarise(d.samples, 1), summarise(d.samples, 2)
-	fmt.Printf("\n== summary: max/mean load over the second half of each phase (1.00 = perfectly even)\n")
-	fmt.Printf("   without weighting: median %s  mean %s  (%d s)\n", fmtRatio(before.Median), fmtRatio(before.Mean), before.Seconds)
-	fmt.Printf("   with weighting:    median %s  mean %s  (%d s)\n", fmtRatio(after.Median), fmtRatio(after.Mean), after.Seconds)
-	if !math.IsNaN(before.Median) && !math.IsNaN(after.Median) {
-		fmt.Printf("   the busiest server carried %.0f%% more than the mean before, %.0f%% after\n",
-			100*(before.Median-1), 100*(after.Median-1))
+	cBefore, cAfter := summariseOf(d.samples, 1, controlOf), summariseOf(d.samples, 2, controlOf)
+	fmt.Printf("\n== summary: max/mean load, median over the second half of each phase (1.00 = perfectly even)\n")
+	fmt.Printf("                             weighted HAProxy   control HAProxy (same traffic, never weighted)\n")
+	fmt.Printf("   phase 1, no weighting:    %-18s %s\n", fmtRatio(before.Median), fmtRatio(cBefore.Median))
+	fmt.Printf("   phase 2, weighting on:    %-18s %s\n", fmtRatio(after.Median), fmtRatio(cAfter.Median))
+	fmt.Printf("   (windows: %s-%s and %s-%s)\n", fmtSecs(before.From), fmtSecs(before.To), fmtSecs(after.From), fmtSecs(after.To))
+	if !math.IsNaN(before.Median) && !math.IsNaN(after.Median) && !math.IsNaN(cAfter.Median) {
+		fmt.Printf("   the busiest server carried %.0f%% more than the mean before weighting, %.0f%% with it\n"+
+			"   (%.0f%% at the same time on the control HAProxy)\n",
+			100*(before.Median-1), 100*(after.Median-1), 100*(cAfter.Median-1))
 	}
 	late := 0
 	for _, s := range d.samples {

@@ -10,12 +10,20 @@ import (
 )
 
 // demo holds everything one run started, so that stopping it is one place.
+//
+// Two HAProxies receive the same traffic (every client opens one connection to each,
+// with the same rate and lifetime): the weighted one, which haproxy-weighter drives in
+// phase 2, and a control one that is never weighted. Phase 2 then compares weighting
+// with no weighting under the very same traffic, not only with phase 1.
 type demo struct {
 	o       options
 	dir     string
 	socket  string
 	sinks   []*sink
 	haproxy *child
+	ctl     *child  // control HAProxy
+	ctlSock string  // its runtime socket
+	ctlSink []*sink // its servers
 	weigher *child
 	traffic context.CancelFunc
 	wg      sync.WaitGroup
@@ -37,7 +45,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer cleanup()
-	d := &demo{o: o, dir: dir, socket: filepath.Join(dir, "admin.sock")}
+	d := &demo{o: o, dir: dir, socket: filepath.Join(dir, "admin.sock"), ctlSock: filepath.Join(dir, "control.sock")}
 	err = d.start(ctx, hap)
 	if err == nil {
 		err = d.phases(ctx)
@@ -49,43 +57,23 @@ func run(ctx context.Context, o options) error {
 	return d.report()
 }
 
-// start opens the sinks, starts HAProxy and the traffic generator.
+// start opens the sinks, starts both HAProxies and the traffic generator.
 func (d *demo) start(ctx context.Context, hap string) error {
-	sinks, err := startSinks(d.o.Servers)
-	if err != nil {
+	var front, ctlFront string
+	var err error
+	d.sinks, d.haproxy, front, err = d.startHAProxy(ctx, hap, "haproxy", d.socket)
+	if d.haproxy == nil || err != nil {
 		return err
 	}
-	d.sinks = sinks
-	front, err := freePort()
-	if err != nil {
-		return err
-	}
-	conf := haproxyConf{Socket: d.socket, Frontend: front, Weight: 100}
-	for _, s := range sinks {
-		conf.Servers = append(conf.Servers, haproxyServer{Name: s.name, Addr: s.addr()})
-	}
-	cfg, err := writeHAProxyConfig(d.dir, conf)
-	if err != nil {
+	d.ctlSink, d.ctl, ctlFront, err = d.startHAProxy(ctx, hap, "control", d.ctlSock)
+	if d.ctl == nil || err != nil {
 		return err
 	}
 	fmt.Printf("HAProxy %s: frontend %s (leastconn, weight 100) in front of %d sink servers; work dir %s\n",
-		hap, front, len(sinks), d.dir)
-	d.haproxy, err = startChild("haproxy", filepath.Join(d.dir, "haproxy.log"), hap, "-db", "-f", cfg)
-	if err != nil {
-		return err
-	}
-	ready := func(ctx context.Context) error {
-		st, err := showStat(ctx, d.socket)
-		if err == nil && len(st) != len(sinks) {
-			err = fmt.Errorf("%d of %d servers in show stat", len(st), len(sinks))
-		}
-		return err
-	}
-	if err := d.haproxy.waitReady(ctx, 10*time.Second, ready); err != nil {
-		return fmt.Errorf("%w\n%s", err, tail(filepath.Join(d.dir, "haproxy.log")))
-	}
+		hap, front, len(d.sinks), d.dir)
+	fmt.Printf("control HAProxy: frontend %s, same setup and same traffic, never weighted\n", ctlFront)
 	t := d.o.Traffic
-	t.Addr = front
+	t.Addrs = []string{front, ctlFront}
 	fmt.Printf("traffic: %d long-lived connections, lognormal rates (median %.0f B/s, sigma %.1f), mean life %s\n",
 		t.Conns, t.Median, t.Sigma, t.Lifetime)
 	tctx, cancel := context.WithCancel(ctx)
@@ -108,10 +96,50 @@ func (d *demo) stop() {
 	if d.weigher != nil {
 		d.weigher.stop(10 * time.Second)
 	}
-	if d.haproxy != nil {
-		d.haproxy.stop(5 * time.Second)
+	for _, h := range []*child{d.haproxy, d.ctl} {
+		if h != nil {
+			h.stop(5 * time.Second)
+		}
 	}
 	closeSinks(d.sinks)
+	closeSinks(d.ctlSink)
+}
+
+// startHAProxy opens the sinks of one HAProxy and starts it. The child is returned even
+// with an error, so that stop() can end it.
+func (d *demo) startHAProxy(ctx context.Context, hap, name, socket string) ([]*sink, *child, string, error) {
+	sinks, err := startSinks(d.o.Servers)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	front, err := freePort()
+	if err != nil {
+		return sinks, nil, "", err
+	}
+	conf := haproxyConf{Socket: socket, Frontend: front, Weight: 100}
+	for _, s := range sinks {
+		conf.Servers = append(conf.Servers, haproxyServer{Name: s.name, Addr: s.addr()})
+	}
+	cfg, err := writeHAProxyConfig(filepath.Join(d.dir, name+".cfg"), conf)
+	if err != nil {
+		return sinks, nil, "", err
+	}
+	logPath := filepath.Join(d.dir, name+".log")
+	h, err := startChild(name, logPath, hap, "-db", "-f", cfg)
+	if err != nil {
+		return sinks, nil, "", err
+	}
+	ready := func(ctx context.Context) error {
+		st, err := showStat(ctx, socket)
+		if err == nil && len(st) != len(sinks) {
+			err = fmt.Errorf("%d of %d servers in show stat", len(st), len(sinks))
+		}
+		return err
+	}
+	if err := h.waitReady(ctx, 10*time.Second, ready); err != nil {
+		return sinks, h, "", fmt.Errorf("%w\n%s", err, tail(logPath))
+	}
+	return sinks, h, front, nil
 }
 
 // tail returns the last lines of a log file, for error messages.

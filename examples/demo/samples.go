@@ -11,6 +11,7 @@ type sample struct {
 	T       time.Duration // since the traffic started
 	Phase   int           // 1 = without weighting, 2 = with haproxy-weighter
 	Loads   []float64     // bytes/s received by each sink in the last second
+	Control []float64     // the same for the control HAProxy's sinks
 	Weights []int         // HAProxy weight of each server
 	Conns   []int         // open connections of each server
 	Late    bool          // taken more than 1.5 s after the previous one: the machine is busy
@@ -20,13 +21,20 @@ type sample struct {
 // one-second counts are noisy; the weighter itself looks at 2-3 s rates.
 const smoothWindow = 5
 
+// loadsOf and controlOf pick which HAProxy's servers a statistic is about.
+func loadsOf(s sample) []float64   { return s.Loads }
+func controlOf(s sample) []float64 { return s.Control }
+
 // smoothed returns the servers' loads averaged over the last smoothWindow samples
 // of the same phase, ending at index i.
-func smoothed(s []sample, i int) []float64 {
-	out := make([]float64, len(s[i].Loads))
+func smoothed(s []sample, i int) []float64 { return smoothedOf(s, i, loadsOf) }
+
+// smoothedOf is smoothed for the loads that pick selects.
+func smoothedOf(s []sample, i int, pick func(sample) []float64) []float64 {
+	out := make([]float64, len(pick(s[i])))
 	n := 0
 	for j := i; j >= 0 && j > i-smoothWindow && s[j].Phase == s[i].Phase; j-- {
-		for k, v := range s[j].Loads {
+		for k, v := range pick(s[j]) {
 			out[k] += v
 		}
 		n++
@@ -57,6 +65,11 @@ func maxOverMean(loads []float64) float64 {
 // imbalance is max/mean of the smoothed loads at sample i.
 func imbalance(s []sample, i int) float64 { return maxOverMean(smoothed(s, i)) }
 
+// imbalanceOf is imbalance for the loads that pick selects.
+func imbalanceOf(s []sample, i int, pick func(sample) []float64) float64 {
+	return maxOverMean(smoothedOf(s, i, pick))
+}
+
 // phaseStats summarises the second half of one phase (the first half lets connections
 // churn after the start or after the weighter begins).
 type phaseStats struct {
@@ -67,7 +80,10 @@ type phaseStats struct {
 }
 
 // summarise computes phaseStats for phase p over its second half.
-func summarise(s []sample, p int) phaseStats {
+func summarise(s []sample, p int) phaseStats { return summariseOf(s, p, loadsOf) }
+
+// summariseOf is summarise for the loads that pick selects.
+func summariseOf(s []sample, p int, pick func(sample) []float64) phaseStats {
 	var idx []int
 	for i := range s {
 		if s[i].Phase == p {
@@ -81,7 +97,7 @@ func summarise(s []sample, p int) phaseStats {
 	from, to := s[idx[0]].T, s[idx[len(idx)-1]].T
 	var vals []float64
 	for _, i := range idx {
-		if v := imbalance(s, i); !math.IsNaN(v) {
+		if v := imbalanceOf(s, i, pick); !math.IsNaN(v) {
 			vals = append(vals, v)
 		}
 	}

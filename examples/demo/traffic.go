@@ -12,7 +12,7 @@ import (
 // trafficConfig shapes the generated load: long-lived connections with heavy-tailed
 // (lognormal) rates and exponential lifetimes, like clients streaming metrics.
 type trafficConfig struct {
-	Addr     string        // HAProxy frontend
+	Addrs    []string      // HAProxy frontends: each client connects to all, same rate
 	Conns    int           // connections kept open
 	Median   float64       // median rate of one connection, bytes/s
 	Sigma    float64       // lognormal sigma: 1.5 makes a few connections 10-50x the median
@@ -46,20 +46,29 @@ func client(ctx context.Context, cfg trafficConfig, rng *rand.Rand) {
 	for ctx.Err() == nil {
 		rate := math.Min(cfg.Median*math.Exp(cfg.Sigma*rng.NormFloat64()), cfg.MaxRate)
 		life := time.Duration(rng.ExpFloat64() * float64(cfg.Lifetime))
-		if err := stream(ctx, cfg.Addr, rate, life); err != nil && !sleepCtx(ctx, tick) {
+		if err := stream(ctx, cfg.Addrs, rate, life); err != nil && !sleepCtx(ctx, tick) {
 			return
 		}
 	}
 }
 
-// stream sends rate bytes/s over one connection for life, in one write per tick.
-func stream(ctx context.Context, addr string, rate float64, life time.Duration) error {
+// stream sends rate bytes/s over one connection to each address for life, in one write
+// per tick.
+func stream(ctx context.Context, addrs []string, rate float64, life time.Duration) error {
 	d := net.Dialer{Timeout: 2 * time.Second}
-	c, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return err
+	conns := make([]net.Conn, 0, len(addrs))
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for _, a := range addrs {
+		c, err := d.DialContext(ctx, "tcp", a)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
 	}
-	defer c.Close()
 	end := time.NewTimer(life)
 	defer end.Stop()
 	t := time.NewTicker(tick)
@@ -76,9 +85,11 @@ func stream(ctx context.Context, addr string, rate float64, life time.Duration) 
 			owed += rate * tick.Seconds()
 			n := int(owed)
 			owed -= float64(n)
-			_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
-			if _, err := c.Write(buf[:min(n, len(buf))]); err != nil {
-				return err
+			for _, c := range conns {
+				_ = c.SetWriteDeadline(time.Now().Add(2 * time.Second))
+				if _, err := c.Write(buf[:min(n, len(buf))]); err != nil {
+					return err
+				}
 			}
 		}
 	}

@@ -18,10 +18,13 @@ type weighterConf struct {
 	Socket   string
 	Function string
 	Extra    string // more backend keys (policy), YAML, one "key: value" per line
+	PerConn  bool   // weight by load per connection (see sources.HAProxyStatsConfig)
 }
 
 // writeWeighterConfig writes the daemon's YAML config into dir: one backend, weighted
-// from HAProxy's own bytes_in counters, so no monitoring stack is needed.
+// from HAProxy's own bytes_in counters, so no monitoring stack is needed. The first
+// rate is sampled over a whole interval: with contstats, counters advance in ~5 s
+// steps, and a 1 s sample can make the busiest server look idle.
 func writeWeighterConfig(dir string, c weighterConf) (string, error) {
 	text := fmt.Sprintf(`# written by the haproxy-weighter demo
 interval: %s
@@ -31,9 +34,9 @@ haproxy:
 backends:
   - name: %s
     source:
-      haproxy: {counter: bytes_in}
+      haproxy: {counter: bytes_in, sample_interval: %s, per_connection: %t}
     function: %s
-%s`, c.Interval, c.Listen, c.Socket, backendName, c.Function, indent(c.Extra, "    "))
+%s`, c.Interval, c.Listen, c.Socket, backendName, c.Interval, c.PerConn, c.Function, indent(c.Extra, "    "))
 	path := filepath.Join(dir, "weighter.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return "", fmt.Errorf("write weighter config: %w", err)
