@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -144,14 +143,14 @@ func planTable(t *testing.T, out string) map[string]int {
 type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
-	logs   *syncBuffer
+	logs   *testenv.SyncBuffer
 	url    string
 	exited chan error
 }
 
 func startDaemon(t *testing.T, listen string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, logs: &syncBuffer{}, url: "http://" + listen, exited: make(chan error, 1)}
+	d := &daemon{t: t, logs: &testenv.SyncBuffer{}, url: "http://" + listen, exited: make(chan error, 1)}
 	d.cmd = exec.Command(binary, append([]string{"run", "--log-format", "json"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	if err := d.cmd.Start(); err != nil {
@@ -212,19 +211,3 @@ func (d *daemon) metric(series string) float64 {
 	return -1
 }
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -39,7 +39,7 @@ type HAProxy struct {
 	t      testing.TB
 	mu     sync.Mutex
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *SyncBuffer
 	exited chan error // receives the process's exit once
 }
 
@@ -73,7 +73,7 @@ func (h *HAProxy) start() {
 	h.t.Helper()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.log = &syncBuffer{}
+	h.log = &SyncBuffer{}
 	h.cmd = exec.Command("haproxy", "-f", h.Config, "-db")
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	if err := h.cmd.Start(); err != nil {
@@ -177,19 +177,20 @@ func showInfo(path string) error {
 	return err
 }
 
-// syncBuffer collects haproxy's output; exec writes it from its own goroutine.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer safe for a writer goroutine (exec's copy of a
+// child's output) and a reading test at once.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
