@@ -210,4 +210,3 @@ func (d *daemon) metric(series string) float64 {
 	}
 	return -1
 }
-
