@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 var (
@@ -111,7 +113,7 @@ func TestDemoInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncWriter
+	var stderr testenv.SyncBuffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

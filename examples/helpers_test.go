@@ -167,21 +167,3 @@ func count(list []string, s string) int {
 }
 
 func index(list []string, s string) int { return slices.Index(list, s) }
-
-// syncWriter is a bytes.Buffer safe for a child process's stdout and stderr at once.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}

@@ -119,7 +119,7 @@ backends:
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfg)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=2000000")
-	var logs syncWriter
+	var logs testenv.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
