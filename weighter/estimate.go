@@ -98,7 +98,7 @@ func pointTimes(s Series) (at time.Time, span time.Duration) {
 // rate over several scrapes).
 func (c *Controller) estimatePerConnection(now time.Time, active []*work, loads []float64) {
 	life := c.p.ConnectionLife.Seconds()
-	then := slicesOf(c, len(active))
+	then := c.estimateBuf(len(active))
 	sumL, sumC := 0.0, 0.0
 	for i, w := range active {
 		cur := float64(max(w.st.Sessions, 0))
@@ -117,18 +117,25 @@ func (c *Controller) estimatePerConnection(now time.Time, active []*work, loads 
 		return // no connections known: weigh the loads as they are
 	}
 	rbar := sumL / sumC
-	for i, e := range then {
+	for i := range then {
+		e := &then[i]
 		s := math.Exp(-e.age / life)
-		now := s*loads[i] + math.Max(e.cur-s*e.then, 0)*rbar
-		loads[i] = now / math.Max(e.cur, 1)
+		e.est = (s*loads[i] + math.Max(e.cur-s*e.then, 0)*rbar) / math.Max(e.cur, 1)
+		if !validLoad(e.est) {
+			return // loads near the float limit: weigh them as they are
+		}
+	}
+	for i, e := range then {
+		loads[i] = e.est
 	}
 }
 
-// estimateInput is one server's session counts now and at its data point, and the point's age.
-type estimateInput struct{ cur, then, age float64 }
+// estimateInput is one server's session counts now and at its data point, the
+// point's age, and the estimate.
+type estimateInput struct{ cur, then, age, est float64 }
 
-// slicesOf returns the Controller's reused estimate buffer, n long.
-func slicesOf(c *Controller, n int) []estimateInput {
+// estimateBuf returns the Controller's reused estimate buffer, n long.
+func (c *Controller) estimateBuf(n int) []estimateInput {
 	if cap(c.buf.estimate) < n {
 		c.buf.estimate = make([]estimateInput, n)
 	}

@@ -101,3 +101,13 @@ func TestConnectionLifeValidate(t *testing.T) {
 	assert.Contains(t, err.Error(), "connection_life must be >= 0, got -1s")
 	assert.Contains(t, err.Error(), "rate_window must be >= 0, got -1s")
 }
+
+// TestConnectionLifeHugeLoads: an estimate that would overflow falls back to the loads.
+func TestConnectionLifeHugeLoads(t *testing.T) {
+	p := free()
+	p.ConnectionLife = 30 * time.Second
+	loads := loadsAt(t0, 1e308, 1e308, 1)
+	plain := mustController(t, free()).Plan(t0, loads, withSessions([]int{9, 9, 9}, 1, 1, 5))
+	est := mustController(t, p).Plan(t0, loads, withSessions([]int{9, 9, 9}, 1, 1, 5))
+	assert.Equal(t, plain.Servers, est.Servers)
+}
