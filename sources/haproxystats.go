@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -19,8 +18,10 @@ const (
 	CounterCurrentSessions = "current_sessions" // sessions open now (scur), a gauge
 )
 
-// DefaultSampleInterval separates the two reads of the first Fetch.
-const DefaultSampleInterval = time.Second
+// DefaultRateWindow is the span a rate covers when rate_window is unset: two of
+// the ~5 s steps in which `option contstats` advances an open connection's byte
+// counters (HAProxy 2.6, measured), so that a rate is not one step or none.
+const DefaultRateWindow = 10 * time.Second
 
 // ServerStat is one server's counters from HAProxy's `show stat`.
 type ServerStat struct {
@@ -41,29 +42,51 @@ type StatsReader interface {
 type HAProxyStatsConfig struct {
 	// Counter is bytes_in, bytes_out, sessions_total (rates) or current_sessions.
 	Counter string `yaml:"counter"`
-	// SampleInterval separates the two reads the first Fetch needs to compute a
-	// rate; 0 means DefaultSampleInterval.
+	// RateWindow is the span a rate covers; 0 means DefaultRateWindow. The
+	// source keeps its reads (one per Fetch) of the last rate_window and takes
+	// each server's rate between the newest read and the newest read at least
+	// rate_window older (a tenth less is accepted, for the cycle's jitter).
+	//
+	// Why not the rate between consecutive reads: with `option contstats`
+	// HAProxy advances each open connection's byte counters only about every
+	// 5 s, so a rate over one 5 s interval sees one step of some connections
+	// and none of others. In the demo that made the busiest server look idle
+	// for a cycle; it got weight 256 and was flooded. A 10 s window read every
+	// 2 s has lag but no such holes: in the simulator sweep it closes 79/71/88 %
+	// of the leastconn → oracle gap (sim/README-sweep.md, section 3).
+	RateWindow time.Duration `yaml:"rate_window"`
+	// SampleInterval is the shortest span a rate may cover before the reads
+	// span rate_window. 0 (the default) means rate_window itself: a new source,
+	// and a server that appeared or whose counter went down, has no point until
+	// its reads span rate_window, so the first cycles hold the weights (result
+	// skipped_coverage) for about rate_window. That is what the operator of a
+	// running daemon wants: no weight is ever written from a short, aliased rate,
+	// and no cycle blocks for a whole window. When set, the first Fetch waits
+	// sample_interval and reads again, and rates cover all the reads so far until
+	// they span rate_window: useful for `once`, whose single cycle would otherwise
+	// hold. It must fit in the cycle timeout (timeout, or interval when unset).
 	SampleInterval time.Duration `yaml:"sample_interval"`
 	// PerConnection divides each server's rate by its mean open sessions (scur)
-	// over the same interval: the mean of scur at the two reads the rate is
-	// computed from. A server with no session at either read has load 0, the
-	// lightest. It needs a rate counter (not current_sessions).
+	// over the same reads: the time-weighted mean of scur at the reads the rate
+	// is computed from (two reads: the mean of the two). A server with no
+	// session at any of them has load 0, the lightest. It needs a rate counter
+	// (not current_sessions).
 	//
 	// Why: under leastconn, HAProxy keeps each server's open connections in
 	// proportion to its weight, so a server's load is its weight times its load
 	// per connection. Equal loads therefore need weights ∝ connections/load, and
 	// the stateless functions, which give weights ∝ 1/load, reach that only when
 	// fed load per connection. Fed plain load they stop at a fixed ratio. In the
-	// simulator sweep (sim/README-sweep.md), with reads every 2 s, the default
-	// policy closed 89-94 % of the leastconn → oracle gap fed load per
-	// connection, against 53-67 % fed plain load. Both values come from the same
-	// pair of reads because in the sweep, dividing 10 s-old rates by live
-	// connection counts did worse than plain leastconn.
+	// simulator sweep (sim/README-sweep.md), the default policy closed 89-94 % of
+	// the leastconn → oracle gap fed load per connection, against 53-67 % fed
+	// plain load. Load and sessions cover the same window because in the sweep,
+	// dividing 10 s-old rates by live connection counts did worse than plain
+	// leastconn.
 	PerConnection bool `yaml:"per_connection"`
 }
 
 // Validate reports an unknown counter, per_connection without a rate counter,
-// or a negative interval.
+// or a negative duration.
 func (c HAProxyStatsConfig) Validate() error {
 	switch c.Counter {
 	case CounterBytesIn, CounterBytesOut, CounterSessionsTotal, CounterCurrentSessions:
@@ -78,12 +101,15 @@ func (c HAProxyStatsConfig) Validate() error {
 	if c.SampleInterval < 0 {
 		return fmt.Errorf("haproxy source: sample_interval %s is negative", c.SampleInterval)
 	}
+	if c.RateWindow < 0 {
+		return fmt.Errorf("haproxy source: rate_window %s is negative", c.RateWindow)
+	}
 	return nil
 }
 
 // HAProxyStats is the load source that needs no monitoring stack: it reads the
-// backend's own counters from HAProxy and turns them into a per-server rate,
-// optionally per open session (see HAProxyStatsConfig.PerConnection), or takes
+// backend's own counters from HAProxy and turns them into a per-server rate over
+// rate_window, optionally per open session (see HAProxyStatsConfig), or takes
 // the current-sessions gauge as is. Byte counters of open connections move
 // only with HAProxy's `option contstats`, and then about every 5 s per
 // connection (measured on HAProxy 2.6). It sees only the traffic of this
@@ -96,9 +122,8 @@ type HAProxyStats struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	mu   sync.Mutex
-	prev map[string]ServerStat
-	at   time.Time
+	mu      sync.Mutex
+	history history
 }
 
 var _ weighter.Source = (*HAProxyStats)(nil)
@@ -111,19 +136,25 @@ func NewHAProxyStats(cfg HAProxyStatsConfig, backend string, stats StatsReader, 
 	if stats == nil {
 		return nil, fmt.Errorf("haproxy source: no stats reader")
 	}
-	if cfg.SampleInterval == 0 {
-		cfg.SampleInterval = DefaultSampleInterval
+	if cfg.RateWindow == 0 {
+		cfg.RateWindow = DefaultRateWindow
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &HAProxyStats{cfg: cfg, backend: backend, stats: stats, log: log, now: time.Now}, nil
+	h := &HAProxyStats{cfg: cfg, backend: backend, stats: stats, log: log, now: time.Now}
+	h.history = history{window: cfg.RateWindow, minSpan: cfg.RateWindow, servers: map[string][]read{}}
+	if cfg.SampleInterval > 0 && cfg.SampleInterval < cfg.RateWindow {
+		h.history.minSpan = cfg.SampleInterval
+	}
+	return h, nil
 }
 
-// Fetch returns one point per server. A rate needs two reads: the first Fetch
-// takes them sample_interval apart, later ones use the previous Fetch's read.
-// A server whose counter went down (HAProxy restarted) or that was not in the
-// previous read has no point this cycle.
+// Fetch reads HAProxy once and returns one point per server whose reads span
+// the rate window (see HAProxyStatsConfig.RateWindow and SampleInterval): the
+// rate from its read rate_window ago to this one. A server whose counter went
+// down (HAProxy restarted), or that is new, has no point until its reads after
+// that span the window again.
 func (h *HAProxyStats) Fetch(ctx context.Context) (weighter.Loads, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -134,18 +165,30 @@ func (h *HAProxyStats) Fetch(ctx context.Context) (weighter.Loads, error) {
 	if h.cfg.Counter == CounterCurrentSessions {
 		return h.gauge(cur, at), nil
 	}
-	if h.prev == nil {
+	first := h.history.empty()
+	h.record(cur, at)
+	if first && h.cfg.SampleInterval > 0 {
 		if err := h.wait(ctx); err != nil {
 			return nil, err
 		}
-		h.prev, h.at = cur, at
 		if cur, at, err = h.read(ctx); err != nil {
 			return nil, err
 		}
+		h.record(cur, at)
 	}
-	loads := h.rates(cur, at)
-	h.prev, h.at = cur, at
-	return loads, nil
+	return h.history.rates(at, h.cfg.PerConnection), nil
+}
+
+// record adds one read to the history and logs the servers whose counter went down.
+func (h *HAProxyStats) record(cur map[string]ServerStat, at time.Time) {
+	reads := make(map[string]read, len(cur))
+	for name, s := range cur {
+		reads[name] = read{at: at, counter: h.counter(s), sessions: s.CurrentSessions}
+	}
+	if reset := h.history.add(reads, at); len(reset) > 0 {
+		h.log.Warn("counter went down (haproxy restarted?): no point until the reads after it span rate_window",
+			"backend", h.backend, "counter", h.cfg.Counter, "servers", reset, "rate_window", h.cfg.RateWindow)
+	}
 }
 
 func (h *HAProxyStats) read(ctx context.Context) (map[string]ServerStat, time.Time, error) {
@@ -181,45 +224,6 @@ func (h *HAProxyStats) gauge(cur map[string]ServerStat, at time.Time) weighter.L
 		loads[name] = weighter.Series{{Time: at, Value: float64(s.CurrentSessions)}}
 	}
 	return loads
-}
-
-func (h *HAProxyStats) rates(cur map[string]ServerStat, at time.Time) weighter.Loads {
-	dt := at.Sub(h.at).Seconds()
-	loads := make(weighter.Loads, len(cur))
-	var reset []string
-	for name, s := range cur {
-		p, ok := h.prev[name]
-		if !ok || dt <= 0 {
-			continue
-		}
-		c, pc := h.counter(s), h.counter(p)
-		if c < pc {
-			reset = append(reset, name)
-			continue
-		}
-		rate := float64(c-pc) / dt
-		if h.cfg.PerConnection {
-			rate = perConnection(rate, p.CurrentSessions, s.CurrentSessions)
-		}
-		loads[name] = weighter.Series{{Time: at, Value: rate}}
-	}
-	if len(reset) > 0 {
-		slices.Sort(reset)
-		h.log.Warn("counter went down (haproxy restarted?): no point this cycle",
-			"backend", h.backend, "counter", h.cfg.Counter, "servers", reset)
-	}
-	return loads
-}
-
-// perConnection divides rate by the mean of the sessions open at the two reads
-// it was computed from. With no session at either read the server is empty, the
-// lightest there is: 0, whatever short connections came and went in between.
-func perConnection(rate float64, prev, cur uint64) float64 {
-	conns := (float64(prev) + float64(cur)) / 2
-	if conns == 0 {
-		return 0
-	}
-	return rate / conns
 }
 
 func (h *HAProxyStats) counter(s ServerStat) uint64 {

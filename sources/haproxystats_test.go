@@ -46,7 +46,7 @@ func (s *scriptedStats) Stats(context.Context, string) ([]sources.ServerStat, er
 
 func newStatsSource(t *testing.T, counter string, r sources.StatsReader) *sources.HAProxyStats {
 	t.Helper()
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: counter, SampleInterval: time.Millisecond}, "be", r, nil)
+	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: counter, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
 	require.NoError(t, err)
 	return src
 }
@@ -57,6 +57,7 @@ func TestHAProxyStatsConfigValidate(t *testing.T) {
 	}
 	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "cpu"}.Validate(), `unknown counter "cpu"`)
 	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "bytes_in", SampleInterval: -time.Second}.Validate(), "negative")
+	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "bytes_in", RateWindow: -time.Second}.Validate(), "rate_window -1s is negative")
 	for _, c := range []string{"bytes_in", "bytes_out", "sessions_total"} {
 		assert.NoError(t, sources.HAProxyStatsConfig{Counter: c, PerConnection: true}.Validate(), c)
 	}
@@ -76,7 +77,7 @@ func TestHAProxyStatsPerConnection(t *testing.T) {
 			{Server: "c", BytesOut: 800, CurrentSessions: 4}, {Server: "d", BytesOut: 500, CurrentSessions: 0},
 			{Server: "e", BytesOut: 0, CurrentSessions: 1}},
 	}}
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: time.Millisecond}, "be", r, nil)
+	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
 	require.NoError(t, err)
 	loads, err := src.Fetch(context.Background())
 	require.NoError(t, err)
@@ -199,7 +200,7 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 	h := testenv.StartHAProxy(t, cfg)
 	client, err := haproxy.New(haproxy.Config{Socket: h.Socket})
 	require.NoError(t, err)
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_in", SampleInterval: 10 * time.Millisecond}, "be", client, nil)
+	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_in", SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -258,7 +259,7 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 	h := testenv.StartHAProxy(t, cfg)
 	client, err := haproxy.New(haproxy.Config{Socket: h.Socket})
 	require.NoError(t, err)
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_in", PerConnection: true, SampleInterval: 10 * time.Millisecond}, "be", client, nil)
+	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_in", PerConnection: true, SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
