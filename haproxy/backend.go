@@ -33,11 +33,47 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return nil, err
 	}
-	replies, err := b.c.roundTrip(ctx, []string{b.stateCmd()})
+	// One round trip reads both the state (weights, admin and operational
+	// state) and the stats (open sessions, which the controller's
+	// connection_life estimate uses).
+	replies, err := b.c.roundTrip(ctx, []string{b.stateCmd(), statCmd(b.name)})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", b.name, err)
 	}
-	return b.parseState(replies[0])
+	servers, err := b.parseState(replies[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := b.fillSessions(servers, replies[1]); err != nil {
+		return nil, err
+	}
+	return servers, nil
+}
+
+// statCmd asks for the server rows (type 4) of one backend.
+func statCmd(backend string) string { return fmt.Sprintf("show stat %s 4 -1", backend) }
+
+// fillSessions sets each server's Sessions from HAProxy's scur.
+func (b *Backend) fillSessions(servers []weighter.ServerState, reply string) error {
+	if err := commandError(reply); err != nil {
+		return fmt.Errorf("backend %s: stats: %w", b.name, classify(err))
+	}
+	t, err := parseStat(reply)
+	if err != nil {
+		return fmt.Errorf("backend %s: stats: %w", b.name, err)
+	}
+	stats, err := serverStats(b.name, t)
+	if err != nil {
+		return err
+	}
+	sessions := make(map[string]int, len(stats))
+	for _, s := range stats {
+		sessions[s.Server] = int(s.CurrentSessions)
+	}
+	for i := range servers {
+		servers[i].Sessions = sessions[servers[i].Name]
+	}
+	return nil
 }
 
 func (b *Backend) stateCmd() string { return "show servers state " + b.name }

@@ -15,7 +15,7 @@ func (c *Client) Stats(ctx context.Context, backend string) ([]sources.ServerSta
 	if err := checkName("backend", backend); err != nil {
 		return nil, err
 	}
-	replies, err := c.roundTrip(ctx, []string{fmt.Sprintf("show stat %s 4 -1", backend)})
+	replies, err := c.roundTrip(ctx, []string{statCmd(backend)})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: stats: %w", backend, err)
 	}
