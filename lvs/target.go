@@ -14,9 +14,10 @@ import (
 
 // destination is one real server as read from the kernel, with its name.
 type destination struct {
-	name string
-	addr netip.AddrPort
-	dest ipvs.Destination
+	name   string
+	addr   netip.AddrPort
+	dest   ipvs.Destination
+	active int // active connections, IPVS's counterpart of HAProxy's scur
 }
 
 // Servers reads every destination of the service. IPVS has no admin or health
@@ -37,7 +38,7 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 		}
 		out = append(out, weighter.ServerState{
 			Name: d.name, Address: d.addr.String(), Weight: w, InitialWeight: s.initial[d.addr],
-			Admin: weighter.AdminReady, Operational: "up",
+			Admin: weighter.AdminReady, Operational: "up", Sessions: d.active,
 		})
 	}
 	return out, nil
@@ -111,7 +112,7 @@ func (s *Service) readLocked(ctx context.Context) ([]destination, error) {
 			return nil, fmt.Errorf("ipvs: destinations %s and %s of %s both map to server %q; map them by ip:port", prev, ap, s.spec, name)
 		}
 		owner[name] = ap
-		out = append(out, destination{name: name, addr: ap, dest: r.Destination})
+		out = append(out, destination{name: name, addr: ap, dest: r.Destination, active: int(r.ActiveConnections)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil

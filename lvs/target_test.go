@@ -30,9 +30,9 @@ func TestServersNamesDestinations(t *testing.T) {
 	got, err := s.Servers(context.Background())
 	require.NoError(t, err)
 	want := []weighter.ServerState{
-		{Name: "10.0.2.3:2003", Address: "10.0.2.3:2003", Weight: 0, InitialWeight: 0, Admin: weighter.AdminReady, Operational: "up"},
-		{Name: "node-1", Address: "10.0.2.1:2003", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
-		{Name: "node-2", Address: "10.0.2.2:2003", Weight: 50, InitialWeight: 50, Admin: weighter.AdminReady, Operational: "up"},
+		{Name: "10.0.2.3:2003", Address: "10.0.2.3:2003", Weight: 0, InitialWeight: 0, Admin: weighter.AdminReady, Operational: "up", Sessions: 7},
+		{Name: "node-1", Address: "10.0.2.1:2003", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up", Sessions: 7},
+		{Name: "node-2", Address: "10.0.2.2:2003", Weight: 50, InitialWeight: 50, Admin: weighter.AdminReady, Operational: "up", Sessions: 7},
 	}
 	assert.Equal(t, want, got)
 }
