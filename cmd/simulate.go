@@ -58,6 +58,7 @@ func addScenarioFlags(fl *pflag.FlagSet, sc *sim.Scenario) {
 	fl.DurationVar(&sc.Resolution, "resolution", sc.Resolution, "scrape interval / metric resolution")
 	fl.DurationVar(&sc.RateWindow, "rate-window", sc.RateWindow, "window of the rate the weighter sees")
 	fl.DurationVar(&sc.Interval, "interval", sc.Interval, "weighter interval")
+	fl.DurationVar(&sc.Delay, "delay", sc.Delay, "ingestion delay before a metric point is visible to the weighter")
 }
 
 func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
