@@ -63,7 +63,12 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	plan := Plan{Time: now, Function: c.p.Function, Servers: make([]ServerPlan, len(servers))}
-	fresh := c.advance(loads)
+	// Only an integrating function needs to know whether the data advanced;
+	// the scan over every series is skipped for the others.
+	fresh := true
+	if integrates(c.p.Function) {
+		fresh = c.advance(loads)
+	}
 	ws, found := c.newWork(now, loads, servers, plan.Servers)
 	if found < len(loads) {
 		plan.Unknown = unknownServers(loads, ws)
@@ -99,13 +104,14 @@ type work struct {
 func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, out []ServerPlan) (ws []*work, found int) {
 	sorted := c.sortedServers(servers)
 	raw := slices.Grow(c.buf.raw[:0], len(sorted))[:len(sorted)]
+	series := slices.Grow(c.buf.series[:0], len(sorted))[:len(sorted)]
 	scratch := c.buf.scratch[:0]
 	for i, s := range sorted {
-		series, ok := loads[s.Name]
-		if ok {
+		var ok bool
+		if series[i], ok = loads[s.Name]; ok {
 			found++
 		}
-		raw[i], scratch = aggregate(series, c.p.Aggregate, now, c.p.MaxAge, scratch[:0])
+		raw[i], scratch = aggregate(series[i], c.p.Aggregate, now, c.p.MaxAge, scratch[:0])
 	}
 	smoothed := c.smoothLoads(now, sorted, raw)
 	c.recordSessions(now, sorted)
@@ -115,10 +121,10 @@ func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, 
 	for i, s := range sorted {
 		written := hits.lookup(c, s.Name)
 		out[i] = ServerPlan{Server: s.Name, Load: smoothed[i], Current: s.Weight, Raw: s.Weight, New: s.Weight}
-		arr[i] = work{ServerPlan: &out[i], st: s, written: written, filled: smoothed[i], series: loads[s.Name]}
+		arr[i] = work{ServerPlan: &out[i], st: s, written: written, filled: smoothed[i], series: series[i]}
 		ws[i] = &arr[i]
 	}
-	c.buf.sorted, c.buf.raw, c.buf.scratch, c.buf.work, c.buf.ptrs = sorted, raw, scratch, arr, ws
+	c.buf.sorted, c.buf.raw, c.buf.series, c.buf.scratch, c.buf.work, c.buf.ptrs = sorted, raw, series, scratch, arr, ws
 	if hits.written < len(c.written) || hits.drained < len(c.drained) || hits.smooth < len(c.smooth) {
 		c.prune(sorted)
 	}
@@ -187,6 +193,7 @@ type buffers struct {
 	order        []int    // indexes into the caller's servers, sorted by name
 	sorted       []*ServerState
 	raw, scratch []float64
+	series       []Series // each sorted server's series, looked up once
 	work         []work
 	ptrs, active []*work
 	loads        []float64 // function input
