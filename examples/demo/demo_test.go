@@ -60,21 +60,21 @@ func TestSmoothedStaysInPhase(t *testing.T) {
 func TestSummariseSecondHalf(t *testing.T) {
 	// Phase 1: a first half at 2.5 (ignored) and a second half at 1.5; phase 2 steady 1.2.
 	var loads [][]float64
-	for i := range 40 {
+	for i := range 60 {
 		switch {
-		case i < 10:
-			loads = append(loads, []float64{5, 1, 1, 1}) // 2.5
 		case i < 20:
+			loads = append(loads, []float64{5, 1, 1, 1}) // 2.5
+		case i < 40:
 			loads = append(loads, []float64{3, 1, 1, 3}) // 1.5
 		default:
 			loads = append(loads, []float64{1.2, 0.8, 1, 1}) // 1.2
 		}
 	}
-	s := samplesOf(20, loads...)
-	// Windows of 5 seconds mix the two halves for seconds 10-13: phase 1's second half
-	// (seconds 10-19) still has a median of 1.5.
-	if got := summarise(s, 1); math.Abs(got.Median-1.5) > 1e-9 || got.Seconds != 10 {
-		t.Errorf("phase 1 = %+v, want median 1.5 over 10 s", got)
+	s := samplesOf(40, loads...)
+	// Windows of smoothWindow (10) seconds mix the two halves for seconds 20-28, all
+	// above 1.5: phase 1's second half (seconds 20-39) still has a median of 1.5.
+	if got := summarise(s, 1); math.Abs(got.Median-1.5) > 1e-9 || got.Seconds != 20 {
+		t.Errorf("phase 1 = %+v, want median 1.5 over 20 s", got)
 	}
 	if got := summarise(s, 2); math.Abs(got.Median-1.2) > 1e-9 || math.Abs(got.Mean-1.2) > 1e-9 {
 		t.Errorf("phase 2 = %+v, want 1.2", got)

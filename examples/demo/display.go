@@ -35,7 +35,7 @@ func (d *display) line(s []sample, i int) {
 	if d.lastHdr != cur.Phase {
 		d.lastHdr = cur.Phase
 		fmt.Fprintf(d.w, "\n== phase %d/2: %s\n", cur.Phase, d.titles[cur.Phase-1])
-		fmt.Fprintf(d.w, "   time  max/mean control   weighted HAProxy per server: load (B/s, 5 s avg), connections, weight\n")
+		fmt.Fprintf(d.w, "   time  max/mean control   weighted HAProxy per server: load (B/s, 10 s avg), connections, weight\n")
 	}
 	elapsed, total := d.progress(cur)
 	var b strings.Builder

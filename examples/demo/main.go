@@ -31,6 +31,7 @@ type options struct {
 	Phase1   time.Duration
 	Phase2   time.Duration
 	Interval time.Duration
+	Window   time.Duration
 	Function string
 	Policy   string
 	PerConn  bool
@@ -47,16 +48,18 @@ func parseFlags() options {
 	flag.Float64Var(&o.Traffic.Median, "median-rate", 2000, "median rate of one connection, bytes/s")
 	flag.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates (heavier tail when larger)")
 	flag.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
-	flag.DurationVar(&o.Traffic.Lifetime, "lifetime", 15*time.Second, "mean lifetime of a connection (exponential)")
+	flag.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential)")
 	flag.Uint64Var(&o.Traffic.Seed, "seed", 1, "random seed of the traffic generator")
-	flag.DurationVar(&o.Phase1, "phase1", 50*time.Second, "duration without weighting")
-	flag.DurationVar(&o.Phase2, "phase2", 60*time.Second, "duration with haproxy-weighter")
-	// HAProxy's contstats advance each connection's counters about every 5 s: a shorter
-	// interval mostly measures that sawtooth.
-	flag.DurationVar(&o.Interval, "interval", 5*time.Second, "haproxy-weighter interval")
+	flag.DurationVar(&o.Phase1, "phase1", 40*time.Second, "duration without weighting")
+	flag.DurationVar(&o.Phase2, "phase2", 80*time.Second, "duration with haproxy-weighter")
+	// HAProxy's contstats advance each connection's counters about every 5 s, so the
+	// rate must span two of those steps (rate_window 10s); reading it every 2 s keeps
+	// the lag short. The simulator's choice (sim/README-sweep.md, section 3).
+	flag.DurationVar(&o.Interval, "interval", 2*time.Second, "haproxy-weighter interval")
+	flag.DurationVar(&o.Window, "rate-window", 10*time.Second, "span of the HAProxy stats source's rates (source rate_window)")
 	flag.StringVar(&o.Function, "function", "limited-proportions", "weighting function")
 	flag.BoolVar(&o.PerConn, "per-connection", true, "weight by load per connection (source per_connection)")
-	flag.StringVar(&o.Policy, "policy", "smoothing: 10s", `more policy keys for the backend, "key: value; key: value"`)
+	flag.StringVar(&o.Policy, "policy", "", `more policy keys for the backend, "key: value; key: value" (e.g. "smoothing: 10s")`)
 	flag.Parse()
 	return o
 }

@@ -22,7 +22,7 @@ func (d *demo) phases(ctx context.Context) error {
 	if p := strings.TrimSpace(d.o.Policy); p != "" {
 		policy = ", " + strings.ReplaceAll(p, ";", ",")
 	}
-	load := "HAProxy bytes_in rate"
+	load := fmt.Sprintf("HAProxy bytes_in rate over %s", d.o.Window)
 	if d.o.PerConn {
 		load += " per connection"
 	}
@@ -104,7 +104,7 @@ func (d *demo) startWeighter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := writeWeighterConfig(d.dir, weighterConf{Interval: d.o.Interval, Listen: listen, Socket: d.socket, Function: d.o.Function, Extra: d.o.Policy, PerConn: d.o.PerConn})
+	cfg, err := writeWeighterConfig(d.dir, weighterConf{Interval: d.o.Interval, Window: d.o.Window, Listen: listen, Socket: d.socket, Function: d.o.Function, Extra: d.o.Policy, PerConn: d.o.PerConn})
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ import (
 // weight, and max/mean — with the start of weighting marked, to a .png or .svg file.
 // The before/after statistics in summary are drawn as segments over their windows.
 func writePlot(path string, s []sample, names []string, switchAt float64, summary [2]phaseStats) error {
-	loads := newPlot("load per server (kB/s, 5 s average)", "")
+	loads := newPlot("load per server (kB/s, 10 s average)", "")
 	weights := newPlot("HAProxy weight per server", "")
 	imb := newPlot("imbalance: max/mean load (1 = even)", "seconds")
 	var ymax float64

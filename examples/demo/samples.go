@@ -18,8 +18,9 @@ type sample struct {
 }
 
 // smoothWindow is how many seconds of load are averaged before taking max/mean:
-// one-second counts are noisy; the weighter itself looks at 2-3 s rates.
-const smoothWindow = 5
+// one-second counts are noisy. 10 s is the simulator's window (max/mean over 10 s
+// windows), so the demo's figures compare with sim/README-sweep.md.
+const smoothWindow = 10
 
 // loadsOf and controlOf pick which HAProxy's servers a statistic is about.
 func loadsOf(s sample) []float64   { return s.Loads }

@@ -14,6 +14,7 @@ import (
 // weighterConf is the part of haproxy-weighter's configuration the demo sets.
 type weighterConf struct {
 	Interval time.Duration
+	Window   time.Duration // rate_window of the HAProxy stats source
 	Listen   string
 	Socket   string
 	Function string
@@ -22,9 +23,10 @@ type weighterConf struct {
 }
 
 // writeWeighterConfig writes the daemon's YAML config into dir: one backend, weighted
-// from HAProxy's own bytes_in counters, so no monitoring stack is needed. The first
-// rate is sampled over a whole interval: with contstats, counters advance in ~5 s
-// steps, and a 1 s sample can make the busiest server look idle.
+// from HAProxy's own bytes_in counters, so no monitoring stack is needed. Each rate
+// spans rate_window: with contstats, counters advance in ~5 s steps, and a rate over
+// one interval of 5 s made the busiest server look idle. No sample_interval: the
+// first cycles hold the weights until the source's reads span the window.
 func writeWeighterConfig(dir string, c weighterConf) (string, error) {
 	text := fmt.Sprintf(`# written by the haproxy-weighter demo
 interval: %s
@@ -34,9 +36,9 @@ haproxy:
 backends:
   - name: %s
     source:
-      haproxy: {counter: bytes_in, sample_interval: %s, per_connection: %t}
+      haproxy: {counter: bytes_in, rate_window: %s, per_connection: %t}
     function: %s
-%s`, c.Interval, c.Listen, c.Socket, backendName, c.Interval, c.PerConn, c.Function, indent(c.Extra, "    "))
+%s`, c.Interval, c.Listen, c.Socket, backendName, c.Window, c.PerConn, c.Function, indent(c.Extra, "    "))
 	path := filepath.Join(dir, "weighter.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		return "", fmt.Errorf("write weighter config: %w", err)
