@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -40,13 +43,14 @@ func init() {
 		if err != nil {
 			return err
 		}
+		wait := sampleOnce(cfg)
 		units, err := daemon.Build(cfg, log)
 		if err != nil {
 			return err
 		}
 		cycles := make([]weighter.Cycle, len(units))
 		for i, u := range units {
-			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.CycleTimeout())
+			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.CycleTimeout()+wait)
 			cycles[i] = weighter.RunCycle(ctx, u.Backend, time.Now(), apply)
 			cancel()
 			u.Close()
@@ -138,4 +142,22 @@ func printJSON(w io.Writer, cycles []weighter.Cycle) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// sampleOnce lets the single cycle of `once` get a rate from HAProxy's own
+// counters. The daemon holds its first cycles until its reads span the source's
+// rate_window; one cycle instead waits that long and reads again (unless the
+// config sets sample_interval). It returns the wait, which the cycle's timeout
+// must allow for.
+func sampleOnce(cfg *config.Config) time.Duration {
+	var wait time.Duration
+	for i := range cfg.Backends {
+		h := cfg.Backends[i].Source.HAProxy
+		if h == nil || h.SampleInterval > 0 {
+			continue
+		}
+		h.SampleInterval = cmp.Or(h.RateWindow, sources.DefaultRateWindow)
+		wait = max(wait, h.SampleInterval)
+	}
+	return wait
 }

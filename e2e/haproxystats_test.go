@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+)
+
+// TestHAProxyStatsOnce is the one-shot dry run on the embedded default source,
+// HAProxy's own counters: `once` must wait for a full rate window and print a
+// plan with real rates (the daemon instead holds its first cycles), the heavy
+// server getting the lower weight, and write nothing.
+func TestHAProxyStatsOnce(t *testing.T) {
+	sink := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() { io.Copy(io.Discard, c); c.Close() }()
+			}
+		}()
+		return l.Addr().String()
+	}
+	front := testenv.FreePort(t)
+	// balance first, maxconn 1: the first connection goes to s1, the second to s2.
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+frontend fe
+  bind 127.0.0.1:%d
+  option contstats
+  default_backend be_ingest
+backend be_ingest
+  balance first
+  server s1 %s maxconn 1 weight 100
+  server s2 %s maxconn 1 weight 100
+`, front, sink(), sink()))
+
+	stop := make(chan struct{})
+	defer close(stop)
+	send := func(bytesPerTick int) {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", front), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		buf := make([]byte, bytesPerTick)
+		go func() {
+			tick := time.NewTicker(50 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			}
+		}()
+	}
+	send(20_000) // s1: ~400 kB/s
+	time.Sleep(200 * time.Millisecond)
+	send(1_000) // s2: ~20 kB/s
+
+	before := weights(t, h.Socket)
+	r := runCmd(t, "once", "--socket", h.Socket, "--backend", "be_ingest", "--haproxy-counter", "bytes_in")
+	if r.code != 0 {
+		t.Fatalf("once exited %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stdout, "holding") {
+		t.Fatalf("once held instead of waiting for a full rate window:\n%s", r.stdout)
+	}
+	load, newW := map[string]float64{}, map[string]int{}
+	sc := bufio.NewScanner(strings.NewReader(r.stdout))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) >= 5 && (f[0] == "s1" || f[0] == "s2") {
+			l, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				t.Fatalf("no load for %s in %q:\n%s", f[0], sc.Text(), r.stdout)
+			}
+			n, _ := strconv.Atoi(f[3])
+			load[f[0]], newW[f[0]] = l, n
+		}
+	}
+	if load["s2"] <= 0 || load["s1"] < 5*load["s2"] {
+		t.Fatalf("want s1's byte rate well above s2's (> 0), got %v:\n%s", load, r.stdout)
+	}
+	if newW["s1"] >= newW["s2"] {
+		t.Fatalf("the heavy server must get the lower weight, got %v:\n%s", newW, r.stdout)
+	}
+	if after := weights(t, h.Socket); !sameWeights(before, after) {
+		t.Fatalf("dry run changed weights: %v -> %v", before, after)
+	}
+}
