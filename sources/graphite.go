@@ -114,14 +114,11 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = orDiscard(log)
 	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: cfg.Timeout}
-	red := newRedactor(cfg.URL, opts.secrets()...)
-	rt, err := opts.transport()
+	rt, red, err := opts.connect("graphite", cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("graphite: %w", red.Error(err))
+		return nil, err
 	}
 	rules, _ := newNameRules(cfg.ServerNode, cfg.ServerRegex, cfg.ServerMap) // checked by Validate
 	g := &Graphite{cfg: cfg, rules: rules, red: red, log: log.With("source", "graphite")}

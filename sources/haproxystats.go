@@ -139,10 +139,7 @@ func NewHAProxyStats(cfg HAProxyStatsConfig, backend string, stats StatsReader, 
 	if cfg.RateWindow == 0 {
 		cfg.RateWindow = DefaultRateWindow
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	h := &HAProxyStats{cfg: cfg, backend: backend, stats: stats, log: log, now: time.Now}
+	h := &HAProxyStats{cfg: cfg, backend: backend, stats: stats, log: orDiscard(log), now: time.Now}
 	h.history = history{window: cfg.RateWindow, minSpan: cfg.RateWindow, servers: map[string][]read{}}
 	if cfg.SampleInterval > 0 && cfg.SampleInterval < cfg.RateWindow {
 		h.history.minSpan = cfg.SampleInterval

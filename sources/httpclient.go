@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -125,4 +126,24 @@ func (o httpOptions) secrets() []string {
 		s = append(s, v)
 	}
 	return s
+}
+
+// connect builds what every HTTP source needs from its options: the transport
+// (auth, headers, TLS, timeout) and the redactor that keeps the secrets out of
+// errors and logs. source names the source in the error.
+func (o httpOptions) connect(source, rawURL string) (http.RoundTripper, *redactor, error) {
+	red := newRedactor(rawURL, o.secrets()...)
+	rt, err := o.transport()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))
+	}
+	return rt, red, nil
+}
+
+// orDiscard returns log, or a logger that drops everything when log is nil.
+func orDiscard(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return log
 }

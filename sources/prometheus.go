@@ -123,14 +123,11 @@ func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log = orDiscard(log)
 	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: cfg.Timeout}
-	red := newRedactor(cfg.URL, opts.secrets()...)
-	rt, err := opts.transport()
+	rt, red, err := opts.connect("prometheus", cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("prometheus: %w", red.Error(err))
+		return nil, err
 	}
 	client, err := api.NewClient(api.Config{Address: cfg.URL, RoundTripper: rt})
 	if err != nil {
