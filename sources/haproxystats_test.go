@@ -312,6 +312,9 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 	total += 25_000
 	waitStats(t, ctx, client, total)
 	waitSinks(t, ctx, sinks, total)
+	// The bytes can be counted before HAProxy has closed the session: wait until
+	// it has, so the read sees s1 empty again (under load this took a while).
+	waitSessions(t, ctx, client, 3)
 	p3, err := src.Fetch(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, int64(25_000), sinks[0].bytes.Load()-now[0], "the short connection went to s1")
