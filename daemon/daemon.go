@@ -220,7 +220,9 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	if cfg.Listen != old.Listen {
 		d.log.Warn("listen address changes need a restart", "listen", old.Listen)
 	}
-	d.current().stop()
+	prev := d.current()
+	prev.stop()
+	keepControllers(prev.units, units)
 	for _, b := range old.Backends {
 		if !slices.ContainsFunc(cfg.Backends, func(n config.Backend) bool { return n.Name == b.Name }) {
 			d.metrics.Forget(b.Name)
@@ -252,4 +254,22 @@ func (d *Daemon) Ready() (bool, string) {
 func (d *Daemon) updateReady() {
 	ok, _ := d.Ready()
 	d.metrics.SetReady(ok)
+}
+
+// keepControllers hands each backend whose target kind and policy a reload left
+// unchanged its old Controller, so the daemon does not forget what it wrote and
+// drained: a weight 0 it set would otherwise look like an operator's drain and
+// stay, and a weight reset behind its back would no longer be re-applied. The
+// old runners have stopped, so nothing else uses the old Controllers.
+func keepControllers(old, next []*Unit) {
+	prev := make(map[string]*Unit, len(old))
+	for _, u := range old {
+		prev[u.Backend.Name] = u
+	}
+	for _, u := range next {
+		o, ok := prev[u.Backend.Name]
+		if ok && o.Kind == u.Kind && o.Backend.Controller.Policy() == u.Backend.Controller.Policy() {
+			u.Backend.Controller = o.Backend.Controller
+		}
+	}
 }

@@ -1,0 +1,46 @@
+package daemon
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+func unitWith(t *testing.T, name, kind string, p weighter.Policy) *Unit {
+	t.Helper()
+	c, err := weighter.NewController(p)
+	require.NoError(t, err)
+	return &Unit{Kind: kind, Backend: &weighter.Backend{Name: name, Controller: c}}
+}
+
+// TestReloadKeepsWhatWasWritten: after a reload that leaves a backend's policy
+// alone, a weight 0 the daemon wrote (a drain) is still known as ours, so it is
+// not mistaken for an operator's drain; a changed policy starts afresh.
+func TestReloadKeepsWhatWasWritten(t *testing.T) {
+	p := weighter.DefaultPolicy()
+	old := []*Unit{unitWith(t, "be_a", "haproxy", p), unitWith(t, "be_b", "haproxy", p)}
+	old[0].Backend.Controller.Commit([]weighter.Change{{Server: "s1", Weight: 0}})
+
+	changed := p
+	changed.LimitingFactor = 8
+	next := []*Unit{unitWith(t, "be_a", "haproxy", p), unitWith(t, "be_b", "haproxy", changed), unitWith(t, "be_c", "haproxy", p)}
+	fresh := next[1].Backend.Controller
+	keepControllers(old, next)
+
+	assert.Same(t, old[0].Backend.Controller, next[0].Backend.Controller, "unchanged policy keeps its state")
+	assert.Same(t, fresh, next[1].Backend.Controller, "changed policy starts afresh")
+
+	servers := []weighter.ServerState{
+		{Name: "s1", Weight: 0, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
+		{Name: "s2", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
+	}
+	now := time.Unix(1_800_000_000, 0)
+	loads := weighter.Loads{"s1": {{Time: now, Value: 10}}, "s2": {{Time: now, Value: 10}}}
+	plan := next[0].Backend.Controller.Plan(now, loads, servers)
+	require.Len(t, plan.Servers, 2)
+	assert.NotEqual(t, weighter.ActionSkip, plan.Servers[0].Action, "our own weight 0 is not an operator drain: %+v", plan.Servers[0])
+}
