@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -378,20 +377,31 @@ func minus(a, b []int64) []int64 {
 // waitSessions polls until HAProxy counts n sessions open on the backend's servers.
 func waitSessions(t *testing.T, ctx context.Context, c *haproxy.Client, n int) {
 	t.Helper()
-	var got uint64
+	got := waitBackendSum(t, ctx, c, func(s sources.ServerStat) uint64 { return s.CurrentSessions },
+		func(sum uint64) bool { return sum == uint64(n) })
+	if got != uint64(n) {
+		t.Fatalf("haproxy counts %d of %d sessions", got, n)
+	}
+}
+
+// waitBackendSum polls HAProxy until the sum of field over the backend's
+// servers satisfies done, or ctx ends; it returns the last sum seen.
+func waitBackendSum(t *testing.T, ctx context.Context, c *haproxy.Client, field func(sources.ServerStat) uint64, done func(uint64) bool) uint64 {
+	t.Helper()
+	var sum uint64
 	for ctx.Err() == nil {
 		stats, err := c.Stats(ctx, "be")
 		require.NoError(t, err)
-		got = 0
+		sum = 0
 		for _, s := range stats {
-			got += s.CurrentSessions
+			sum += field(s)
 		}
-		if got == uint64(n) {
-			return
+		if done(sum) {
+			return sum
 		}
 		time.Sleep(5 * time.Millisecond) // polling interval
 	}
-	t.Fatalf("haproxy counts %d of %d sessions", got, n)
+	return sum
 }
 
 // waitOpen polls until each sink has the given number of connections open.
@@ -414,20 +424,11 @@ func waitOpen(t *testing.T, ctx context.Context, sinks []*sink, want ...int64) {
 // may have read them a moment before HAProxy's counters are updated).
 func waitStats(t *testing.T, ctx context.Context, c *haproxy.Client, total int) {
 	t.Helper()
-	var got uint64
-	for ctx.Err() == nil {
-		stats, err := c.Stats(ctx, "be")
-		require.NoError(t, err)
-		got = 0
-		for _, s := range stats {
-			got += s.BytesIn
-		}
-		if got >= uint64(total) {
-			return
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval
+	got := waitBackendSum(t, ctx, c, func(s sources.ServerStat) uint64 { return s.BytesIn },
+		func(sum uint64) bool { return sum >= uint64(total) })
+	if got < uint64(total) {
+		t.Fatalf("haproxy counted %d of %d bytes: %v", got, total, ctx.Err())
 	}
-	t.Fatalf("haproxy counted %d of %d bytes: %s", got, total, strings.TrimSpace(ctx.Err().Error()))
 }
 
 // waitSinks polls until the sinks have read total bytes between them.
