@@ -74,8 +74,9 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 		plan.Unknown = unknownServers(loads, ws)
 	}
 	c.classify(ws)
-	plan.Coverage, plan.Imbalance = coverage(ws), imbalance(ws)
-	if reason := c.holdReason(ws, plan.Coverage); reason != "" {
+	n, valid := dataCount(ws)
+	plan.Coverage, plan.Imbalance = coverage(n, valid), imbalance(ws)
+	if reason := c.holdReason(n, valid, plan.Coverage); reason != "" {
 		plan.Hold, plan.Reason = true, reason
 		holdAll(ws, reason)
 	} else {

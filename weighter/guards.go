@@ -20,9 +20,8 @@ func (c *Controller) classify(ws []*work) {
 	}
 }
 
-// coverage is the share of weightable servers with valid data (0 when none).
-func coverage(ws []*work) float64 {
-	n, valid := 0, 0
+// dataCount counts the weightable servers and those of them with valid data.
+func dataCount(ws []*work) (n, valid int) {
 	for _, w := range ws {
 		if w.weightable() {
 			n++
@@ -31,6 +30,11 @@ func coverage(ws []*work) float64 {
 			}
 		}
 	}
+	return n, valid
+}
+
+// coverage is the share of weightable servers with valid data (0 when none).
+func coverage(n, valid int) float64 {
 	if n == 0 {
 		return 0
 	}
@@ -67,17 +71,9 @@ func loadStats(ws []*work) (n int, top, m float64) {
 	return n, top, sum / float64(n) * top
 }
 
-// holdReason says why the backend must not change this cycle, or "".
-func (c *Controller) holdReason(ws []*work, cov float64) string {
-	n, valid := 0, 0
-	for _, w := range ws {
-		if w.weightable() {
-			n++
-			if w.valid() {
-				valid++
-			}
-		}
-	}
+// holdReason says why the backend must not change this cycle, or "": n
+// weightable servers, valid of them with data, cov = valid/n.
+func (c *Controller) holdReason(n, valid int, cov float64) string {
 	switch {
 	case n == 0:
 		return "no weightable servers"
