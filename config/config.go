@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
 	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -107,36 +108,36 @@ func (c *Config) CycleTimeout() time.Duration {
 
 // Validate checks the values that decoding alone cannot.
 func (c *Config) Validate() error {
-	var errs []error
+	var problems []error
 	if c.Interval <= 0 {
-		errs = append(errs, fmt.Errorf("interval: must be positive, got %s", c.Interval))
+		problems = append(problems, fmt.Errorf("interval: must be positive, got %s", c.Interval))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("timeout: must not be negative, got %s", c.Timeout))
+		problems = append(problems, fmt.Errorf("timeout: must not be negative, got %s", c.Timeout))
 	}
 	if c.Jitter < 0 || c.Jitter >= 1 {
-		errs = append(errs, fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter))
+		problems = append(problems, fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter))
 	}
 	if len(c.Backends) == 0 {
-		errs = append(errs, errors.New("backends: at least one backend is required"))
+		problems = append(problems, errors.New("backends: at least one backend is required"))
 	}
 	if c.usesHAProxy() {
 		if err := c.HAProxy.Validate(); err != nil {
-			errs = append(errs, err)
+			problems = append(problems, err)
 		}
 	}
 	seen := map[string]bool{}
 	for i := range c.Backends {
 		b := &c.Backends[i]
 		if err := b.Validate(); err != nil {
-			errs = append(errs, b.wrap(i, err))
+			problems = append(problems, b.wrap(i, err))
 		}
 		if b.Name != "" && seen[b.Name] {
-			errs = append(errs, b.wrap(i, fmt.Errorf("name: duplicate backend %q", b.Name)))
+			problems = append(problems, b.wrap(i, fmt.Errorf("name: duplicate backend %q", b.Name)))
 		}
 		seen[b.Name] = true
 	}
-	return errors.Join(errs...)
+	return errors.Join(problems...)
 }
 
 // usesHAProxy reports whether any backend needs the HAProxy socket.
@@ -151,32 +152,32 @@ func (c *Config) usesHAProxy() bool {
 
 // Validate checks one backend: name, exactly one source, the policy.
 func (b *Backend) Validate() error {
-	var errs []error
+	var problems []error
 	if b.Name == "" {
-		errs = append(errs, errors.New("name: missing"))
+		problems = append(problems, errors.New("name: missing"))
 	}
 	switch b.Source.count() {
 	case 0:
-		errs = append(errs, errors.New("source: missing (one of prometheus, graphite, haproxy)"))
+		problems = append(problems, errors.New("source: missing (one of prometheus, graphite, haproxy)"))
 	case 1:
 		if err := b.validateSource(); err != nil {
-			errs = append(errs, fmt.Errorf("source: %w", err))
+			problems = append(problems, fmt.Errorf("source: %w", err))
 		}
 	default:
-		errs = append(errs, errors.New("source: more than one of prometheus, graphite, haproxy"))
+		problems = append(problems, errors.New("source: more than one of prometheus, graphite, haproxy"))
 	}
 	if b.IPVS != nil {
 		if err := b.IPVS.Validate(); err != nil {
-			errs = append(errs, err)
+			problems = append(problems, err)
 		}
 		if b.Source.HAProxy != nil {
-			errs = append(errs, errors.New("source.haproxy: HAProxy statistics cannot feed an IPVS service"))
+			problems = append(problems, errors.New("source.haproxy: HAProxy statistics cannot feed an IPVS service"))
 		}
 	}
 	if err := b.Policy.Validate(); err != nil {
-		errs = append(errs, err)
+		problems = append(problems, err)
 	}
-	return errors.Join(errs...)
+	return errors.Join(problems...)
 }
 
 func (b *Backend) validateSource() error {
@@ -197,20 +198,8 @@ func (b *Backend) wrap(i int, err error) error {
 		label = fmt.Sprintf("backends[%d] (%s)", i, b.Name)
 	}
 	var msgs []error
-	for _, e := range unjoin(err) {
+	for _, e := range errs.Leaves(err) {
 		msgs = append(msgs, &lineError{line: b.line, err: fmt.Errorf("%s: %w", label, e)})
 	}
 	return errors.Join(msgs...)
-}
-
-// unjoin splits an errors.Join result into its parts so each gets its own prefix.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, unjoin(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }

@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -131,7 +132,7 @@ var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 // (a secret silently replaced by "" would only show up as a 401 much later).
 func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
 	lines := strings.SplitAfter(string(data), "\n")
-	var errs []error
+	var problems []error
 	for i, line := range lines {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
@@ -140,12 +141,12 @@ func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, error) 
 			name := envRef.FindStringSubmatch(ref)[1]
 			v, ok := lookup(name)
 			if !ok {
-				errs = append(errs, &lineError{line: i + 1, err: fmt.Errorf("environment variable %s is not set", name)})
+				problems = append(problems, &lineError{line: i + 1, err: fmt.Errorf("environment variable %s is not set", name)})
 			}
 			return v
 		})
 	}
-	return []byte(strings.Join(lines, "")), errors.Join(errs...)
+	return []byte(strings.Join(lines, "")), errors.Join(problems...)
 }
 
 // lineError is an error known to come from one line of the file.
@@ -174,7 +175,7 @@ func located(name string, err error) error {
 			msgs = append(msgs, locateYAML(name, m))
 		}
 	default:
-		for _, e := range unjoin(err) {
+		for _, e := range errs.Leaves(err) {
 			msgs = append(msgs, locateOne(name, e))
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 )
 
 // Results of one cycle, as counted in haproxy_weighter_cycles_total{result}.
@@ -89,7 +91,7 @@ func accepted(changes []Change, err error) []Change {
 		return changes
 	}
 	failed := map[string]bool{}
-	for _, e := range flatten(err) {
+	for _, e := range errs.Leaves(err) {
 		var se *ServerError
 		if !errors.As(e, &se) {
 			return nil
@@ -103,16 +105,4 @@ func accepted(changes []Change, err error) []Change {
 		}
 	}
 	return ok
-}
-
-// flatten splits errors.Join results into their leaves.
-func flatten(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []error
-		for _, e := range j.Unwrap() {
-			out = append(out, flatten(e)...)
-		}
-		return out
-	}
-	return []error{err}
 }
