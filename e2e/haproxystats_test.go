@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -18,23 +17,6 @@ import (
 // plan with real rates (the daemon instead holds its first cycles), the heavy
 // server getting the lower weight, and write nothing.
 func TestHAProxyStatsOnce(t *testing.T) {
-	sink := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() { io.Copy(io.Discard, c); c.Close() }()
-			}
-		}()
-		return l.Addr().String()
-	}
 	front := testenv.FreePort(t)
 	// balance first, maxconn 1: the first connection goes to s1, the second to s2.
 	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
@@ -46,7 +28,7 @@ backend be_ingest
   balance first
   server s1 %s maxconn 1 weight 100
   server s2 %s maxconn 1 weight 100
-`, front, sink(), sink()))
+`, front, testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)))
 
 	stop := make(chan struct{})
 	defer close(stop)

@@ -90,7 +90,7 @@ func TestSystemdUnitContract(t *testing.T) {
 // NOTIFY_SOCKET pointing at a unixgram socket this test listens on, as systemd would.
 func TestDaemonSdNotify(t *testing.T) {
 	bin := weighterBinary(t)
-	sink := startDiscardServer(t)
+	sink := testenv.StartDiscardServer(t)
 	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
 backend be_app
   balance leastconn
@@ -211,24 +211,4 @@ func checkExposedMetrics(t *testing.T, listen string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-}
-
-// startDiscardServer accepts connections and discards what they send, until the test ends.
-func startDiscardServer(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
-	return ln.Addr().String()
 }

@@ -16,21 +16,6 @@ import (
 // and checks that Servers reports them per server (scur), read in the same
 // round trip as the weights.
 func TestServersReportOpenSessions(t *testing.T) {
-	accept := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				t.Cleanup(func() { c.Close() })
-			}
-		}()
-		return l.Addr().String()
-	}
 	front := testenv.FreePort(t)
 	// balance first with maxconn 2: the first two connections go to s1, the next to s2.
 	cfg := testenv.HAProxyDefaults + fmt.Sprintf(`
@@ -42,7 +27,7 @@ backend be_first
   server s1 %s maxconn 2
   server s2 %s maxconn 2
   server s3 %s maxconn 2
-`, front, accept(), accept(), accept())
+`, front, testenv.StartDiscardServer(t), testenv.StartDiscardServer(t), testenv.StartDiscardServer(t))
 	h := testenv.StartHAProxy(t, cfg)
 	b := newClient(t, h.Socket).Backend("be_first")
 
