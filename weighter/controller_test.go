@@ -369,9 +369,9 @@ func TestPlanForgetsServersThatLeft(t *testing.T) {
 	c.Plan(t0, loadsAt(t0, 1, 2, 3), up(9, 9, 9))
 	c.Commit([]Change{{"s1", 50}, {"s2", 60}, {"s3", 70}})
 	c.Plan(t0, loadsAt(t0, 1, 2), up(9, 9)) // s3 left
-	assert.NotContains(t, c.written, "s3")
-	assert.NotContains(t, c.smooth, "s3")
-	assert.Contains(t, c.written, "s2")
+	assert.Nil(t, c.roster.find("s3"), "no memory of s3 (written, EWMA)")
+	require.NotNil(t, c.roster.find("s2"))
+	assert.Equal(t, 60, c.roster.find("s2").written)
 	s := byServer(c.Plan(t0.Add(time.Second), loadsAt(t0, 1, 2, 300), up(9, 9, 9)))
 	assert.Equal(t, 300.0, s["s3"].Load, "no EWMA memory of the old s3")
 	assert.NotEqual(t, ReasonReapply, s["s3"].Reason)

@@ -12,33 +12,34 @@ import (
 // its load falls below ResumeBelow. Never more than MaxDrained of the backend's
 // servers are drained at once; the most loaded go first. A drained server whose
 // data goes missing stays drained: no data is no proof it recovered.
-func (c *Controller) drain(ws []*work) {
+func (c *Controller) drain(ws []work) {
 	if !c.p.draining() {
 		return
 	}
 	limit := int(math.Floor(c.p.MaxDrained * float64(len(ws))))
 	count := 0
-	for _, w := range ws {
-		if !c.drained[w.Server] {
+	for i := range ws {
+		w := &ws[i]
+		if !w.mem.drained {
 			continue
 		}
 		switch {
 		case !w.weightable(): // down or taken over by an operator: not ours any more
-			delete(c.drained, w.Server)
+			w.mem.drained = false
 		case w.valid() && w.Load < c.p.ResumeBelow:
-			delete(c.drained, w.Server)
+			w.mem.drained = false
 			w.note = fmt.Sprintf("resumed: load %.4g < resume_below %.4g", w.Load, c.p.ResumeBelow)
 		default:
 			count++
 			c.keepDrained(w)
 		}
 	}
-	for _, w := range drainCandidates(ws, c.p.DrainAbove, c.drained) {
+	for _, w := range drainCandidates(ws, c.p.DrainAbove) {
 		if count >= limit {
 			w.note = fmt.Sprintf("load %.4g > drain_above but max_drained reached", w.Load)
 			continue
 		}
-		c.drained[w.Server] = true
+		w.mem.drained = true
 		count++
 		c.keepDrained(w)
 	}
@@ -46,10 +47,10 @@ func (c *Controller) drain(ws []*work) {
 
 // drainCandidates are the weightable servers above the threshold and not yet
 // drained, most loaded first.
-func drainCandidates(ws []*work, above float64, drained map[string]bool) []*work {
+func drainCandidates(ws []work, above float64) []*work {
 	var out []*work
-	for _, w := range ws {
-		if w.weightable() && w.valid() && w.Load > above && !drained[w.Server] {
+	for i := range ws {
+		if w := &ws[i]; w.weightable() && w.valid() && w.Load > above && !w.mem.drained {
 			out = append(out, w)
 		}
 	}

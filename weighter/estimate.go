@@ -17,34 +17,19 @@ const sessionSamples = 64
 
 // recordSessions keeps the session count of every server, so the count at the
 // time of a delayed data point can be looked up later (connection_life only).
-func (c *Controller) recordSessions(now time.Time, sorted []*ServerState) {
-	if c.p.ConnectionLife <= 0 {
-		return
-	}
-	for _, s := range sorted {
-		h := append(c.sessions[s.Name], sessionSample{at: now, n: max(s.Sessions, 0)})
-		if len(h) > sessionSamples {
-			h = append(h[:0], h[len(h)-sessionSamples:]...)
-		}
-		c.sessions[s.Name] = h
-	}
-	if len(c.sessions) > len(sorted) {
-		present := make(map[string]bool, len(sorted))
-		for _, s := range sorted {
-			present[s.Name] = true
-		}
-		for name := range c.sessions {
-			if !present[name] {
-				delete(c.sessions, name)
-			}
+func recordSessions(now time.Time, ws []work) {
+	for i := range ws {
+		h := ws[i].mem.hist()
+		h.sessions = append(h.sessions, sessionSample{at: now, n: ws[i].sessions})
+		if len(h.sessions) > sessionSamples {
+			h.sessions = append(h.sessions[:0], h.sessions[len(h.sessions)-sessionSamples:]...)
 		}
 	}
 }
 
-// sessionsAt is the mean session count the Controller read for name during
-// [at-span, at], else the last one read before at, else fallback.
-func (c *Controller) sessionsAt(name string, at time.Time, span time.Duration, fallback float64) float64 {
-	h := c.sessions[name]
+// sessionsAt is the mean session count in h during [at-span, at], else the
+// last one before at, else fallback.
+func sessionsAt(h []sessionSample, at time.Time, span time.Duration, fallback float64) float64 {
 	sum, n := 0.0, 0
 	before := -1
 	for i, s := range h {
@@ -96,18 +81,18 @@ func pointTimes(s Series) (at time.Time, span time.Duration) {
 // to the middle of its rate window: rate_window, or when 0 the gap between the
 // last two points (right for Graphite's perSecond, too short for a Prometheus
 // rate over several scrapes).
-func (c *Controller) estimatePerConnection(now time.Time, active []*work, loads []float64) {
+func (c *Controller) estimatePerConnection(now time.Time, series Loads, active []*work, loads []float64) {
 	life := c.p.ConnectionLife.Seconds()
 	then := c.estimateBuf(len(active))
 	sumL, sumC := 0.0, 0.0
 	for i, w := range active {
-		cur := float64(max(w.st.Sessions, 0))
+		cur := float64(w.sessions)
 		e := estimateInput{cur: cur, then: cur}
-		if at, span := pointTimes(w.series); !at.IsZero() && w.valid() {
+		if at, span := pointTimes(series[w.Server]); !at.IsZero() && w.valid() {
 			if c.p.RateWindow > 0 {
 				span = c.p.RateWindow
 			}
-			e.then = c.sessionsAt(w.Server, at, span, cur)
+			e.then = sessionsAt(w.mem.hist().sessions, at, span, cur)
 			e.age = max(now.Sub(at).Seconds()+span.Seconds()/2, 0)
 		}
 		then[i] = e

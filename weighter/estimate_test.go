@@ -80,17 +80,21 @@ func TestConnectionLifeSessionHistoryIsBounded(t *testing.T) {
 	for i := range 2 * sessionSamples {
 		c.Plan(t0.Add(time.Duration(i)*time.Second), nil, withSessions([]int{9, 9}, i, 1))
 	}
-	require.Len(t, c.sessions["s1"], sessionSamples)
-	assert.Equal(t, sessionSamples, c.sessions["s1"][0].n, "the oldest kept")
+	h := c.roster.find("s1").history.sessions
+	require.Len(t, h, sessionSamples)
+	assert.Equal(t, sessionSamples, h[0].n, "the oldest kept")
 	c.Plan(t0.Add(time.Hour), nil, withSessions([]int{9}, 1))
-	assert.NotContains(t, c.sessions, "s2")
+	assert.Nil(t, c.roster.find("s2"), "s2 left: its history is gone")
 }
 
 // TestConnectionLifeOffKeepsNoHistory: the default policy stores nothing.
 func TestConnectionLifeOffKeepsNoHistory(t *testing.T) {
 	c := mustController(t, DefaultPolicy())
 	c.Plan(t0, loadsAt(t0, 1, 2), withSessions([]int{9, 9}, 3, 4))
-	assert.Empty(t, c.sessions)
+	for _, m := range c.roster.mems {
+		assert.Nil(t, m.history)
+	}
+	assert.Len(t, c.roster.mems, 2)
 }
 
 func TestConnectionLifeValidate(t *testing.T) {

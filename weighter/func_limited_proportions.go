@@ -15,7 +15,7 @@ func LimitedProportions(loads []float64, _ []int, p Policy) []int {
 		return filled(len(loads), p.MaxWeight)
 	}
 	floor := m / p.LimitingFactor
-	r := make([]float64, len(xs))
+	r := xs // r_i replaces x_i in place: x_i is not needed afterwards
 	top := 0.0
 	for i, x := range xs {
 		r[i] = m / max(x, floor)

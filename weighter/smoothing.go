@@ -17,7 +17,7 @@ type ewmaState struct {
 // PanicThreshold × mean bypasses the EWMA at once (Knative's panic window): a
 // server going hot must be relieved now, not in a few half-lives. Missing data
 // leaves the state alone and stays missing.
-func (c *Controller) smoothLoads(now time.Time, servers []*ServerState, raw []float64) []float64 {
+func (c *Controller) smoothLoads(now time.Time, raw []float64, mems []memory) []float64 {
 	if c.p.Smoothing <= 0 {
 		return raw
 	}
@@ -29,20 +29,21 @@ func (c *Controller) smoothLoads(now time.Time, servers []*ServerState, raw []fl
 	}
 	m := mean(valid)
 	out := make([]float64, len(raw))
-	for i, s := range servers {
+	for i := range raw {
 		out[i] = raw[i]
 		if math.IsNaN(raw[i]) {
 			continue
 		}
-		st, ok := c.smooth[s.Name]
+		h := mems[i].hist()
+		st := h.smooth
 		panicking := c.p.PanicThreshold > 0 && raw[i] > c.p.PanicThreshold*m
-		if !ok || panicking || now.Before(st.at) {
+		if st.at.IsZero() || panicking || now.Before(st.at) {
 			st = ewmaState{value: raw[i], at: now}
 		} else {
 			alpha := 1 - math.Exp2(-float64(now.Sub(st.at))/float64(c.p.Smoothing))
 			st = ewmaState{value: st.value + alpha*(raw[i]-st.value), at: now}
 		}
-		c.smooth[s.Name] = st
+		h.smooth = st
 		out[i] = st.value
 	}
 	return out

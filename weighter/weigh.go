@@ -24,16 +24,19 @@ const (
 // function keeps the weights, because integrating the same point again (a 5 s
 // interval over 10 s data uses each point twice) doubles its gain every other
 // cycle and makes it oscillate.
-func (c *Controller) weigh(now time.Time, ws []*work, fresh bool) {
-	_, _, fill := loadStats(ws)
+func (c *Controller) weigh(now time.Time, series Loads, ws []work, fresh bool) {
+	fill := math.NaN() // the mean load, computed when first needed (missing: mean)
 	active := c.buf.active[:0]
-	for _, w := range ws {
-		switch {
+	for i := range ws {
+		switch w := &ws[i]; {
 		case !w.weightable():
 		case !w.valid() && c.p.Missing == MissingKeep:
 			c.keepMissing(w)
 		default:
 			if !w.valid() {
+				if math.IsNaN(fill) {
+					fill = statsOf(ws).mean
+				}
 				w.filled = fill
 				w.note = fmt.Sprintf("%s: mean load %.4g used", ReasonMissing, fill)
 			}
@@ -47,8 +50,10 @@ func (c *Controller) weigh(now time.Time, ws []*work, fresh bool) {
 	loads := slices.Grow(c.buf.loads[:0], len(active))[:len(active)]
 	current := slices.Grow(c.buf.current[:0], len(active))[:len(active)]
 	c.buf.loads, c.buf.current = loads, current
+	top := 0 // the largest base weight, for the rescale
 	for i, w := range active {
 		loads[i], current[i] = w.filled, w.base()
+		top = max(top, current[i])
 		if current[i] <= 0 {
 			current[i] = c.p.MaxWeight
 		}
@@ -60,27 +65,23 @@ func (c *Controller) weigh(now time.Time, ws []*work, fresh bool) {
 		return
 	}
 	if c.p.ConnectionLife > 0 {
-		c.estimatePerConnection(now, active, loads)
+		c.estimatePerConnection(now, series, active, loads)
 	}
 	raw := c.fn(loads, current, c.p)
-	scale := c.rescale(active)
+	scale := c.rescale(top)
 	for i, w := range active {
 		w.Raw = raw[i]
 		c.finish(w, scale)
 	}
 }
 
-// rescale is the factor that brings the largest base weight of the weighted
-// servers up to max_weight (1 when it is there already or above). The rate
+// rescale is the factor that brings top, the largest base weight of the
+// weighted servers, up to max_weight (1 when it is there already or above). The rate
 // limit is measured from base × rescale: multiplying every weight by the same
 // factor moves no traffic, and without it a backend starting from HAProxy's
 // default weight 1 could only double all weights alike for 8 cycles — nothing
 // would be rebalanced until the lightest server reached 256.
-func (c *Controller) rescale(active []*work) float64 {
-	top := 0
-	for _, w := range active {
-		top = max(top, w.base())
-	}
+func (c *Controller) rescale(top int) float64 {
 	if top <= 0 || top >= c.p.MaxWeight {
 		return 1
 	}
@@ -88,21 +89,21 @@ func (c *Controller) rescale(active []*work) float64 {
 }
 
 // reapply reports whether the server's weight is no longer what we last wrote.
-func (w *work) reapply() bool { return w.written >= 0 && w.written != w.Current }
+func (w *work) reapply() bool { return w.mem.written >= 0 && w.mem.written != w.Current }
 
 // base is the weight the rate limit is measured from: what we last wrote when
 // the weight was changed behind our back (not the reset value), else the current one.
 func (w *work) base() int {
 	if w.reapply() {
-		return w.written
+		return w.mem.written
 	}
 	return w.Current
 }
 
 func (c *Controller) keepMissing(w *work) {
-	if w.reapply() && w.written > 0 {
-		w.Raw = w.written
-		w.decide(ActionSet, w.written, ReasonReapply+"; "+ReasonMissing)
+	if w.reapply() && w.mem.written > 0 {
+		w.Raw = w.mem.written
+		w.decide(ActionSet, w.mem.written, ReasonReapply+"; "+ReasonMissing)
 		return
 	}
 	w.decide(ActionKeep, w.Current, ReasonMissing)
@@ -113,7 +114,7 @@ func (c *Controller) keepMissing(w *work) {
 func (c *Controller) holdStale(w *work) {
 	w.Raw = w.base()
 	if w.reapply() {
-		w.decide(ActionSet, w.written, ReasonReapply+"; "+ReasonNoNewData)
+		w.decide(ActionSet, w.mem.written, ReasonReapply+"; "+ReasonNoNewData)
 		return
 	}
 	w.decide(ActionKeep, w.Current, ReasonNoNewData)
