@@ -50,3 +50,12 @@ func TestConfig(t *testing.T) {
 	assert.Error(t, Config{Socket: "/s", Timeout: -1}.Validate())
 	assert.NoError(t, Config{Socket: "/s"}.Validate())
 }
+
+func TestParseStatWithoutRowsIsAnError(t *testing.T) {
+	// A reply cut right after "# " has no header fields at all; it must be a
+	// bad reply, not an index out of range that takes the daemon down.
+	for _, out := range []string{"# ", "# \n", "# \n\n"} {
+		_, err := parseStat(out)
+		require.ErrorIs(t, err, ErrBadReply, "%q", out)
+	}
+}

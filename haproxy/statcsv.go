@@ -32,6 +32,9 @@ func parseStat(out string) (statTable, error) {
 	if err != nil {
 		return statTable{}, fmt.Errorf("%w: show stat: %w", ErrBadReply, err)
 	}
+	if len(recs) == 0 {
+		return statTable{}, fmt.Errorf("%w: show stat: empty header in %.80q", ErrBadReply, out)
+	}
 	t := statTable{cols: make(map[string]int, len(recs[0])), rows: recs[1:]}
 	for i, h := range recs[0] {
 		t.cols[h] = i
