@@ -79,7 +79,7 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 		}
 		defer stop()
 	}
-	d.start(ctx, units)
+	d.start(ctx, units, nil)
 	d.notifier.Notify("READY=1")
 	go d.watchdog(ctx)
 	for {
@@ -111,6 +111,16 @@ func (g *group) stop() {
 	closeAll(g.units)
 }
 
+// runner returns the runner of the named backend, or nil.
+func (g *group) runner(backend string) *runner {
+	for _, r := range g.runners {
+		if r.unit.Backend.Name == backend {
+			return r
+		}
+	}
+	return nil
+}
+
 func (d *Daemon) current() *group {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -118,7 +128,8 @@ func (d *Daemon) current() *group {
 }
 
 // start reads every backend's current state once, then starts its runner.
-func (d *Daemon) start(ctx context.Context, units []*Unit) {
+// A backend prev (the group a reload replaces) also ran keeps its readiness.
+func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) {
 	cfg := d.config()
 	t := Timing{Interval: cfg.Interval, Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
 	gctx, cancel := context.WithCancel(ctx)
@@ -128,6 +139,9 @@ func (d *Daemon) start(ctx context.Context, units []*Unit) {
 		d.initialRead(ctx, u, t.Timeout, cfg.RestoreOnExit)
 		r := newRunner(u, t, d.clock, d.metrics, d.log)
 		r.after = d.updateReady
+		if prev != nil {
+			r.inherit(prev.runner(u.Backend.Name))
+		}
 		g.runners = append(g.runners, r)
 	}
 	d.mu.Lock()
@@ -231,7 +245,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	d.mu.Lock()
 	d.cfg = cfg
 	d.mu.Unlock()
-	d.start(ctx, units)
+	d.start(ctx, units, prev)
 	d.log.Info("config reloaded", "backends", len(cfg.Backends))
 	d.metrics.SetReloadSuccess(true)
 }

@@ -53,6 +53,23 @@ func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Log
 		log: log.With("backend", u.Backend.Name), rand: rand.Float64, started: now, lastBeat: now}
 }
 
+// inherit takes over the last ok cycle and result of the runner a reload
+// replaced (nil: none), so that a reload does not make a ready backend
+// unready until its next ok cycle (a whole rate_window with the HAProxy
+// stats source), and a backend failing across a reload still logs
+// "cycle ok again" when it recovers.
+func (r *runner) inherit(old *runner) {
+	if old == nil {
+		return
+	}
+	old.mu.Lock()
+	lastOK, lastResult := old.lastOK, old.lastResult
+	old.mu.Unlock()
+	r.mu.Lock()
+	r.lastOK, r.lastResult = lastOK, lastResult
+	r.mu.Unlock()
+}
+
 // run cycles until ctx ends: a cycle at once, then one every jittered interval.
 func (r *runner) run(ctx context.Context) {
 	for {
