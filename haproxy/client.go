@@ -45,12 +45,24 @@ func (c *Client) Backend(name string) *Backend {
 	return &Backend{c: c, name: name}
 }
 
-// checkName refuses names that would break the command line we build.
+// checkName refuses names HAProxy cannot have (it allows letters, digits and
+// ".:_-" only). Anything else would not just miss: the CLI drops a backslash (so
+// `s\2` names server s2), splits on spaces and ";", and a line ending in "<<"
+// starts a payload that swallows the commands after it.
 func checkName(kind, name string) error {
-	if name == "" || strings.ContainsAny(name, " \t\r\n;/#") {
-		return fmt.Errorf("haproxy: invalid %s name %q", kind, name)
+	if name == "" {
+		return fmt.Errorf("haproxy: empty %s name", kind)
+	}
+	for _, r := range name {
+		if !isNameChar(r) {
+			return fmt.Errorf("haproxy: invalid %s name %q: character %q is not allowed in HAProxy names", kind, name, r)
+		}
 	}
 	return nil
+}
+
+func isNameChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".:_-", r)
 }
 
 // classify maps HAProxy's error texts to the package's sentinel errors.

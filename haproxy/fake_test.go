@@ -202,3 +202,21 @@ func TestReadBackMismatchIsPerServer(t *testing.T) {
 	assert.Contains(t, err.Error(), "read back 1")
 	assert.NotContains(t, err.Error(), "server s1")
 }
+
+// TestNamesHAProxyCannotHaveSendNothing: HAProxy names are [A-Za-z0-9._:-]. The
+// CLI unescapes a backslash (`set server be/s\2` sets s2, checked on 2.6.12) and
+// a line ending in "<<" starts a payload that swallows the following commands,
+// so any other character must be refused before anything is sent.
+func TestNamesHAProxyCannotHaveSendNothing(t *testing.T) {
+	f := startFake(t, false, prompts(""))
+	c := fakeClient(t, f.path)
+	for _, name := range []string{`s\2`, "s<<", `s"1`, "s'1", "s\x00", "é"} {
+		err := c.Backend("be").SetWeights(testCtx(t), []weighter.Change{{Server: name, Weight: 3}})
+		require.Error(t, err, "server %q", name)
+		_, err = c.Backend(name).Servers(testCtx(t))
+		require.Error(t, err, "backend %q", name)
+		_, err = c.Stats(testCtx(t), name)
+		require.Error(t, err, "backend %q", name)
+	}
+	assert.Empty(t, f.seen(), "nothing sent")
+}
