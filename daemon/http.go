@@ -16,7 +16,13 @@ import (
 // backend had a successful cycle within 3 intervals).
 func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		// Cycles also update ready, but a wedged loop ends none: recompute it
+		// now so the gauge never says ready while /readyz answers 503.
+		d.updateReady()
+		metrics.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

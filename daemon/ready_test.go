@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+)
+
+// TestReloadKeepsReadiness: a SIGHUP must not turn /readyz to 503 (and
+// haproxy_weighter_ready to 0) until every backend has cycled again — with the
+// HAProxy stats source that is a whole rate_window. A backend that was ready
+// before the reload is still ready after it.
+func TestReloadKeepsReadiness(t *testing.T) {
+	same := testConfig(t, "be")
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(testConfig(t, "be"), Options{Notifier: n,
+		Reload: func() (*config.Config, error) { return same, nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, hup) }()
+	defer func() { cancel(); <-done }()
+	<-n.ready
+
+	first := d.current()
+	r := first.runners[0]
+	r.mu.Lock()
+	r.lastOK = d.clock.Now() // its last cycle was ok (nothing answers on the test socket)
+	r.mu.Unlock()
+	if ok, why := d.Ready(); !ok {
+		t.Fatalf("not ready before the reload: %s", why)
+	}
+	hup <- os.Interrupt
+	waitFor(t, "reload", func() bool { return d.current() != first })
+	if ok, why := d.Ready(); !ok {
+		t.Errorf("a reload made a ready daemon unready: %s", why)
+	}
+}
+
+// TestScrapeSeesReadinessExpire: haproxy_weighter_ready must say what /readyz
+// says at scrape time, also when no cycle ends any more (a wedged loop, or
+// every cycle hanging until its timeout) to recompute it.
+func TestScrapeSeesReadinessExpire(t *testing.T) {
+	f := newFixture(t)
+	reg := prometheus.NewRegistry()
+	d := New(testConfig(t, "be"), Options{Clock: f.clock, Registry: reg})
+	d.group = &group{runners: []*runner{f.r}}
+	f.r.after = d.updateReady
+	if c := f.r.step(context.Background()); c.Result != "ok" {
+		t.Fatalf("cycle: %s %v", c.Result, c.Err)
+	}
+	h := d.handler(reg)
+	if got := scrapeReady(t, h); got != "1" {
+		t.Fatalf("ready %s after an ok cycle, want 1", got)
+	}
+	f.clock.advance(time.Hour) // no cycle for an hour
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz %d after an hour without a cycle", rec.Code)
+	}
+	if got := scrapeReady(t, h); got != "0" {
+		t.Errorf("haproxy_weighter_ready %s while /readyz answers 503", got)
+	}
+}
+
+func scrapeReady(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for line := range strings.Lines(rec.Body.String()) {
+		if v, ok := strings.CutPrefix(line, "haproxy_weighter_ready "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no haproxy_weighter_ready in /metrics:\n%s", rec.Body.String())
+	return ""
+}
