@@ -112,18 +112,27 @@ func (b *Backend) weightCmd(server string, w int) string {
 	return fmt.Sprintf("set server %s/%s weight %d", b.name, server, w)
 }
 
-// validate refuses the whole batch if one weight or name is invalid: a weight
-// out of range means a bug upstream, and half of a buggy plan is no better.
+// validate refuses the whole batch if one weight or name is invalid or a server
+// comes twice: a weight out of range means a bug upstream, and half of a buggy
+// plan is no better. The error joins a batch-level error with the per-server
+// ones, so no caller reads the servers not named as written.
 func (b *Backend) validate(changes []weighter.Change) error {
 	if err := checkName("backend", b.name); err != nil {
 		return err
 	}
 	var errs []error
+	seen := make(map[string]bool, len(changes))
 	for _, ch := range changes {
 		if err := checkName("server", ch.Server); err != nil {
 			errs = append(errs, &weighter.ServerError{Server: ch.Server, Err: err})
 			continue
 		}
+		if seen[ch.Server] {
+			errs = append(errs, &weighter.ServerError{Server: ch.Server,
+				Err: fmt.Errorf("more than one change in the batch (weight %d)", ch.Weight)})
+			continue
+		}
+		seen[ch.Server] = true
 		// client-native's check is the same rule HAProxy applies; keep both in step.
 		if !weighter.ValidWeight(ch.Weight) || !runtime.ServerWeightValid(strconv.Itoa(ch.Weight)) {
 			errs = append(errs, &weighter.ServerError{Server: ch.Server,
@@ -131,7 +140,8 @@ func (b *Backend) validate(changes []weighter.Change) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("backend %s: nothing written: %w", b.name, errors.Join(errs...))
+		batch := fmt.Errorf("backend %s: nothing written: %d of %d changes refused", b.name, len(errs), len(changes))
+		return errors.Join(append([]error{batch}, errs...)...)
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -217,6 +218,33 @@ func TestNamesHAProxyCannotHaveSendNothing(t *testing.T) {
 		require.Error(t, err, "backend %q", name)
 		_, err = c.Stats(testCtx(t), name)
 		require.Error(t, err, "backend %q", name)
+	}
+	assert.Empty(t, f.seen(), "nothing sent")
+}
+
+// TestRefusedBatchIsNotAttributedToSomeServers: when validation refuses a batch,
+// nothing is sent, so the error must not read as "only these servers failed"
+// (a caller such as weighter.RunCycle records every server not named by a
+// *ServerError leaf as written). Duplicates are refused too: the later write
+// would silently win and the read-back would blame the earlier one.
+func TestRefusedBatchIsNotAttributedToSomeServers(t *testing.T) {
+	f := startFake(t, false, prompts(""))
+	b := fakeClient(t, f.path).Backend("be")
+	for name, changes := range map[string][]weighter.Change{
+		"invalid weight": {{Server: "s1", Weight: 3}, {Server: "s2", Weight: 999}},
+		"invalid name":   {{Server: "s1", Weight: 3}, {Server: "s 2", Weight: 4}},
+		"duplicate":      {{Server: "s1", Weight: 3}, {Server: "s2", Weight: 4}, {Server: "s1", Weight: 5}},
+	} {
+		err := b.SetWeights(testCtx(t), changes)
+		require.Error(t, err, name)
+		var se *weighter.ServerError
+		require.ErrorAs(t, err, &se, name)
+		batch := false
+		for _, leaf := range errs.Leaves(err) {
+			batch = batch || !errors.As(leaf, &se)
+		}
+		assert.True(t, batch, "%s: no leaf says the whole batch failed: %v", name, err)
+		assert.Contains(t, err.Error(), "nothing written", name)
 	}
 	assert.Empty(t, f.seen(), "nothing sent")
 }
