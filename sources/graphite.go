@@ -192,6 +192,9 @@ func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := g.client.Do(req)
+	if errors.Is(err, errRedirect) {
+		return nil, g.fail(ErrBadReply, err)
+	}
 	if err != nil {
 		return nil, g.fail(ErrUnreachable, err)
 	}

@@ -9,7 +9,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -55,8 +57,9 @@ func validateAuth(b BasicAuth, bearer string) error {
 	return nil
 }
 
-// transport builds the round tripper: TLS, then authentication headers on every request.
-func (o httpOptions) transport() (http.RoundTripper, error) {
+// transport builds the round tripper: TLS, then authentication headers on every
+// request to origin (see authTransport).
+func (o httpOptions) transport(origin string) (http.RoundTripper, error) {
 	tc, err := o.tls.build()
 	if err != nil {
 		return nil, err
@@ -70,7 +73,7 @@ func (o httpOptions) transport() (http.RoundTripper, error) {
 		MaxIdleConnsPerHost:   2,
 		IdleConnTimeout:       90 * time.Second,
 	}
-	return &authTransport{next: t, opts: o}, nil
+	return &authTransport{next: t, opts: o, origin: origin}, nil
 }
 
 func (c TLSConfig) build() (*tls.Config, error) {
@@ -96,13 +99,27 @@ func (c TLSConfig) build() (*tls.Config, error) {
 	return tc, nil
 }
 
-// authTransport adds credentials and custom headers to each request.
+// errRedirect marks a redirect to another origin, which is not followed.
+var errRedirect = errors.New("not followed: credentials go to the configured url only; set url to the final address")
+
+// authTransport adds credentials and custom headers to each request, and sends
+// requests only to the configured origin. The check lives here because the
+// headers are added here, below http.Client: its own stripping of Authorization
+// on a redirect to another host cannot see them, so a redirect elsewhere would
+// carry every credential, and a Referer with the URL's API key, to that host.
 type authTransport struct {
-	next http.RoundTripper
-	opts httpOptions
+	next   http.RoundTripper
+	opts   httpOptions
+	origin string // scheme://host:port of the configured URL
 }
 
 func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if o := origin(req.URL); o != a.origin {
+		if req.Body != nil {
+			req.Body.Close() // a RoundTripper closes the body, even on error
+		}
+		return nil, fmt.Errorf("redirected to %s: %w", o, errRedirect)
+	}
 	req = req.Clone(req.Context())
 	for k, v := range a.opts.headers {
 		req.Header.Set(k, v)
@@ -133,11 +150,25 @@ func (o httpOptions) secrets() []string {
 // errors and logs. source names the source in the error.
 func (o httpOptions) connect(source, rawURL string) (http.RoundTripper, *redactor, error) {
 	red := newRedactor(rawURL, o.secrets()...)
-	rt, err := o.transport()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: url: %w", source, red.Error(err))
+	}
+	rt, err := o.transport(origin(u))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))
 	}
 	return rt, red, nil
+}
+
+// origin is u's scheme, host and port (the scheme's default when absent), in
+// lower case, for telling a redirect to another server from one within the source.
+func origin(u *url.URL) string {
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // orDiscard returns log, or a logger that drops everything when log is nil.

@@ -17,6 +17,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,4 +132,44 @@ func writePEM(t *testing.T, dir, name, typ string, der []byte) string {
 	path := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
 	return path
+}
+
+// TestRedirectElsewhereIsNotFollowed: credentials are added below http.Client,
+// where its own stripping of Authorization on a redirect to another host cannot
+// see them, so a redirect to another origin must not be followed at all (it would
+// also carry the URL, API key included, in its Referer). The other host must see
+// no request; the error names the redirect.
+func TestRedirectElsewhereIsNotFollowed(t *testing.T) {
+	var leaked atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		leaked.Add(1)
+		fmt.Fprint(w, renderReply)
+	}))
+	t.Cleanup(other.Close)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	t.Cleanup(redirect.Close)
+	base := redirect.URL + "/graphite?api_key=qk-in-url"
+
+	err := fetchGraphite(t, GraphiteConfig{URL: base, BearerToken: "tok", Headers: map[string]string{"X-Api-Key": "hdr"}})
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.ErrorContains(t, err, "redirected to "+other.URL+": not followed")
+	p, err := NewPrometheus(PrometheusConfig{URL: base, Query: "up", BasicAuth: BasicAuth{Username: "u", Password: "pw-basic"}}, nil)
+	require.NoError(t, err)
+	_, err = p.Fetch(context.Background())
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.ErrorContains(t, err, "redirected to "+other.URL+": not followed")
+	assert.Zero(t, leaked.Load(), "requests that reached the other host")
+
+	// A redirect within the configured origin is still followed.
+	same := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/new/render" {
+			http.Redirect(w, r, "/new/render?"+r.URL.RawQuery, http.StatusMovedPermanently)
+			return
+		}
+		fmt.Fprint(w, renderReply)
+	}))
+	t.Cleanup(same.Close)
+	assert.NoError(t, fetchGraphite(t, GraphiteConfig{URL: same.URL, BearerToken: "tok"}))
 }

@@ -184,6 +184,9 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 
 // kind sorts a query failure into the error kinds callers tell apart.
 func (p *Prometheus) kind(ctx context.Context, err error) error {
+	if errors.Is(err, errRedirect) {
+		return ErrBadReply
+	}
 	var apiErr *v1.Error
 	if !errors.As(err, &apiErr) {
 		return ErrUnreachable // transport: refused, DNS, TLS, deadline
