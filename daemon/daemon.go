@@ -79,7 +79,11 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 		}
 		defer stop()
 	}
-	d.start(ctx, units, nil)
+	read := d.start(ctx, units, nil)
+	select { // READY=1 once the current weights were read (or tried to be)
+	case <-read:
+	case <-ctx.Done():
+	}
 	d.notifier.Notify("READY=1")
 	go d.watchdog(ctx)
 	for {
@@ -127,16 +131,19 @@ func (d *Daemon) current() *group {
 	return d.group
 }
 
-// start reads every backend's current state once, then starts its runner.
-// A backend prev (the group a reload replaces) also ran keeps its readiness.
-func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) {
+// start starts one runner per backend. Each first checks its backend and
+// reads its weights, in its own goroutine: a backend whose HAProxy or IPVS does
+// not answer holds back no other, and start-up and reload last at most one
+// cycle timeout, not one per backend. The returned channel is closed when
+// every start-up read is done. A backend prev (the group a reload replaces)
+// also ran keeps its readiness.
+func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan struct{} {
 	cfg := d.config()
 	t := Timing{Interval: cfg.Interval, Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
 	gctx, cancel := context.WithCancel(ctx)
 	g := &group{units: units, cancel: cancel}
 	for _, u := range units {
 		d.metrics.Init(u.Backend.Name)
-		d.initialRead(ctx, u, t.Timeout, cfg.RestoreOnExit)
 		r := newRunner(u, t, d.clock, d.metrics, d.log)
 		r.after = d.updateReady
 		if prev != nil {
@@ -147,9 +154,18 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) {
 	d.mu.Lock()
 	d.group = g
 	d.mu.Unlock()
+	var reads sync.WaitGroup
 	for _, r := range g.runners {
-		g.wg.Go(func() { r.run(gctx) })
+		reads.Add(1)
+		g.wg.Go(func() {
+			d.initialRead(gctx, r.unit, t.Timeout, cfg.RestoreOnExit)
+			reads.Done()
+			r.run(gctx)
+		})
 	}
+	read := make(chan struct{})
+	go func() { reads.Wait(); close(read) }()
+	return read
 }
 
 // initialRead checks the target and reads its weights (kept for restore).
