@@ -146,6 +146,9 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		d.metrics.Init(u.Backend.Name)
 		r := newRunner(u, t, d.clock, d.metrics, d.log)
 		r.after = d.updateReady
+		if cfg.RestoreOnExit && u.haproxy != nil {
+			r.before = func(ctx context.Context) error { return d.snapshot(ctx, u) }
+		}
 		if prev != nil {
 			r.inherit(prev.runner(u.Backend.Name))
 		}
@@ -158,7 +161,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 	for _, r := range g.runners {
 		reads.Add(1)
 		g.wg.Go(func() {
-			d.initialRead(gctx, r.unit, t.Timeout, cfg.RestoreOnExit)
+			d.initialRead(gctx, r.unit, t.Timeout)
 			reads.Done()
 			r.run(gctx)
 		})
@@ -168,19 +171,19 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 	return read
 }
 
-// initialRead checks the target and reads its weights (kept for restore).
+// initialRead checks the target and logs its current weights.
 // A failure is logged, not fatal: the backend's cycles retry every interval.
-func (d *Daemon) initialRead(ctx context.Context, u *Unit, timeout time.Duration, snapshot bool) {
+func (d *Daemon) initialRead(ctx context.Context, u *Unit, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	log := d.log.With("backend", u.Backend.Name)
 	if err := u.Check(ctx); err != nil {
-		log.Error("backend check failed", "err", err)
+		log.Error("backend check failed; cycling anyway, each cycle retries", "err", err)
 		return
 	}
 	servers, err := u.Backend.Target.Servers(ctx)
 	if err != nil {
-		log.Error("read current weights", "err", err)
+		log.Error("read current weights failed; cycling anyway, each cycle retries", "err", err)
 		return
 	}
 	weights := make([]string, len(servers))
@@ -188,19 +191,29 @@ func (d *Daemon) initialRead(ctx context.Context, u *Unit, timeout time.Duration
 		weights[i] = fmt.Sprintf("%s=%d", s.Name, s.Weight)
 	}
 	log.Info("current weights", "servers", len(servers), "weights", weights)
+}
+
+// snapshot keeps, for restore_on_exit, the weights of an HAProxy backend as
+// they were before the daemon's first write to it. Its runner calls it before
+// every cycle until it succeeds, and a failure fails the cycle: a backend
+// whose HAProxy was down at start is snapshotted when HAProxy answers, and
+// nothing is written that could not be restored. A reload keeps the snapshot.
+func (d *Daemon) snapshot(ctx context.Context, u *Unit) error {
 	d.mu.Lock()
 	_, have := d.snapshots[u.Backend.Name]
 	d.mu.Unlock()
-	if !snapshot || u.haproxy == nil || have {
-		return
+	if have {
+		return nil
 	}
-	if _, err := u.haproxy.Snapshot(ctx); err != nil {
-		log.Error("snapshot weights for restore_on_exit", "err", err)
-		return
+	weights, err := u.haproxy.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("read start-up weights for restore_on_exit, writing nothing until then: %w", err)
 	}
 	d.mu.Lock()
 	d.snapshots[u.Backend.Name] = u.haproxy
 	d.mu.Unlock()
+	d.log.Info("start-up weights kept for restore_on_exit", "backend", u.Backend.Name, "servers", len(weights))
+	return nil
 }
 
 // restore writes back the start-up weights of the backends still configured.
@@ -212,7 +225,9 @@ func (d *Daemon) restore(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CycleTimeout())
 	defer cancel()
 	for _, b := range cfg.Backends {
+		d.mu.Lock()
 		hb := d.snapshots[b.Name]
+		d.mu.Unlock()
 		if hb == nil {
 			continue
 		}

@@ -39,6 +39,9 @@ type runner struct {
 	log     *slog.Logger
 	rand    func() float64 // in [0, 1)
 	after   func()         // called after each cycle (readiness)
+	// before, if set, runs under the cycle's timeout before each cycle; an
+	// error fails the cycle as haproxy_error (restore_on_exit snapshot).
+	before func(ctx context.Context) error
 
 	mu         sync.Mutex
 	started    time.Time
@@ -92,7 +95,7 @@ func (r *runner) next() time.Duration {
 func (r *runner) step(ctx context.Context) weighter.Cycle {
 	cctx, cancel := context.WithTimeout(ctx, r.timing.Timeout)
 	defer cancel()
-	c := weighter.RunCycle(cctx, r.unit.Backend, r.clock.Now(), r.apply)
+	c := r.cycle(cctx)
 	if ctx.Err() != nil {
 		// Shutdown or reload cancelled the cycle: not a failure of the backend.
 		r.log.Debug("cycle cancelled", "result", c.Result, "err", c.Err)
@@ -115,6 +118,19 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 		r.after()
 	}
 	return c
+}
+
+// cycle runs before, then (if it did not fail) one weighter cycle.
+func (r *runner) cycle(ctx context.Context) weighter.Cycle {
+	now := r.clock.Now()
+	if r.before != nil {
+		if err := r.before(ctx); err != nil {
+			name := r.unit.Backend.Name
+			return weighter.Cycle{Backend: name, Plan: weighter.Plan{Backend: name, Time: now},
+				Result: weighter.ResultHAProxyError, Err: err, Applied: r.apply}
+		}
+	}
+	return weighter.RunCycle(ctx, r.unit.Backend, now, r.apply)
 }
 
 // previous is the result of the cycle before, "" before the first.

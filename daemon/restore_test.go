@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// TestRestoreAfterHAProxyCameUpLate: with restore_on_exit, a daemon started
+// while HAProxy is down (boot order, HAProxy restarting) must still take the
+// start-up weights once HAProxy answers, before it writes anything, and put
+// them back on exit.
+func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+backend be
+  balance roundrobin
+  server s1 127.0.0.1:%d weight 10
+  server s2 127.0.0.1:%d weight 20
+`, testenv.FreePort(t), testenv.FreePort(t)))
+	h.Kill()
+	yml := fmt.Sprintf("listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: %s}\n"+
+		"backends:\n  - name: be\n    source: {haproxy: {counter: bytes_in}}\n", h.Socket)
+	cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(cfg, Options{Notifier: n})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, make(chan os.Signal)) }()
+	defer func() { cancel(); <-done }()
+	<-n.ready
+
+	h.Restart()
+	waitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.snapshots["be"] != nil
+	})
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := hc.Backend("be")
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	// As the daemon's cycles would (this source holds for its rate window).
+	if err := b.SetWeights(wctx, []weighter.Change{{Server: "s1", Weight: 77}}); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	done <- nil // for the deferred receive
+	servers, err := b.Servers(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, s := range servers {
+		got[s.Name] = s.Weight
+	}
+	if got["s1"] != 10 || got["s2"] != 20 {
+		t.Errorf("weights after exit %v, want the start-up s1=10 s2=20", got)
+	}
+}
