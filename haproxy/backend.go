@@ -44,23 +44,21 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := b.fillSessions(servers, replies[1]); err != nil {
+	if err := b.fillSessions(ctx, servers, replies[1]); err != nil {
 		return nil, err
 	}
 	return servers, nil
 }
 
-// statCmd asks for the server rows (type 4) of one backend.
-func statCmd(backend string) string { return fmt.Sprintf("show stat %s 4 -1", backend) }
+// statCmd asks for the backend and server rows (types 2+4) of one backend: the
+// BACKEND row tells a backend's (maybe empty) server list from a frontend's.
+func statCmd(backend string) string { return fmt.Sprintf("show stat %s 6 -1", backend) }
 
 // fillSessions sets each server's Sessions from HAProxy's scur.
-func (b *Backend) fillSessions(servers []weighter.ServerState, reply string) error {
-	if err := commandError(reply); err != nil {
-		return fmt.Errorf("backend %s: stats: %w", b.name, classify(err))
-	}
-	t, err := parseStat(reply)
+func (b *Backend) fillSessions(ctx context.Context, servers []weighter.ServerState, reply string) error {
+	t, err := b.c.backendStat(ctx, b.name, reply)
 	if err != nil {
-		return fmt.Errorf("backend %s: stats: %w", b.name, err)
+		return err
 	}
 	stats, err := serverStats(b.name, t)
 	if err != nil {

@@ -33,7 +33,7 @@ func (b *Backend) Check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	algo, err := backendAlgo(b.name, replies[1])
+	algo, err := b.backendAlgo(ctx, replies[1])
 	if err != nil {
 		return err
 	}
@@ -73,18 +73,13 @@ func (b *Backend) probe(ctx context.Context, algo string, cmds []string) error {
 }
 
 // backendAlgo reads the "algo" column of the BACKEND row of `show stat <be> 2 -1`.
-func backendAlgo(backend, reply string) (string, error) {
-	if err := commandError(reply); err != nil {
-		return "", fmt.Errorf("backend %s: %w", backend, classify(err))
-	}
-	t, err := parseStat(reply)
+func (b *Backend) backendAlgo(ctx context.Context, reply string) (string, error) {
+	t, err := b.c.backendStat(ctx, b.name, reply)
 	if err != nil {
-		return "", fmt.Errorf("backend %s: %w", backend, err)
+		return "", err
 	}
-	for _, r := range t.rows {
-		if t.get(r, "pxname") == backend && t.get(r, "svname") == "BACKEND" {
-			return t.get(r, "algo"), nil
-		}
+	if r, ok := t.backendRow(b.name); ok {
+		return t.get(r, "algo"), nil
 	}
-	return "", fmt.Errorf("backend %s: %w", backend, ErrNoBackend)
+	return "", fmt.Errorf("backend %s: %w", b.name, ErrNoBackend)
 }

@@ -46,3 +46,13 @@ func parseStat(out string) (statTable, error) {
 	}
 	return t, nil
 }
+
+// backendRow returns the BACKEND row of backend, if the table has one.
+func (t statTable) backendRow(backend string) ([]string, bool) {
+	for _, r := range t.rows {
+		if t.get(r, "pxname") == backend && t.get(r, "svname") == "BACKEND" {
+			return r, true
+		}
+	}
+	return nil, false
+}
