@@ -59,3 +59,10 @@ func TestParseStatWithoutRowsIsAnError(t *testing.T) {
 		require.ErrorIs(t, err, ErrBadReply, "%q", out)
 	}
 }
+
+func TestServersStateWithDuplicateServerIsAnError(t *testing.T) {
+	line := "2 be 1 s1 127.0.0.1 2 0 1 1 0 1 0 2 0 0 0 0 - 19001 - 0 0 - - 0"
+	_, err := parseServersState("be", "1\n# be_id be_name\n"+line+"\n"+line)
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.Contains(t, err.Error(), "s1")
+}

@@ -68,14 +68,20 @@ func parseServersState(backend, out string) ([]weighter.ServerState, error) {
 			ErrBadReply, backend, lines[0])
 	}
 	servers := []weighter.ServerState{}
+	seen := make(map[string]bool)
 	for i, line := range lines[1:] {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		s, err := parseStateLine(backend, line)
+		if err == nil && seen[s.Name] {
+			// HAProxy refuses two servers of one name; weights by name would be ambiguous.
+			err = fmt.Errorf("server %s listed twice", s.Name)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: servers state of %s, line %d: %w", ErrBadReply, backend, i+2, err)
 		}
+		seen[s.Name] = true
 		servers = append(servers, s)
 	}
 	return servers, nil
