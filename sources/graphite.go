@@ -95,9 +95,9 @@ func validateURL(raw string) error {
 type Graphite struct {
 	cfg    GraphiteConfig
 	rules  *nameRules
-	client *retryablehttp.Client
-	render *url.URL // full render URL with the query
-	shown  string   // render URL as shown in errors and logs
+	http   *http.Client // shared by the retrying clients of all fetches
+	render *url.URL     // full render URL with the query
+	shown  string       // render URL as shown in errors and logs
 	red    *redactor
 	log    *slog.Logger
 }
@@ -124,7 +124,7 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 	g := &Graphite{cfg: cfg, rules: rules, red: red, log: log.With("source", "graphite")}
 	g.render = renderURL(cfg)
 	g.shown = red.URL(g.render)
-	g.client = g.newClient(rt)
+	g.http = &http.Client{Transport: rt, Timeout: cfg.Timeout}
 	return g, nil
 }
 
@@ -146,20 +146,49 @@ func renderURL(cfg GraphiteConfig) *url.URL {
 	return u
 }
 
-func (g *Graphite) newClient(rt http.RoundTripper) *retryablehttp.Client {
-	c := retryablehttp.NewClient()
-	c.HTTPClient = &http.Client{Transport: rt, Timeout: g.cfg.Timeout}
-	c.Logger = nil // its messages carry the raw URL; we log retries ourselves
-	c.RetryMax = g.cfg.Retries
-	c.RetryWaitMin = 100 * time.Millisecond
-	c.RetryWaitMax = 2 * time.Second
-	c.ErrorHandler = retryablehttp.PassthroughErrorHandler
-	c.RequestLogHook = func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
-		if attempt > 0 {
-			g.log.Debug("retrying render request", "attempt", attempt, "url", g.shown)
-		}
+// The wait before a retry: exponential from retryWaitMin, or the server's
+// Retry-After, at most retryWaitMax.
+const (
+	retryWaitMin = 100 * time.Millisecond
+	retryWaitMax = 2 * time.Second
+)
+
+// newClient builds the retrying client of one fetch. It retries what
+// retryablehttp's default policy retries (network errors, 429, 5xx; other
+// replies are final), but starts no wait that ends past the fetch's deadline
+// and none longer than retryWaitMax (a long Retry-After): retryablehttp would
+// sleep through it until the cycle's deadline and return "context deadline
+// exceeded", losing what Graphite said. Its attempt count is per fetch.
+func (g *Graphite) newClient() *retryablehttp.Client {
+	attempt := 0
+	return &retryablehttp.Client{
+		HTTPClient:   g.http,
+		RetryMax:     g.cfg.Retries,
+		RetryWaitMin: retryWaitMin,
+		RetryWaitMax: retryWaitMax,
+		Backoff:      retryablehttp.DefaultBackoff,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			wait := retryablehttp.DefaultBackoff(retryWaitMin, retryWaitMax, attempt, resp)
+			attempt++
+			retry, cerr := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+			if !retry || errors.Is(err, errRedirect) {
+				return false, cerr
+			}
+			if d, ok := ctx.Deadline(); wait > retryWaitMax || (ok && time.Until(d) < wait) {
+				g.log.Debug("not retrying render request: the wait would outlast the deadline or retry's cap",
+					"wait", wait, "cap", retryWaitMax, "url", g.shown)
+				return false, nil
+			}
+			return true, nil
+		},
+		// Logger stays nil: its messages carry the raw URL; we log retries ourselves.
+		RequestLogHook: func(_ retryablehttp.Logger, _ *http.Request, attempt int) {
+			if attempt > 0 {
+				g.log.Debug("retrying render request", "attempt", attempt, "url", g.shown)
+			}
+		},
 	}
-	return c
 }
 
 // Fetch renders the target and returns the series per server.
@@ -191,7 +220,7 @@ func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 		return nil, g.fail(ErrUnreachable, err)
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := g.client.Do(req)
+	resp, err := g.newClient().Do(req)
 	if errors.Is(err, errRedirect) {
 		return nil, g.fail(ErrBadReply, err)
 	}
