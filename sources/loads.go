@@ -3,6 +3,7 @@ package sources
 import (
 	"log/slog"
 	"math"
+	"slices"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -47,7 +48,9 @@ func assemble(log *slog.Logger, red *redactor, rules *nameRules, raw []rawSeries
 	return loads
 }
 
-// validPoints drops nulls (NaN) and infinities, which no weighting can use.
+// validPoints drops nulls (NaN) and infinities, which no weighting can use, and
+// puts the rest oldest first, as weighter.Series promises: the weighter takes
+// the last point for the newest, and a server may send them in any order.
 func validPoints(in weighter.Series) weighter.Series {
 	out := make(weighter.Series, 0, len(in))
 	for _, p := range in {
@@ -55,5 +58,10 @@ func validPoints(in weighter.Series) weighter.Series {
 			out = append(out, p)
 		}
 	}
+	if !slices.IsSortedFunc(out, byTime) {
+		slices.SortStableFunc(out, byTime)
+	}
 	return out
 }
+
+func byTime(a, b weighter.Point) int { return a.Time.Compare(b.Time) }
