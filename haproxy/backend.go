@@ -18,7 +18,7 @@ type Backend struct {
 	name string
 
 	mu       sync.Mutex
-	snapshot map[string]int // weights read by Snapshot, for Restore
+	snapshot map[string]snapWeight // weights read by Snapshot, for Restore
 }
 
 var _ weighter.Target = (*Backend)(nil)

@@ -3,10 +3,15 @@ package haproxy
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
+
+// snapWeight is one server's weight at Snapshot time, with the configured
+// (initial) weight it had then, to tell whether the configuration changed since.
+type snapWeight struct {
+	weight, initial int
+}
 
 // Snapshot reads and remembers the current weight of every server, so that
 // Restore can put them back when the daemon exits (opt-in). A later Snapshot
@@ -16,23 +21,28 @@ func (b *Backend) Snapshot(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
-	snap := make(map[string]int, len(servers))
+	snap := make(map[string]snapWeight, len(servers))
+	out := make(map[string]int, len(servers))
 	for _, s := range servers {
-		snap[s.Name] = s.Weight
+		snap[s.Name] = snapWeight{weight: s.Weight, initial: s.InitialWeight}
+		out[s.Name] = s.Weight
 	}
 	b.mu.Lock()
 	b.snapshot = snap
 	b.mu.Unlock()
-	return maps.Clone(snap), nil
+	return out, nil
 }
 
-// Restore writes back the weights remembered by Snapshot for the servers that
-// still exist and whose weight differs. Without a Snapshot it does nothing.
+// Restore writes back the weights remembered by Snapshot, where they differ.
+// A server whose configured weight changed since (HAProxy restarted with a new
+// configuration), or that did not exist then, gets its configured weight: the
+// old runtime weight would undo the operator's change, and the daemon's weight
+// would outlive the daemon. Without a Snapshot it does nothing.
 func (b *Backend) Restore(ctx context.Context) error {
 	b.mu.Lock()
-	snap := maps.Clone(b.snapshot)
+	snap := b.snapshot
 	b.mu.Unlock()
-	if len(snap) == 0 {
+	if snap == nil {
 		return nil
 	}
 	servers, err := b.Servers(ctx)
@@ -41,8 +51,12 @@ func (b *Backend) Restore(ctx context.Context) error {
 	}
 	var changes []weighter.Change
 	for _, s := range servers {
-		if w, ok := snap[s.Name]; ok && w != s.Weight {
-			changes = append(changes, weighter.Change{Server: s.Name, Weight: w})
+		want := s.InitialWeight
+		if w, ok := snap[s.Name]; ok && w.initial == s.InitialWeight {
+			want = w.weight
+		}
+		if want != s.Weight {
+			changes = append(changes, weighter.Change{Server: s.Name, Weight: want})
 		}
 	}
 	if err := b.SetWeights(ctx, changes); err != nil {

@@ -1,0 +1,42 @@
+package haproxy
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// TestRestoreAfterRestartAndNewServer: weights the daemon set on a server that
+// did not exist at Snapshot time must not outlive it, and after HAProxy was
+// restarted with a new configured weight, Restore must not put the old one back.
+func TestRestoreAfterRestartAndNewServer(t *testing.T) {
+	h := testenv.StartHAProxy(t, appConfig(t))
+	c := newClient(t, h.Socket)
+	b := c.Backend("be_app")
+	ctx := testCtx(t)
+	_, err := b.Snapshot(ctx)
+	require.NoError(t, err)
+
+	// The operator changes s2's configured weight 20 -> 30 and restarts HAProxy.
+	cfg, err := os.ReadFile(h.Config)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(cfg), "weight 20"))
+	require.NoError(t, os.WriteFile(h.Config, []byte(strings.Replace(string(cfg), "weight 20", "weight 30", 1)), 0o600))
+	h.Restart()
+	assert.Contains(t, raw(t, c, "add server be_app/s9 127.0.0.1:1 weight 4"), "New server registered")
+
+	// The daemon then sets its own weights, including a drain of the new server.
+	require.NoError(t, b.SetWeights(ctx, []weighter.Change{
+		{Server: "s1", Weight: 50}, {Server: "s2", Weight: 5}, {Server: "s9", Weight: 0}}))
+	require.NoError(t, b.Restore(ctx))
+	got := byName(t, b)
+	assert.Equal(t, 1, got["s1"].Weight, "snapshot weight")
+	assert.Equal(t, 30, got["s2"].Weight, "the new configured weight, not the snapshot's 20")
+	assert.Equal(t, 4, got["s9"].Weight, "a server added since the snapshot gets its initial weight")
+}
