@@ -108,7 +108,8 @@ type group struct {
 	wg      sync.WaitGroup
 }
 
-// stop cancels the runners (and any cycle in flight), waits, and closes the units.
+// stop stops the runners, waits for the cycles in flight (cancelled only
+// when the daemon's context ended: shutdown), and closes the units.
 func (g *group) stop() {
 	g.cancel()
 	g.wg.Wait()
@@ -163,7 +164,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		g.wg.Go(func() {
 			d.initialRead(gctx, r.unit, t.Timeout)
 			reads.Done()
-			r.run(gctx)
+			r.run(ctx, gctx)
 		})
 	}
 	read := make(chan struct{})

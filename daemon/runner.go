@@ -73,12 +73,16 @@ func (r *runner) inherit(old *runner) {
 	r.mu.Unlock()
 }
 
-// run cycles until ctx ends: a cycle at once, then one every jittered interval.
-func (r *runner) run(ctx context.Context) {
-	for {
+// run cycles until stop ends: a cycle at once, then one every jittered
+// interval. Cycles run under ctx, which only shutdown cancels: a reload
+// (stop) lets the cycle in flight finish and commit what it wrote. Cut off
+// mid-write, the weights HAProxy took would be unknown to the Controller the
+// reload keeps, and a drain (weight 0) it wrote would look like an operator's.
+func (r *runner) run(ctx, stop context.Context) {
+	for stop.Err() == nil {
 		r.step(ctx)
 		select {
-		case <-ctx.Done():
+		case <-stop.Done():
 			return
 		case <-r.clock.After(r.next()):
 		}

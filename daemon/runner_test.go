@@ -195,7 +195,7 @@ func TestRunCyclesOnTicks(t *testing.T) {
 	f.r.rand = func() float64 { return 1 }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { f.r.run(ctx); close(done) }()
+	go func() { f.r.run(ctx, ctx); close(done) }()
 	for i := 1; i <= 3; i++ {
 		if d := <-f.clock.waits; d != 11*time.Second { // the loop waits only after its cycle ended
 			t.Fatalf("wait %s, want 11s", d)
