@@ -216,12 +216,16 @@ func (p *Prometheus) withDetail(err error) error {
 
 // series turns a vector or matrix into raw series named by the server label.
 // Series without the label get an empty name and are dropped by the rules.
+// A native histogram is no load: its sample's Value is a meaningless 0.
 func (p *Prometheus) series(val model.Value) ([]rawSeries, error) {
 	label := model.LabelName(p.cfg.ServerLabel)
 	switch v := val.(type) {
 	case model.Vector:
 		out := make([]rawSeries, 0, len(v))
 		for _, s := range v {
+			if s.Histogram != nil {
+				return nil, histogramError(s.Metric, label)
+			}
 			pt := weighter.Point{Time: s.Timestamp.Time().UTC(), Value: float64(s.Value)}
 			out = append(out, rawSeries{name: string(s.Metric[label]), points: weighter.Series{pt}})
 		}
@@ -229,6 +233,9 @@ func (p *Prometheus) series(val model.Value) ([]rawSeries, error) {
 	case model.Matrix:
 		out := make([]rawSeries, 0, len(v))
 		for _, s := range v {
+			if len(s.Histograms) > 0 {
+				return nil, histogramError(s.Metric, label)
+			}
 			pts := make(weighter.Series, 0, len(s.Values))
 			for _, sp := range s.Values {
 				pts = append(pts, weighter.Point{Time: sp.Timestamp.Time().UTC(), Value: float64(sp.Value)})
@@ -241,6 +248,11 @@ func (p *Prometheus) series(val model.Value) ([]rawSeries, error) {
 	default:
 		return nil, fmt.Errorf("query returned a %s, want a vector or matrix with label %q", val.Type(), label)
 	}
+}
+
+func histogramError(m model.Metric, label model.LabelName) error {
+	return fmt.Errorf("query returned a native histogram (series with %s %q), not a number: "+
+		"wrap it in histogram_count(), histogram_sum() or histogram_quantile()", label, m[label])
 }
 
 func (p *Prometheus) fail(kind, cause error) error {

@@ -1,0 +1,52 @@
+package sources
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// answer serves one fixed Prometheus API reply.
+func answer(t *testing.T, status int, body string) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestPrometheusNativeHistograms: a sample that is a native histogram has no
+// float value (model.Sample.Value is 0). Read as load 0 it made the server the
+// lightest there is; it is a query that needs histogram_count() or the like.
+func TestPrometheusNativeHistograms(t *testing.T) {
+	const h = `{"count":"5","sum":"3","buckets":[[0,"0","1","5"]]}`
+	for name, c := range map[string]struct {
+		rng  time.Duration
+		body string
+	}{
+		"vector": {0, `{"status":"success","data":{"resultType":"vector","result":[
+			{"metric":{"server":"a"},"value":[1700000000,"7"]},
+			{"metric":{"server":"b"},"histogram":[1700000000,` + h + `]}]}}`},
+		"matrix": {time.Minute, `{"status":"success","data":{"resultType":"matrix","result":[
+			{"metric":{"server":"a"},"values":[[1700000000,"7"]]},
+			{"metric":{"server":"b"},"histograms":[[1700000000,` + h + `]]}]}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, _ := newProm(t, answer(t, http.StatusOK, c.body), func(cfg *PrometheusConfig) {
+				cfg.Query, cfg.Range, cfg.Step = "x", c.rng, c.rng
+			})
+			loads, err := p.Fetch(context.Background())
+			require.ErrorIs(t, err, ErrBadReply, "loads %v", loads)
+			assert.ErrorContains(t, err, `native histogram (series with server "b")`)
+		})
+	}
+}
