@@ -37,7 +37,8 @@ type PrometheusConfig struct {
 	BearerToken string            `yaml:"bearer_token"`
 	Headers     map[string]string `yaml:"headers"`
 	TLS         TLSConfig         `yaml:"tls"`
-	// Timeout bounds one query, request and evaluation.
+	// Timeout bounds one query, request and evaluation. Prometheus is given
+	// four fifths of it, so that a query too slow ends with its own error.
 	Timeout time.Duration `yaml:"timeout"`
 }
 
@@ -170,11 +171,15 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 		warnings v1.Warnings
 		err      error
 	)
+	// Prometheus gets a fifth less than our timeout, so that a query too slow
+	// for it ends with its "query timed out" reply, in time for us to read it,
+	// rather than with our deadline, which reads like an unreachable server.
+	limit := v1.WithTimeout(p.cfg.Timeout * 4 / 5)
 	if p.cfg.Range == 0 {
-		val, warnings, _, err = p.api.Query(ctx, p.cfg.Query, now, v1.WithTimeout(p.cfg.Timeout))
+		val, warnings, _, err = p.api.Query(ctx, p.cfg.Query, now, limit)
 	} else {
 		r := v1.Range{Start: now.Add(-p.cfg.Range), End: now, Step: p.cfg.Step}
-		val, warnings, _, err = p.api.QueryRange(ctx, p.cfg.Query, r, v1.WithTimeout(p.cfg.Timeout))
+		val, warnings, _, err = p.api.QueryRange(ctx, p.cfg.Query, r, limit)
 	}
 	if len(warnings) > 0 {
 		p.log.Warn("query warnings", "query", p.cfg.Query, "url", p.shown, "warnings", p.red.String(strings.Join(warnings, "; ")))

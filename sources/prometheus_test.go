@@ -50,3 +50,32 @@ func TestPrometheusNativeHistograms(t *testing.T) {
 		})
 	}
 }
+
+// TestPrometheusSlowQuery: Prometheus is told a shorter timeout than the
+// source's own, so a query too slow to finish comes back as Prometheus' own
+// "query timed out" instead of the source giving up first with "context
+// deadline exceeded", the same as an unreachable server. The fake does what
+// Prometheus does with the timeout parameter.
+func TestPrometheusSlowQuery(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit, err := time.ParseDuration(r.FormValue("timeout"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		select {
+		case <-time.After(limit):
+		case <-r.Context().Done():
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`)
+	}))
+	t.Cleanup(srv.Close)
+	p, _ := newProm(t, srv.URL, func(c *PrometheusConfig) { c.Query, c.Timeout = "x", time.Second })
+	_, err := p.Fetch(context.Background())
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrUnreachable)
+	assert.ErrorContains(t, err, "query timed out in expression evaluation")
+}
