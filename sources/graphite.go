@@ -199,7 +199,9 @@ func (g *Graphite) Fetch(ctx context.Context) (weighter.Loads, error) {
 	}
 	raw, err := parseGraphite(body)
 	if err != nil {
-		return nil, g.fail(ErrBadReply, err)
+		// The decoder's message says where it choked; the reply's start says
+		// what came back (often a login page or a proxy's notice).
+		return nil, g.fail(ErrBadReply, fmt.Errorf("%w; reply: %s", err, snippet(g.red, body)))
 	}
 	if len(raw) == 0 {
 		return nil, g.fail(ErrNoData, errors.New("target matched no series"))

@@ -54,3 +54,17 @@ func TestGraphiteRetries(t *testing.T) {
 		})
 	}
 }
+
+// TestGraphiteNonJSONReplyIsShown: a 200 that is not JSON (an SSO login page,
+// a proxy's notice) must say what came back, not only where the decoder choked.
+func TestGraphiteNonJSONReplyIsShown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><title>Sign in to Acme SSO</title>\n<body>session expired</body></html>")
+	}))
+	t.Cleanup(srv.Close)
+	g, _ := newGraphite(t, srv.URL, func(c *GraphiteConfig) { c.Target = "x" })
+	_, err := g.Fetch(context.Background())
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.ErrorContains(t, err, "<html><title>Sign in to Acme SSO</title> <body>session expired")
+}
