@@ -53,19 +53,11 @@ func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error)
 	// Write while reading: with a batch bigger than the socket buffers, HAProxy
 	// stops reading until its replies are read, and a write-then-read would stall.
 	wrote := make(chan error, 1)
-	go func() {
-		_, err := conn.Write(req.Bytes())
-		wrote <- err
-	}()
+	go func() { wrote <- c.writeChunks(ctx, conn, req.Bytes()) }()
 	// The timeout bounds each read, not the whole reply: HAProxy answers a long
 	// batch piece by piece (weights on a 1,000-server random or consistent-hash
 	// backend cost it ~3 ms each), and only silence should fail. ctx bounds the total.
-	extend := func() {
-		_ = conn.SetReadDeadline(c.deadline(ctx))
-		if ctx.Err() != nil { // canceled meanwhile: undo, AfterFunc may have run already
-			_ = conn.SetReadDeadline(time.Unix(1, 0))
-		}
-	}
+	extend := func() { c.push(ctx, conn.SetReadDeadline) }
 	raw, err := readReplies(conn, len(cmds)+2, extend)
 	if err != nil {
 		conn.Close() // unblocks the writer, if it is still writing
@@ -78,6 +70,34 @@ func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error)
 	return raw[2:], nil
 }
 
+// writeChunk is small enough that HAProxy, working through a batch, frees room
+// for it well within a timeout (~130 commands).
+const writeChunk = 4 << 10
+
+// writeChunks writes p a chunk at a time, pushing the write deadline on before
+// each: like a read, a write times out when HAProxy stops taking commands, not
+// when a batch bigger than the socket buffers takes longer than one timeout.
+func (c *Client) writeChunks(ctx context.Context, conn net.Conn, p []byte) error {
+	for len(p) > 0 {
+		c.push(ctx, conn.SetWriteDeadline)
+		n, err := conn.Write(p[:min(len(p), writeChunk)])
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// push sets a deadline one timeout from now (or ctx's, if sooner). If ctx is
+// done meanwhile it sets it in the past again: AfterFunc may have run already.
+func (c *Client) push(ctx context.Context, set func(time.Time) error) {
+	_ = set(c.deadline(ctx))
+	if ctx.Err() != nil {
+		_ = set(time.Unix(1, 0))
+	}
+}
+
 // deadline is one timeout from now, or ctx's deadline if that comes first.
 func (c *Client) deadline(ctx context.Context) time.Time {
 	deadline := time.Now().Add(c.cfg.timeout())
@@ -88,7 +108,7 @@ func (c *Client) deadline(ctx context.Context) time.Time {
 }
 
 // dial connects with the configured timeout, bounded by ctx, and sets the
-// deadline for the dial and the write.
+// deadline for the dial and the first write.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	deadline := c.deadline(ctx)
 	d := net.Dialer{Deadline: deadline}
