@@ -39,6 +39,10 @@ type Daemon struct {
 	reg      *prometheus.Registry
 	metrics  *metrics.Metrics
 
+	// grace is how long stop waits, beyond a cycle timeout, for a backend's
+	// loop to end before it gives up on it.
+	grace time.Duration
+
 	mu        sync.Mutex
 	group     *group
 	snapshots map[string]*haproxy.Backend // weights read at start, for restore_on_exit
@@ -59,7 +63,8 @@ func New(cfg *config.Config, o Options) *Daemon {
 		o.Registry = prometheus.NewRegistry()
 	}
 	return &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
-		reg: o.Registry, metrics: metrics.New(o.Registry), snapshots: map[string]*haproxy.Backend{}}
+		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
+		snapshots: map[string]*haproxy.Backend{}}
 }
 
 // Run starts every backend and blocks until ctx ends; then it stops the
@@ -106,14 +111,35 @@ type group struct {
 	runners []*runner
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	wait    time.Duration // how long stop waits for the runners
 }
 
 // stop stops the runners, waits for the cycles in flight (cancelled only
-// when the daemon's context ended: shutdown), and closes the units.
-func (g *group) stop() {
+// when the daemon's context ended: shutdown), and closes the units. A runner
+// still busy after g.wait has a source or target that ignores its timeout:
+// stop logs it, leaves it (and its unit) alone and returns its backend, so
+// that neither shutdown (and restore_on_exit) nor a reload hangs on it.
+func (g *group) stop() (stuck []string) {
 	g.cancel()
-	g.wg.Wait()
-	closeAll(g.units)
+	ended := make(chan struct{})
+	go func() { g.wg.Wait(); close(ended) }()
+	timer := time.NewTimer(g.wait)
+	defer timer.Stop()
+	select {
+	case <-ended:
+	case <-timer.C:
+	}
+	for _, r := range g.runners {
+		select {
+		case <-r.done:
+			r.unit.Close()
+		default:
+			r.log.Error("backend loop did not stop in time (its source or target ignores the cycle timeout); "+
+				"going on without it", "waited", g.wait)
+			stuck = append(stuck, r.unit.Backend.Name)
+		}
+	}
+	return stuck
 }
 
 // runner returns the runner of the named backend, or nil.
@@ -142,7 +168,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 	cfg := d.config()
 	t := Timing{Interval: cfg.Interval, Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
 	gctx, cancel := context.WithCancel(ctx)
-	g := &group{units: units, cancel: cancel}
+	g := &group{units: units, cancel: cancel, wait: t.Timeout + d.grace}
 	for _, u := range units {
 		d.metrics.Init(u.Backend.Name)
 		r := newRunner(u, t, d.clock, d.metrics, d.log)
@@ -162,6 +188,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 	for _, r := range g.runners {
 		reads.Add(1)
 		g.wg.Go(func() {
+			defer close(r.done)
 			d.initialRead(gctx, r.unit, t.Timeout)
 			reads.Done()
 			r.run(ctx, gctx)
@@ -267,8 +294,11 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		d.log.Warn("listen address changes need a restart", "listen", old.Listen)
 	}
 	prev := d.current()
-	prev.stop()
-	keepControllers(prev.units, units)
+	stuck := prev.stop()
+	// A stuck runner may still use its Controller: its backend starts afresh.
+	keepControllers(slices.DeleteFunc(slices.Clone(prev.units), func(u *Unit) bool {
+		return slices.Contains(stuck, u.Backend.Name)
+	}), units)
 	for _, b := range old.Backends {
 		if !slices.ContainsFunc(cfg.Backends, func(n config.Backend) bool { return n.Name == b.Name }) {
 			d.metrics.Forget(b.Name)

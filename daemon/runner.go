@@ -39,6 +39,7 @@ type runner struct {
 	log     *slog.Logger
 	rand    func() float64 // in [0, 1)
 	after   func()         // called after each cycle (readiness)
+	done    chan struct{}  // closed when the runner's goroutine ends
 	// before, if set, runs under the cycle's timeout before each cycle; an
 	// error fails the cycle as haproxy_error (restore_on_exit snapshot).
 	before func(ctx context.Context) error
@@ -53,7 +54,7 @@ type runner struct {
 func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
 	now := clock.Now()
 	return &runner{unit: u, timing: t, apply: true, clock: clock, metrics: m,
-		log: log.With("backend", u.Backend.Name), rand: rand.Float64, started: now, lastBeat: now}
+		log: log.With("backend", u.Backend.Name), rand: rand.Float64, started: now, lastBeat: now, done: make(chan struct{})}
 }
 
 // inherit takes over the last ok cycle and result of the runner a reload
