@@ -213,9 +213,6 @@ func (g *Graphite) Fetch(ctx context.Context) (weighter.Loads, error) {
 	return loads, nil
 }
 
-// maxBody bounds what we read from a reply: a render of a few hundred servers is far smaller.
-const maxBody = 32 << 20
-
 func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, g.render.String(), nil)
 	if err != nil {
@@ -230,7 +227,10 @@ func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 		return nil, g.fail(ErrUnreachable, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, err := io.ReadAll(resp.Body) // at most maxBody: see limitedBody
+	if errors.Is(err, errTooLarge) {
+		return nil, g.fail(ErrBadReply, err)
+	}
 	if err != nil {
 		return nil, g.fail(ErrUnreachable, fmt.Errorf("read reply: %w", err))
 	}

@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -172,4 +173,37 @@ func TestRedirectElsewhereIsNotFollowed(t *testing.T) {
 	}))
 	t.Cleanup(same.Close)
 	assert.NoError(t, fetchGraphite(t, GraphiteConfig{URL: same.URL, BearerToken: "tok"}))
+}
+
+// TestHugeReplyIsRefused: a query that matches the whole fleet must not fill
+// the balancer's memory, nor be decoded from a silently truncated body. Each
+// reply is valid JSON padded past the limit; both sources stop reading at the
+// limit and say so.
+func TestHugeReplyIsRefused(t *testing.T) {
+	pad := bytes.Repeat([]byte(" "), 64<<10)
+	huge := func(head, tail string) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, head)
+			for n := 0; n <= maxBody; n += len(pad) {
+				if _, err := w.Write(pad); err != nil {
+					return // the client stopped reading
+				}
+			}
+			io.WriteString(w, tail)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	g, err := NewGraphite(GraphiteConfig{URL: huge("[", "]"), Target: "x"}, nil)
+	require.NoError(t, err)
+	_, err = g.Fetch(context.Background())
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.ErrorContains(t, err, "reply larger than 32 MiB")
+
+	p, err := NewPrometheus(PrometheusConfig{URL: huge(`{"status":"success","data":{"resultType":"vector","result":[`, "]}}"), Query: "x"}, nil)
+	require.NoError(t, err)
+	_, err = p.Fetch(context.Background())
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.ErrorContains(t, err, "reply larger than 32 MiB")
 }

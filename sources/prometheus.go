@@ -189,7 +189,7 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 
 // kind sorts a query failure into the error kinds callers tell apart.
 func (p *Prometheus) kind(ctx context.Context, err error) error {
-	if errors.Is(err, errRedirect) {
+	if errors.Is(err, errRedirect) || errors.Is(err, errTooLarge) {
 		return ErrBadReply
 	}
 	var apiErr *v1.Error
