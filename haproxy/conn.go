@@ -161,6 +161,11 @@ func readReplies(r io.Reader, n int, extend func()) ([]string, error) {
 // splitReplies cuts prompt-mode output into n replies, one per command.
 func splitReplies(out string, n int) ([]string, error) {
 	parts := strings.Split(out, promptSep)
+	if strings.HasPrefix(out, "master> ") {
+		// The master CLI prompts "master> " and knows none of the commands.
+		return nil, fmt.Errorf("%w: this is HAProxy's master CLI: point socket at a worker's stats socket (level admin) (%.80q)",
+			ErrBadReply, out)
+	}
 	if len(parts)-1 < n {
 		return nil, fmt.Errorf("%w: truncated: %d of %d replies (%d bytes: %.80q)",
 			ErrBadReply, len(parts)-1, n, len(out), out)

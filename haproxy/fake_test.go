@@ -248,3 +248,15 @@ func TestRefusedBatchIsNotAttributedToSomeServers(t *testing.T) {
 	}
 	assert.Empty(t, f.seen(), "nothing sent")
 }
+
+// TestMasterSocketSaysSo: the master CLI (haproxy -W -S) answers every command
+// with "master> Unknown command..." (HAProxy 2.6.12) and never with "\n> ", so
+// the error must name the likely mistake, not just "truncated".
+func TestMasterSocketSaysSo(t *testing.T) {
+	f := startFake(t, false, func(req string) string {
+		return strings.Repeat("master> Unknown command, but maybe one of the following ones is a better match:\n  help\n\n", 4) + "master> "
+	})
+	_, err := fakeClient(t, f.path).Backend("be").Servers(testCtx(t))
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.Contains(t, err.Error(), "master CLI")
+}
