@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,7 +34,8 @@ func TestWatchdogFeedsWhileAlive(t *testing.T) {
 	t.Setenv("WATCHDOG_USEC", "2000000")
 	f := newFixture(t)
 	n := &recordingNotifier{ready: make(chan struct{})}
-	d := New(testConfig(t, "be"), Options{Notifier: n, Clock: f.clock})
+	var logs strings.Builder
+	d := New(testConfig(t, "be"), Options{Notifier: n, Clock: f.clock, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	d.group = &group{runners: []*runner{f.r}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -52,5 +55,9 @@ func TestWatchdogFeedsWhileAlive(t *testing.T) {
 	defer n.mu.Unlock()
 	if len(n.states) != 1 || n.states[0] != "WATCHDOG=1" {
 		t.Errorf("notifications %v, want one WATCHDOG=1", n.states)
+	}
+	// At 3 a.m. the log must say which backend is stuck, and since when.
+	if !strings.Contains(logs.String(), "backend=be") || !strings.Contains(logs.String(), "last_cycle_end=") {
+		t.Errorf("the watchdog log does not name the stuck backend:\n%s", logs.String())
 	}
 }

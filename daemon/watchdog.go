@@ -19,24 +19,29 @@ func (d *Daemon) watchdog(ctx context.Context) {
 			return
 		case <-d.clock.After(period / 2):
 		}
-		if d.alive() {
+		if r := d.stuck(); r == nil {
 			d.notifier.Notify("WATCHDOG=1")
 		} else {
-			d.log.Error("a backend loop is stuck; not feeding the watchdog")
+			r.mu.Lock()
+			last := r.lastBeat
+			r.mu.Unlock()
+			d.log.Error("backend loop stuck, no cycle ended for too long; not feeding the watchdog, "+
+				"systemd will restart the daemon", "backend", r.unit.Backend.Name, "last_cycle_end", last)
 		}
 	}
 }
 
-func (d *Daemon) alive() bool {
+// stuck returns the first runner whose loop no longer turns, or nil.
+func (d *Daemon) stuck() *runner {
 	g := d.current()
 	if g == nil {
-		return true
+		return nil
 	}
 	now := d.clock.Now()
 	for _, r := range g.runners {
 		if !r.alive(now) {
-			return false
+			return r
 		}
 	}
-	return true
+	return nil
 }
