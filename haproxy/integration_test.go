@@ -30,6 +30,14 @@ func TestServersReadsWeightsAndStates(t *testing.T) {
 	// HAProxy shows weight 0 as DRAIN in show stat; it is not an admin drain.
 	assert.Equal(t, 0, got["s4"].Weight)
 	assert.Equal(t, weighter.AdminReady, got["s4"].Admin)
+
+	// Enabled at runtime, a server "disabled" in the configuration serves
+	// again; HAProxy keeps only the CMAINT bit (srv_admin_state 4) to remember
+	// the configuration, and counts it as ready.
+	require.Empty(t, raw(t, c, "enable server be_app/s3"))
+	got = byName(t, c.Backend("be_app"))
+	assert.Equal(t, weighter.AdminReady, got["s3"].Admin, "enabled at runtime")
+	assert.Equal(t, "up", got["s3"].Operational)
 }
 
 func TestSetWeightsBatchReadsBack(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 
 func TestAdminStateBits(t *testing.T) {
 	for bits, want := range map[uint64]weighter.AdminState{
-		0: weighter.AdminReady, 0x01: weighter.AdminMaint, 0x02: weighter.AdminMaint, 0x04: weighter.AdminMaint,
+		0: weighter.AdminReady, 0x01: weighter.AdminMaint, 0x02: weighter.AdminMaint, 0x04: weighter.AdminReady,
 		0x05: weighter.AdminMaint, 0x08: weighter.AdminDrain, 0x10: weighter.AdminDrain, 0x09: weighter.AdminMaint,
-		0x20: weighter.AdminMaint, 0x40: weighter.AdminMaint, 0x18: weighter.AdminDrain,
+		0x20: weighter.AdminMaint, 0x40: weighter.AdminReady, 0x18: weighter.AdminDrain, 0x0c: weighter.AdminDrain,
 	} {
 		assert.Equal(t, want, adminState(bits), "bits %#x", bits)
 	}

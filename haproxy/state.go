@@ -24,22 +24,25 @@ const (
 
 // srv_admin_state bits (HAProxy include/haproxy/server-t.h). The field is printed
 // in decimal; client-native's misc.GetServerAdminState parses it as hex, which
-// reads 16 (IDRAIN) as maint and 4 (CMAINT) as ready, so we decode it here.
+// reads 16 (IDRAIN) as maint, so we decode it here.
+//
+// CMAINT and HMAINT are not maintenance, despite their names: CMAINT remembers
+// that the configuration said "disabled" (it comes with FMAINT, and stays alone
+// after "enable server", while the server serves), HMAINT that the FQDN was set
+// over the CLI. HAProxy's own mask, SRV_ADMF_MAINT, is FMAINT|IMAINT|RMAINT.
 const (
-	admFMaint = 0x01 // forced by the operator
+	admFMaint = 0x01 // forced by the operator, or "disabled" in the configuration
 	admIMaint = 0x02 // inherited from a tracked server
-	admCMaint = 0x04 // "disabled" in the configuration
 	admFDrain = 0x08 // forced by the operator
 	admIDrain = 0x10 // inherited from a tracked server
 	admRMaint = 0x20 // address resolution failed
-	admHMaint = 0x40 // health check maintenance
 )
 
 // adminState decodes srv_admin_state. HAProxy's `show stat` says DRAIN for any
 // server of weight 0; only these bits say whether the operator drained it.
 func adminState(bits uint64) weighter.AdminState {
 	switch {
-	case bits&(admFMaint|admIMaint|admCMaint|admRMaint|admHMaint) != 0:
+	case bits&(admFMaint|admIMaint|admRMaint) != 0:
 		return weighter.AdminMaint
 	case bits&(admFDrain|admIDrain) != 0:
 		return weighter.AdminDrain
