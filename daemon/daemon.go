@@ -260,7 +260,7 @@ func (d *Daemon) restore(ctx context.Context) {
 			continue
 		}
 		if err := hb.Restore(ctx); err != nil {
-			d.log.Error("restore weights", "backend", b.Name, "err", err)
+			d.log.Error("restore_on_exit failed, the daemon's last weights stay", "backend", b.Name, "err", err)
 			continue
 		}
 		d.log.Info("weights restored", "backend", b.Name)

@@ -3,7 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,21 +21,10 @@ import (
 // start-up weights once HAProxy answers, before it writes anything, and put
 // them back on exit.
 func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
-	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
-backend be
-  balance roundrobin
-  server s1 127.0.0.1:%d weight 10
-  server s2 127.0.0.1:%d weight 20
-`, testenv.FreePort(t), testenv.FreePort(t)))
+	h := startTwoServers(t)
 	h.Kill()
-	yml := fmt.Sprintf("listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: %s}\n"+
-		"backends:\n  - name: be\n    source: {haproxy: {counter: bytes_in}}\n", h.Socket)
-	cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := &recordingNotifier{ready: make(chan struct{})}
-	d := New(cfg, Options{Notifier: n})
+	d := New(restoreConfig(t, h.Socket, "100ms", "2s"), Options{Notifier: n})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx, make(chan os.Signal)) }()
@@ -72,4 +64,68 @@ backend be
 	if got["s1"] != 10 || got["s2"] != 20 {
 		t.Errorf("weights after exit %v, want the start-up s1=10 s2=20", got)
 	}
+}
+
+// TestShutdownEndsWithHungHAProxy: SIGTERM with restore_on_exit while HAProxy
+// accepts connections and never answers (stopped, swapping, overloaded) must
+// end, after the socket timeout, with an error naming the backend.
+func TestShutdownEndsWithHungHAProxy(t *testing.T) {
+	h := startTwoServers(t)
+	var logs testenv.SyncBuffer
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(restoreConfig(t, h.Socket, "1h", "100ms"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, make(chan os.Signal)) }()
+	defer cancel()
+	<-n.ready
+	waitFor(t, "the start-up weights", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.snapshots["be"] != nil
+	})
+	if err := syscall.Kill(h.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(h.PID(), syscall.SIGCONT) //nolint:errcheck // before t.Cleanup stops it
+	cancel()
+	var err error
+	waitFor(t, "Run to return", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !strings.Contains(logs.String(), `msg="restore_on_exit failed, the daemon's last weights stay" backend=be`) {
+		t.Errorf("no restore error naming the backend:\n%s", logs.String())
+	}
+}
+
+// startTwoServers starts HAProxy with backend be: s1 weight 10, s2 weight 20.
+func startTwoServers(t *testing.T) *testenv.HAProxy {
+	t.Helper()
+	return testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+backend be
+  balance roundrobin
+  server s1 127.0.0.1:%d weight 10
+  server s2 127.0.0.1:%d weight 20
+`, testenv.FreePort(t), testenv.FreePort(t)))
+}
+
+// restoreConfig is backend be on socket, with restore_on_exit, the HAProxy
+// stats source (it holds for its rate window, so the daemon writes nothing).
+func restoreConfig(t *testing.T, socket, interval, socketTimeout string) *config.Config {
+	t.Helper()
+	yml := fmt.Sprintf("listen: \"\"\ninterval: %s\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: %s}\n"+
+		"backends:\n  - name: be\n    source: {haproxy: {counter: bytes_in}}\n", interval, socket, socketTimeout)
+	cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
