@@ -205,6 +205,9 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 		waitStats(t, ctx, client, total)
 		waitSinks(t, ctx, sinks, total)
 		waitOpen(t, ctx, sinks, open...)
+		// HAProxy may still count a short session the sink has seen close:
+		// the reference is the sinks, so wait until HAProxy agrees.
+		waitSessions(t, ctx, client, int(open[0]+open[1]+open[2]))
 		snaps = append(snaps, snapshot{sec, received(sinks), open})
 		clock.at(start, sec)
 		loads, err := src.Fetch(ctx)
@@ -259,6 +262,7 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 	bare := func(sec float64) weighter.Loads {
 		t.Helper()
 		waitStats(t, ctx, client, total)
+		waitSessions(t, ctx, client, 0) // the short sessions are closed, as the sinks see them
 		clock.at(start, sec)
 		loads, err := src.Fetch(ctx)
 		require.NoError(t, err)
