@@ -201,17 +201,24 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 
 // initialRead checks the target and logs its current weights.
 // A failure is logged, not fatal: the backend's cycles retry every interval.
-func (d *Daemon) initialRead(ctx context.Context, u *Unit, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	log := d.log.With("backend", u.Backend.Name)
+	failed := func(msg string, err error) {
+		if stop.Err() != nil { // reload or shutdown, not the backend's fault
+			log.Debug(msg, "err", err)
+			return
+		}
+		log.Error(msg, "err", err)
+	}
 	if err := u.Check(ctx); err != nil {
-		log.Error("backend check failed; cycling anyway, each cycle retries", "err", err)
+		failed("backend check failed; cycling anyway, each cycle retries", err)
 		return
 	}
 	servers, err := u.Backend.Target.Servers(ctx)
 	if err != nil {
-		log.Error("read current weights failed; cycling anyway, each cycle retries", "err", err)
+		failed("read current weights failed; cycling anyway, each cycle retries", err)
 		return
 	}
 	weights := make([]string, len(servers))

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -42,4 +45,33 @@ func TestHungBackendDelaysNoOther(t *testing.T) {
 		defer f.src.mu.Unlock()
 		return f.src.calls > 0
 	})
+}
+
+// TestCancelledStartUpReadIsNoError: a reload or shutdown that ends a backend's
+// start-up read is not a failure of that backend; no ERROR line may say so.
+func TestCancelledStartUpReadIsNoError(t *testing.T) {
+	var logs testenv.SyncBuffer
+	reading := make(chan struct{}, 1)
+	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: &fakeSource{},
+		Target: signallingTarget{hangingTarget{}, reading}, Controller: newFixture(t).r.unit.Backend.Controller}}
+	d := New(testConfig(t, "be"), Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	d.start(ctx, []*Unit{u}, nil)
+	<-reading
+	d.current().stop() // as a reload does
+	if strings.Contains(logs.String(), "level=ERROR") {
+		t.Errorf("a cancelled start-up read was logged as an error:\n%s", logs.String())
+	}
+}
+
+// signallingTarget says when a read has started.
+type signallingTarget struct {
+	hangingTarget
+	reading chan struct{}
+}
+
+func (s signallingTarget) Servers(ctx context.Context) ([]weighter.ServerState, error) {
+	s.reading <- struct{}{}
+	return s.hangingTarget.Servers(ctx)
 }
