@@ -143,6 +143,10 @@ func readReplies(r io.Reader, n int, extend func()) ([]string, error) {
 		}
 		k, err := r.Read(chunk)
 		buf.Write(chunk[:k])
+		if buf.Len() > maxReply {
+			return nil, fmt.Errorf("%w: reply larger than %d MB after %d of %d prompts (%.80q)",
+				ErrBadReply, maxReply>>20, seen, n, buf.Bytes()[:80])
+		}
 		// Count only in new bytes, plus the tail a separator may straddle from
 		// (too short to hold a whole separator counted before).
 		from := max(scanned-len(promptSep)+1, 0)
@@ -176,3 +180,8 @@ func splitReplies(out string, n int) ([]string, error) {
 	}
 	return replies, nil
 }
+
+// maxReply bounds what one round trip reads (`show stat` takes ~0.45 kB per
+// server: 32 MB is some 70,000 servers): the timeout only cuts silence, so it
+// would not stop a peer that never stops talking.
+const maxReply = 32 << 20

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -65,4 +66,29 @@ func TestServersStateWithDuplicateServerIsAnError(t *testing.T) {
 	_, err := parseServersState("be", "1\n# be_id be_name\n"+line+"\n"+line)
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.Contains(t, err.Error(), "s1")
+}
+
+// endless is a peer that streams without ever prompting (up to twice the bound,
+// to keep a regression finite); read counts what it gave.
+type endless struct{ read int }
+
+var xs = []byte(strings.Repeat("x", 32<<10))
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read > 2*maxReply {
+		return 0, io.EOF
+	}
+	n := copy(p, xs)
+	e.read += n
+	return n, nil
+}
+
+func TestEndlessReplyIsCut(t *testing.T) {
+	// Only silence times a read out, so without a size bound a peer that never
+	// stops talking (not HAProxy) grows the buffer until the cycle timeout.
+	e := &endless{}
+	_, err := readReplies(e, 3, nil)
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.Contains(t, err.Error(), "larger than")
+	assert.LessOrEqual(t, e.read, maxReply+64<<10)
 }
