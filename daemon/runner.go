@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -93,6 +94,9 @@ func (r *runner) run(ctx, stop context.Context) {
 // next is the interval with ±Jitter, so that balancers started together drift apart.
 func (r *runner) next() time.Duration {
 	j := r.timing.Jitter * (2*r.rand() - 1)
+	if !(math.Abs(j) < 1) { // NaN or out-of-range jitter: wait ≤ 0 would cycle back to back
+		j = 0
+	}
 	return time.Duration(float64(r.timing.Interval) * (1 + j))
 }
 

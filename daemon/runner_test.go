@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -184,6 +185,20 @@ func TestNextIsJittered(t *testing.T) {
 		f.r.rand = func() float64 { return tt.u }
 		if got := f.r.next(); got != tt.want {
 			t.Errorf("rand %v: next %s, want %s", tt.u, got, tt.want)
+		}
+	}
+}
+
+// TestNextNeverSpins: a jitter that slipped past validation (jitter: .nan in
+// YAML is accepted by config) made the wait negative, and the backend cycled
+// back to back against HAProxy and its source. It must wait the interval.
+func TestNextNeverSpins(t *testing.T) {
+	f := newFixture(t)
+	for _, j := range []float64{math.NaN(), math.Inf(1), 1, 3} {
+		f.r.timing.Jitter = j
+		f.r.rand = func() float64 { return 0 }
+		if got := f.r.next(); got != 10*time.Second {
+			t.Errorf("jitter %v: next %s, want the 10s interval", j, got)
 		}
 	}
 }
