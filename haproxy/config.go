@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// DefaultTimeout bounds the dial, the write and each wait for more of a reply on
-// the runtime socket. The caller's context bounds the whole round trip.
+// DefaultTimeout bounds the dial and each wait while writing a request or reading
+// a reply on the runtime socket. The caller's context bounds the whole round trip.
 const DefaultTimeout = 2 * time.Second
 
 // Config says how to reach HAProxy's runtime API.
@@ -16,8 +16,8 @@ type Config struct {
 	// or a TCP "host:port". Not the master socket: on HAProxy 2.6 the master CLI
 	// loses error replies.
 	Socket string `yaml:"socket"`
-	// Timeout bounds the dial, the write and each silence while reading a reply
-	// (a long batch that keeps answering is not cut); 0 means DefaultTimeout.
+	// Timeout bounds the dial and each stall while writing a request or reading
+	// a reply (a long batch that keeps moving is not cut); 0 means DefaultTimeout.
 	Timeout time.Duration `yaml:"timeout"`
 }
 
