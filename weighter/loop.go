@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 )
 
 // Results of one cycle, as counted in haproxy_weighter_cycles_total{result}.
@@ -85,18 +83,15 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 
 // accepted returns the changes a SetWeights call wrote: all of them on success,
 // those not named by a *ServerError when the failure is attributed per server,
-// and none when it is not (the write failed as a whole).
+// and none when it is not (the write failed as a whole, or in part for a
+// reason that names no server).
 func accepted(changes []Change, err error) []Change {
 	if err == nil {
 		return changes
 	}
 	failed := map[string]bool{}
-	for _, e := range errs.Leaves(err) {
-		var se *ServerError
-		if !errors.As(e, &se) {
-			return nil
-		}
-		failed[se.Server] = true
+	if !perServer(err, failed) {
+		return nil
 	}
 	var ok []Change
 	for _, ch := range changes {
@@ -105,4 +100,26 @@ func accepted(changes []Change, err error) []Change {
 		}
 	}
 	return ok
+}
+
+// perServer adds to failed the server of every *ServerError in err and reports
+// whether err is made of them only: it looks through wrapping and errors.Join
+// down to each leaf. errors.As would stop at the first ServerError of a
+// wrapped Join and count the others' servers as written.
+func perServer(err error, failed map[string]bool) bool {
+	switch e := err.(type) {
+	case *ServerError:
+		failed[e.Server] = true
+		return true
+	case interface{ Unwrap() []error }:
+		all := true
+		for _, leaf := range e.Unwrap() {
+			all = perServer(leaf, failed) && all
+		}
+		return all
+	}
+	if inner := errors.Unwrap(err); inner != nil {
+		return perServer(inner, failed)
+	}
+	return false
 }

@@ -3,11 +3,14 @@ package weighter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // fakeSource returns fixed loads, or an error when err is set.
@@ -207,5 +210,31 @@ func BenchmarkRunCycle(b *testing.B) {
 		if cy := RunCycle(ctx, be, now.Add(time.Duration(i)*time.Second), true); cy.Result != ResultOK {
 			b.Fatal(cy.Result, cy.Err)
 		}
+	}
+}
+
+// TestAcceptedAttributesOnlyWhatNamesServers: a write error names the servers
+// that failed, and only an error made of such names lets the others count as
+// written; a wrapped Join must not hide its second server behind its first.
+func TestAcceptedAttributesOnlyWhatNamesServers(t *testing.T) {
+	changes := []Change{{"s1", 10}, {"s2", 20}, {"s3", 30}}
+	failed := func(name string) error { return &ServerError{Server: name, Err: errors.New("refused")} }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []Change
+	}{
+		{"success", nil, changes},
+		{"one server", errors.Join(failed("s2")), []Change{{"s1", 10}, {"s3", 30}}},
+		{"two servers", errors.Join(failed("s1"), failed("s3")), []Change{{"s2", 20}}},
+		{"wrapped join", fmt.Errorf("backend be: %w", errors.Join(failed("s1"), failed("s3"))), []Change{{"s2", 20}}},
+		{"wrapped server error", errors.Join(fmt.Errorf("retry: %w", failed("s1"))), []Change{{"s2", 20}, {"s3", 30}}},
+		{"whole batch", errors.New("connection refused"), nil},
+		{"batch part beside servers", errors.Join(errors.New("nothing written"), failed("s1")), nil},
+		{"wrapped batch part", fmt.Errorf("x: %w", errors.Join(failed("s1"), errors.New("read back failed"))), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, accepted(changes, tc.err))
+		})
 	}
 }
