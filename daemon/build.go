@@ -21,6 +21,10 @@ type Unit struct {
 	// haproxy is set for HAProxy backends: start-up check, snapshot and restore.
 	haproxy *haproxy.Backend
 	ipvs    *lvs.Service
+	// source and socket are what Source was built from, so that a reload
+	// can tell whether it may keep the running Source (and its state).
+	source config.Source
+	socket haproxy.Config
 }
 
 // Check verifies at start that the target exists and accepts runtime weights.
@@ -60,6 +64,7 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 			closeAll(units)
 			return nil, fmt.Errorf("backend %s: %w", b.Name, err)
 		}
+		u.source, u.socket = b.Source, cfg.HAProxy
 		units = append(units, u)
 	}
 	return units, nil

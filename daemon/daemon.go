@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -342,8 +343,11 @@ func (d *Daemon) updateReady() {
 // keepControllers hands each backend whose target kind and policy a reload left
 // unchanged its old Controller, so the daemon does not forget what it wrote and
 // drained: a weight 0 it set would otherwise look like an operator's drain and
-// stay, and a weight reset behind its back would no longer be re-applied. The
-// old runners have stopped, so nothing else uses the old Controllers.
+// stay, and a weight reset behind its back would no longer be re-applied. A
+// backend whose source a reload left unchanged keeps its old Source too: the
+// HAProxy stats source would otherwise forget its reads and hold the weights
+// for a whole rate_window. The old runners have stopped, so nothing else uses
+// the old Controllers and Sources.
 func keepControllers(old, next []*Unit) {
 	prev := make(map[string]*Unit, len(old))
 	for _, u := range old {
@@ -354,5 +358,18 @@ func keepControllers(old, next []*Unit) {
 		if ok && o.Kind == u.Kind && o.Backend.Controller.Policy() == u.Backend.Controller.Policy() {
 			u.Backend.Controller = o.Backend.Controller
 		}
+		if ok && sameSource(o, u) {
+			u.Backend.Source = o.Backend.Source
+		}
 	}
+}
+
+// sameSource reports whether a and b were built from the same source
+// configuration (and, for the HAProxy stats source, the same socket). Units
+// not built by Build never match.
+func sameSource(a, b *Unit) bool {
+	if a.source.Kind() == "" || !reflect.DeepEqual(a.source, b.source) {
+		return false
+	}
+	return a.source.HAProxy == nil || a.socket == b.socket
 }

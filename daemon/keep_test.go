@@ -1,12 +1,14 @@
 package daemon
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -43,4 +45,31 @@ func TestReloadKeepsWhatWasWritten(t *testing.T) {
 	plan := next[0].Backend.Controller.Plan(now, loads, servers)
 	require.Len(t, plan.Servers, 2)
 	assert.NotEqual(t, weighter.ActionSkip, plan.Servers[0].Action, "our own weight 0 is not an operator drain: %+v", plan.Servers[0])
+}
+
+// TestReloadKeepsUnchangedSource: a SIGHUP that leaves a backend's source (and,
+// for the HAProxy stats source, the socket) alone keeps the source, and with it
+// the counter reads of its rate window. A new one holds the weights for a whole
+// rate_window (skipped_coverage), and with interval < rate_window/3 the backend
+// went unready, after every reload.
+func TestReloadKeepsUnchangedSource(t *testing.T) {
+	build := func(yml string) []*Unit {
+		t.Helper()
+		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		units, err := Build(cfg, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		return units
+	}
+	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n"
+	const stats = "    source: {haproxy: {counter: bytes_in}}\n"
+	old := build(head + "  - name: be_a\n" + stats + "  - name: be_b\n" + stats)
+	next := build(head + "  - name: be_a\n" + stats + "  - name: be_b\n    source: {haproxy: {counter: sessions_total}}\n")
+	keepControllers(old, next)
+	assert.Same(t, old[0].Backend.Source, next[0].Backend.Source, "unchanged source is kept")
+	assert.NotSame(t, old[1].Backend.Source, next[1].Backend.Source, "changed source starts afresh")
+
+	moved := build("listen: \"\"\nhaproxy: {socket: /run/other.sock}\nbackends:\n  - name: be_a\n" + stats)
+	keepControllers(old, moved)
+	assert.NotSame(t, old[0].Backend.Source, moved[0].Backend.Source, "a stats source on another socket starts afresh")
 }
