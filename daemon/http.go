@@ -12,8 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// handler serves /metrics, /healthz (the process answers) and /readyz (every
-// backend had a successful cycle within 3 intervals).
+// handler serves /metrics, /healthz (every backend's loop still turns: what
+// the systemd watchdog checks, for liveness probes where there is none) and
+// /readyz (every backend had a successful cycle within 3 intervals).
 func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -24,6 +25,11 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 		metrics.ServeHTTP(w, r)
 	})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if r := d.stuck(); r != nil {
+			http.Error(w, fmt.Sprintf("backend %s: loop stuck, no cycle ended for more than 2 intervals + timeout",
+				r.unit.Backend.Name), http.StatusServiceUnavailable)
+			return
+		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -83,4 +84,29 @@ func scrapeReady(t *testing.T, h http.Handler) string {
 	}
 	t.Fatalf("no haproxy_weighter_ready in /metrics:\n%s", rec.Body.String())
 	return ""
+}
+
+// TestHealthzFailsWhenALoopIsStuck: in a container there is no systemd
+// watchdog; the liveness probe (/healthz) is what restarts a daemon whose
+// backend loop is wedged, so it must fail exactly when WATCHDOG=1 would stop,
+// and not because cycles fail.
+func TestHealthzFailsWhenALoopIsStuck(t *testing.T) {
+	f := newFixture(t)
+	d := New(testConfig(t, "be"), Options{Clock: f.clock})
+	d.group = &group{runners: []*runner{f.r}}
+	h := d.handler(prometheus.NewRegistry())
+	healthz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	f.src.setErr(errors.New("connection refused"))
+	f.r.step(context.Background())
+	if code, body := healthz(); code != http.StatusOK {
+		t.Fatalf("/healthz %d %q while the loop turns (its cycles fail)", code, body)
+	}
+	f.clock.advance(time.Hour) // no cycle ended for an hour (2 intervals + timeout is 30s)
+	if code, body := healthz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "be") {
+		t.Errorf("/healthz %d %q with a stuck loop, want 503 naming the backend", code, body)
+	}
 }
