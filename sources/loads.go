@@ -41,20 +41,21 @@ func assemble(log *slog.Logger, red *redactor, rules *nameRules, raw []rawSeries
 		if dup[server] {
 			delete(loads, server)
 		} else if len(s) == 0 {
-			log.Warn("server left out: no valid point (null, NaN or Inf)", "server", red.String(server), "series", red.String(from[server]))
+			log.Warn("server left out: no valid point (null, NaN, Inf or negative)", "server", red.String(server), "series", red.String(from[server]))
 			delete(loads, server)
 		}
 	}
 	return loads
 }
 
-// validPoints drops nulls (NaN) and infinities, which no weighting can use, and
+// validPoints drops nulls (NaN), infinities and negative values, which no
+// weighting can use (the weighter ignores them too; here they are logged), and
 // puts the rest oldest first, as weighter.Series promises: the weighter takes
 // the last point for the newest, and a server may send them in any order.
 func validPoints(in weighter.Series) weighter.Series {
 	out := make(weighter.Series, 0, len(in))
 	for _, p := range in {
-		if !math.IsNaN(p.Value) && !math.IsInf(p.Value, 0) {
+		if !math.IsNaN(p.Value) && !math.IsInf(p.Value, 0) && p.Value >= 0 {
 			out = append(out, p)
 		}
 	}

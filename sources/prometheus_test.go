@@ -79,3 +79,17 @@ func TestPrometheusSlowQuery(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrUnreachable)
 	assert.ErrorContains(t, err, "query timed out in expression evaluation")
 }
+
+// TestPrometheusNegativeSamples: a load below zero (a gauge gone wrong, a
+// derivative over a counter reset) is no load. The weighter ignores such
+// points; the source leaves them out like NaN and says which server lost its
+// data, so the operator learns why it is held or unweighted.
+func TestPrometheusNegativeSamples(t *testing.T) {
+	p, logs := newProm(t, answer(t, http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[
+		{"metric":{"server":"a"},"value":[1700000000,"-5"]},
+		{"metric":{"server":"b"},"value":[1700000000,"3"]}]}}`), func(c *PrometheusConfig) { c.Query = "x" })
+	loads, err := p.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, map[string]float64{"b": 3}, lastValues(loads))
+	assert.Contains(t, logs.String(), `"msg":"server left out: no valid point (null, NaN, Inf or negative)","source":"prometheus","server":"a"`)
+}
