@@ -93,3 +93,34 @@ func TestPrometheusNegativeSamples(t *testing.T) {
 	assert.Equal(t, map[string]float64{"b": 3}, lastValues(loads))
 	assert.Contains(t, logs.String(), `"msg":"server left out: no valid point (null, NaN, Inf or negative)","source":"prometheus","server":"a"`)
 }
+
+// TestPrometheusBadReplies pins how replies that are not a usable API answer
+// are told apart (bad reply, rejected query), with what the server said in the
+// error: none of them is "unreachable", which would send the operator to the
+// network. client_golang decides much of this, so an upgrade can change it.
+func TestPrometheusBadReplies(t *testing.T) {
+	const vec = `{"status":"success","data":{"resultType":"vector","result":`
+	for _, c := range []struct {
+		status int
+		body   string
+		kind   error
+		says   string
+	}{
+		{200, `{}`, ErrBadReply, "empty result"},
+		{200, `[]`, ErrBadReply, "cannot unmarshal array"},
+		{200, vec + `{}}}`, ErrBadReply, "model.Vector"},
+		{200, vec + `[{"metric":{"server":"a"},"value":[1,"x"]}]}}`, ErrBadReply, `parsing "x"`},
+		{200, `{"status":"success","data":{"resultType":"string","result":[1,"x"]}}`, ErrBadReply, `unexpected value type "string"`},
+		{200, vec + `[{"metric":{"server":"a"},"value":[1,"1"]}]`, ErrBadReply, "unexpected end of JSON input"},
+		{200, `<html>Sign in</html>`, ErrBadReply, "invalid character '<'"},
+		{200, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`, ErrQuery, "many-to-many"},
+		{400, `<html>400 Request Header Too Large</html>`, ErrQuery, "400 Request Header Too Large"},
+		{401, `<html>401 Authorization Required</html>`, ErrQuery, "401 Authorization Required"},
+		{502, `<html>502 Bad Gateway</html>`, ErrBadReply, "502 Bad Gateway"},
+	} {
+		p, _ := newProm(t, answer(t, c.status, c.body), func(cfg *PrometheusConfig) { cfg.Query = "x" })
+		_, err := p.Fetch(context.Background())
+		require.ErrorIs(t, err, c.kind, "%d %s", c.status, c.body)
+		assert.ErrorContains(t, err, c.says, "%d %s", c.status, c.body)
+	}
+}
