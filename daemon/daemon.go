@@ -191,6 +191,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		g.wg.Go(func() {
 			defer close(r.done)
 			d.initialRead(gctx, r.unit, t.Timeout)
+			r.beat() // the loop turned: with timeout > 2 intervals, read + first cycle outlast alive's bound
 			reads.Done()
 			r.run(ctx, gctx)
 		})

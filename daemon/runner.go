@@ -106,7 +106,7 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	defer cancel()
 	c := r.cycle(cctx)
 	if ctx.Err() != nil {
-		// Shutdown or reload cancelled the cycle: not a failure of the backend.
+		// Shutdown cancelled the cycle (a reload lets it finish): not a failure of the backend.
 		r.log.Debug("cycle cancelled", "result", c.Result, "err", c.Err)
 		logWritten(r.log, c)
 		return c
@@ -140,6 +140,14 @@ func (r *runner) cycle(ctx context.Context) weighter.Cycle {
 		}
 	}
 	return weighter.RunCycle(ctx, r.unit.Backend, now, r.apply)
+}
+
+// beat records that the loop turned without a cycle (the start-up read).
+func (r *runner) beat() {
+	now := r.clock.Now()
+	r.mu.Lock()
+	r.lastBeat = now
+	r.mu.Unlock()
 }
 
 // previous is the result of the cycle before, "" before the first.

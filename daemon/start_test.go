@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -74,4 +76,51 @@ type signallingTarget struct {
 func (s signallingTarget) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	s.reading <- struct{}{}
 	return s.hangingTarget.Servers(ctx)
+}
+
+// slowTarget takes a whole cycle timeout on the fake clock to fail each read;
+// on the second read (the first cycle's) it asks the daemon, just before the
+// timeout, whether the backend's loop looks stuck.
+type slowTarget struct {
+	hangingTarget
+	clock   *fakeClock
+	timeout time.Duration
+	reads   int
+	check   func()
+}
+
+func (s *slowTarget) Servers(context.Context) ([]weighter.ServerState, error) {
+	s.reads++
+	s.clock.advance(s.timeout - time.Second)
+	if s.reads == 2 {
+		s.check()
+	}
+	s.clock.advance(time.Second)
+	return nil, errors.New("timeout")
+}
+
+// TestSlowStartIsNotAStuckLoop: with timeout > 2 intervals (allowed) and an
+// HAProxy slow to answer at start, the start-up read and the first cycle
+// take up to two timeouts. The loop turns all along: neither the watchdog
+// nor /healthz may call it stuck (that gets the daemon killed at start).
+func TestSlowStartIsNotAStuckLoop(t *testing.T) {
+	clock := newFakeClock()
+	cfg := testConfig(t, "be")
+	cfg.Interval, cfg.Timeout = 10*time.Second, 30*time.Second
+	d := New(cfg, Options{Clock: clock})
+	var stuck *runner
+	tgt := &slowTarget{clock: clock, timeout: cfg.Timeout, check: func() { stuck = d.stuck() }}
+	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: &fakeSource{}, Target: tgt,
+		Controller: newFixture(t).r.unit.Backend.Controller}}
+	ctx, cancel := context.WithCancel(context.Background())
+	d.start(ctx, []*Unit{u}, nil)
+	<-clock.waits // the first cycle has ended
+	cancel()
+	d.current().stop()
+	if tgt.reads != 2 {
+		t.Fatalf("%d reads, want the start-up read and the first cycle's", tgt.reads)
+	}
+	if stuck != nil {
+		t.Error("a loop busy with its start-up read and first cycle was called stuck")
+	}
 }
