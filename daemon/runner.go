@@ -186,11 +186,16 @@ func logWritten(log *slog.Logger, c weighter.Cycle) {
 	}
 }
 
-// ready reports whether the backend had an ok cycle within 3 intervals.
+// ready reports whether the backend had an ok cycle within 3 intervals, or
+// within the longest time two ok cycles can end apart (interval + jitter +
+// timeout) when that is longer: with timeout > 2 intervals, slow cycles that
+// all succeed would otherwise flap readiness.
 func (r *runner) ready(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return !r.lastOK.IsZero() && now.Sub(r.lastOK) <= 3*r.timing.Interval
+	window := max(3*r.timing.Interval,
+		time.Duration(float64(r.timing.Interval)*(1+r.timing.Jitter))+r.timing.Timeout)
+	return !r.lastOK.IsZero() && now.Sub(r.lastOK) <= window
 }
 
 // alive reports whether the runner's loop still turns: its last cycle ended

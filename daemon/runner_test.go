@@ -176,6 +176,26 @@ func TestStepReadinessAndMetrics(t *testing.T) {
 	}
 }
 
+// TestSlowOKCyclesStayReady: with timeout > 2 intervals (allowed), cycles that
+// all succeed but take most of the timeout end up to interval+jitter+timeout
+// apart; readiness must not flap between them.
+func TestSlowOKCyclesStayReady(t *testing.T) {
+	f := newFixture(t)
+	f.r.timing = Timing{Interval: 10 * time.Second, Timeout: 30 * time.Second, Jitter: 0.1}
+	if c := f.r.step(context.Background()); c.Result != weighter.ResultOK {
+		t.Fatalf("cycle: %s %v", c.Result, c.Err)
+	}
+	// The next cycle starts after at most 11s and may succeed just before 30s.
+	f.clock.advance(41 * time.Second)
+	if !f.r.ready(f.clock.Now()) {
+		t.Error("unready between two ok cycles")
+	}
+	f.clock.advance(time.Second)
+	if f.r.ready(f.clock.Now()) {
+		t.Error("still ready after the longest gap between two ok cycles")
+	}
+}
+
 func TestNextIsJittered(t *testing.T) {
 	f := newFixture(t)
 	for _, tt := range []struct {
