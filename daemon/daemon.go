@@ -304,7 +304,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	}
 	prev := d.current()
 	stuck := prev.stop()
-	// A stuck runner may still use its Controller: its backend starts afresh.
+	// A stuck runner may still use its Controller and Source: its backend starts afresh.
 	keepControllers(slices.DeleteFunc(slices.Clone(prev.units), func(u *Unit) bool {
 		return slices.Contains(stuck, u.Backend.Name)
 	}), units)

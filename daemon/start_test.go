@@ -32,7 +32,7 @@ func (hangingTarget) SetWeights(ctx context.Context, _ []weighter.Change) error 
 func TestHungBackendDelaysNoOther(t *testing.T) {
 	f := newFixture(t)
 	hung := &Unit{Backend: &weighter.Backend{Name: "be_hung", Source: &fakeSource{}, Target: hangingTarget{},
-		Controller: f.r.unit.Backend.Controller}}
+		Controller: newFixture(t).r.unit.Backend.Controller}}
 	d := New(testConfig(t, "be"), Options{}) // interval and cycle timeout 1h
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})

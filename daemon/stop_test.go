@@ -29,7 +29,7 @@ func TestStopDoesNotHangOnAWedgedBackend(t *testing.T) {
 	src := &wedgedSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
 	t.Cleanup(func() { close(src.release) })
 	wedged := &Unit{Backend: &weighter.Backend{Name: "be_wedged", Source: src, Target: &fakeTarget{weights: map[string]int{}},
-		Controller: f.r.unit.Backend.Controller}}
+		Controller: newFixture(t).r.unit.Backend.Controller}}
 	cfg := testConfig(t, "be")
 	cfg.Timeout = 10 * time.Millisecond
 	d := New(cfg, Options{})
