@@ -115,7 +115,7 @@ func (c *Config) Validate() error {
 	if c.Timeout < 0 {
 		problems = append(problems, fmt.Errorf("timeout: must not be negative, got %s", c.Timeout))
 	}
-	if c.Jitter < 0 || c.Jitter >= 1 {
+	if !(c.Jitter >= 0 && c.Jitter < 1) { // written so that NaN fails too
 		problems = append(problems, fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter))
 	}
 	if len(c.Backends) == 0 {
