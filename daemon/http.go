@@ -49,7 +49,11 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	// Every phase is bounded: a client that connects and stalls (or a
+	// keep-alive connection left idle) must not hold a goroutine and an fd for
+	// ever on a port that runs on every load balancer.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -61,7 +65,10 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 	return func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		srv.Shutdown(sctx)
+		if err := srv.Shutdown(sctx); err != nil {
+			d.log.Warn("http server: connections still open at shutdown, closing them", "err", err)
+			srv.Close()
+		}
 		<-done
 	}, nil
 }
