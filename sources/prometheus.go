@@ -171,10 +171,15 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 		warnings v1.Warnings
 		err      error
 	)
-	// Prometheus gets a fifth less than our timeout, so that a query too slow
-	// for it ends with its "query timed out" reply, in time for us to read it,
-	// rather than with our deadline, which reads like an unreachable server.
-	limit := v1.WithTimeout(p.cfg.Timeout * 4 / 5)
+	// Prometheus gets a fifth less than we wait (our timeout, or the caller's
+	// deadline if sooner), so that a query too slow for it ends with its
+	// "query timed out" reply, in time for us to read it, rather than with our
+	// deadline, which reads like an unreachable server.
+	budget := p.cfg.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d))
+	}
+	limit := v1.WithTimeout(promTimeout(budget * 4 / 5))
 	if p.cfg.Range == 0 {
 		val, warnings, _, err = p.api.Query(ctx, p.cfg.Query, now, limit)
 	} else {
@@ -185,6 +190,17 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 		p.log.Warn("query warnings", "query", p.cfg.Query, "url", p.shown, "warnings", p.red.String(strings.Join(warnings, "; ")))
 	}
 	return val, err
+}
+
+// promTimeout is d as Prometheus' timeout parameter accepts it. client_golang
+// sends d.String(), and Prometheus rejects a fraction such as "1.6s" (bad_data,
+// every query fails), so d is cut to whole seconds, or whole milliseconds
+// below one second ("800ms").
+func promTimeout(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Truncate(time.Second)
+	}
+	return max(d.Truncate(time.Millisecond), time.Millisecond)
 }
 
 // kind sorts a query failure into the error kinds callers tell apart.

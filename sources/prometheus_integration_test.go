@@ -100,6 +100,21 @@ func TestPrometheusIntegration(t *testing.T) {
 			}
 		}
 	})
+	t.Run("timeout not a whole number of seconds", func(t *testing.T) {
+		// Prometheus rejects a timeout parameter like "1.2s" (bad_data), which is
+		// how Go prints such a duration: every query failed.
+		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) {
+			c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", 1500*time.Millisecond
+		})
+		loads, err := p.Fetch(ctx)
+		require.NoError(t, err)
+		assert.Len(t, loads, 2)
+		ctx, cancel := context.WithTimeout(ctx, 2345*time.Millisecond) // a cycle deadline before the timeout
+		defer cancel()
+		p, _ = newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", time.Minute })
+		_, err = p.Fetch(ctx)
+		require.NoError(t, err)
+	})
 	t.Run("gauge, instance label rewritten and mapped", func(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) {
 			c.Query, c.ServerLabel, c.ServerRegex = "node_load1", "instance", `^([^:]+):\d+$`

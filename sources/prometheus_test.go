@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,13 +59,13 @@ func TestPrometheusNativeHistograms(t *testing.T) {
 // Prometheus does with the timeout parameter.
 func TestPrometheusSlowQuery(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		limit, err := time.ParseDuration(r.FormValue("timeout"))
+		limit, err := model.ParseDuration(r.FormValue("timeout")) // as Prometheus does: "1.6s" is refused
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		select {
-		case <-time.After(limit):
+		case <-time.After(time.Duration(limit)):
 		case <-r.Context().Done():
 			return
 		}
@@ -73,11 +74,17 @@ func TestPrometheusSlowQuery(t *testing.T) {
 		fmt.Fprint(w, `{"status":"error","errorType":"timeout","error":"query timed out in expression evaluation"}`)
 	}))
 	t.Cleanup(srv.Close)
-	p, _ := newProm(t, srv.URL, func(c *PrometheusConfig) { c.Query, c.Timeout = "x", time.Second })
-	_, err := p.Fetch(context.Background())
-	require.Error(t, err)
-	assert.NotErrorIs(t, err, ErrUnreachable)
-	assert.ErrorContains(t, err, "query timed out in expression evaluation")
+	// The source's timeout, then a cycle deadline shorter than it: Prometheus
+	// must be told a fraction of whichever ends first.
+	for _, c := range []struct{ timeout, deadline time.Duration }{{time.Second, time.Minute}, {time.Minute, time.Second}} {
+		p, _ := newProm(t, srv.URL, func(cfg *PrometheusConfig) { cfg.Query, cfg.Timeout = "x", c.timeout })
+		ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
+		_, err := p.Fetch(ctx)
+		cancel()
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, ErrUnreachable, "timeout %s, deadline %s", c.timeout, c.deadline)
+		assert.ErrorContains(t, err, "query timed out in expression evaluation")
+	}
 }
 
 // TestPrometheusNegativeSamples: a load below zero (a gauge gone wrong, a
