@@ -68,3 +68,19 @@ func TestGraphiteNonJSONReplyIsShown(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.ErrorContains(t, err, "<html><title>Sign in to Acme SSO</title> <body>session expired")
 }
+
+// TestGraphiteRenderPath: "/render" is appended to the configured URL unless
+// it is already there, with or without a trailing slash.
+func TestGraphiteRenderPath(t *testing.T) {
+	for base, want := range map[string]string{
+		"http://g":                   "/render",
+		"http://g/":                  "/render",
+		"http://g/graphite":          "/graphite/render",
+		"http://g/graphite/":         "/graphite/render",
+		"http://g/render":            "/render",
+		"http://g/render/":           "/render",
+		"http://g/graphite/render/?": "/graphite/render",
+	} {
+		assert.Equal(t, want, renderURL(GraphiteConfig{URL: base, Target: "x"}).Path, base)
+	}
+}
