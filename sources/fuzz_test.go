@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,9 @@ func FuzzParseGraphite(f *testing.F) {
 		for server, s := range assemble(log, red, rules, raw) {
 			if server == "" || strings.Contains(server, ".") || len(s) == 0 {
 				t.Fatalf("server %q with %d points", server, len(s))
+			}
+			if !slices.IsSortedFunc(s, byTime) {
+				t.Fatalf("server %q: points not oldest first", server)
 			}
 			for _, p := range s {
 				if math.IsNaN(p.Value) || math.IsInf(p.Value, 0) {

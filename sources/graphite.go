@@ -132,7 +132,8 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 // parameters (an API key).
 func renderURL(cfg GraphiteConfig) *url.URL {
 	u, _ := url.Parse(cfg.URL) // checked by Validate
-	u.Path = strings.TrimSuffix(u.Path, "/") // ".../render/" is ".../render", not ".../render/render"
+	// ".../render/" is ".../render", not ".../render/render".
+	u.Path = strings.TrimSuffix(u.Path, "/")
 	if !strings.HasSuffix(u.Path, "/render") {
 		u.Path += "/render"
 	}
