@@ -55,7 +55,8 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 		if client == nil && (b.IPVS == nil || b.Source.HAProxy != nil) {
 			c, err := haproxy.New(cfg.HAProxy)
 			if err != nil {
-				return nil, err
+				closeAll(units) // IPVS services opened for earlier backends
+				return nil, fmt.Errorf("haproxy: %w", err)
 			}
 			client = c
 		}
