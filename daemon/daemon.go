@@ -259,20 +259,35 @@ func (d *Daemon) restore(ctx context.Context) {
 	if !cfg.RestoreOnExit {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CycleTimeout())
-	defer cancel()
+	names := make([]string, 0, len(cfg.Backends))
 	for _, b := range cfg.Backends {
+		names = append(names, b.Name)
+	}
+	d.restoreBackends(ctx, cfg.CycleTimeout(), names, "restore_on_exit")
+}
+
+// restoreBackends writes back the start-up weights of the named backends that
+// have them, within timeout. A restored backend's snapshot is dropped, so a
+// backend configured again later starts from what it has then; one that
+// failed keeps it.
+func (d *Daemon) restoreBackends(ctx context.Context, timeout time.Duration, names []string, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	for _, name := range names {
 		d.mu.Lock()
-		hb := d.snapshots[b.Name]
+		hb := d.snapshots[name]
 		d.mu.Unlock()
 		if hb == nil {
 			continue
 		}
 		if err := hb.Restore(ctx); err != nil {
-			d.log.Error("restore_on_exit failed, the daemon's last weights stay", "backend", b.Name, "err", err)
+			d.log.Error(why+" failed, the daemon's last weights stay", "backend", name, "err", err)
 			continue
 		}
-		d.log.Info("weights restored", "backend", b.Name)
+		d.mu.Lock()
+		delete(d.snapshots, name)
+		d.mu.Unlock()
+		d.log.Info("weights restored", "backend", name, "why", why)
 	}
 }
 
@@ -308,10 +323,20 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	keepControllers(slices.DeleteFunc(slices.Clone(prev.units), func(u *Unit) bool {
 		return slices.Contains(stuck, u.Backend.Name)
 	}), units)
+	var removed []string
 	for _, b := range old.Backends {
 		if !slices.ContainsFunc(cfg.Backends, func(n config.Backend) bool { return n.Name == b.Name }) {
 			d.metrics.Forget(b.Name)
+			if !slices.Contains(stuck, b.Name) {
+				removed = append(removed, b.Name)
+			}
 		}
+	}
+	if old.RestoreOnExit {
+		// The daemon lets go of a backend the reload removed: with
+		// restore_on_exit its weights (drains included) must not outlive that
+		// either. Its runner has stopped, so nothing writes there any more.
+		d.restoreBackends(ctx, old.CycleTimeout(), removed, "restore of a backend removed by the reload")
 	}
 	d.mu.Lock()
 	d.cfg = cfg

@@ -129,3 +129,81 @@ func restoreConfig(t *testing.T, socket, interval, socketTimeout string) *config
 	}
 	return cfg
 }
+
+// TestReloadRestoresRemovedBackend: with restore_on_exit, a backend that a
+// reload removes gets its start-up weights back at once — the daemon lets go
+// of it, and its weights (drains included) must not outlive that — while the
+// backends still configured keep the daemon's.
+func TestReloadRestoresRemovedBackend(t *testing.T) {
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+backend be
+  balance roundrobin
+  server s1 127.0.0.1:%d weight 10
+  server s2 127.0.0.1:%d weight 20
+backend kept
+  balance roundrobin
+  server k1 127.0.0.1:%d weight 30
+`, testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)))
+	parse := func(backends ...string) *config.Config {
+		yml := fmt.Sprintf("listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: 2s}\nbackends:\n", h.Socket)
+		for _, b := range backends {
+			yml += fmt.Sprintf("  - name: %s\n    source: {haproxy: {counter: bytes_in}}\n", b)
+		}
+		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(parse("be", "kept"), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse("kept"), nil }})
+	ctx, cancel := context.WithCancel(context.Background())
+	hup := make(chan os.Signal, 1)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx, hup) }()
+	defer func() { cancel(); <-done }()
+	<-n.ready
+	waitFor(t, "start-up weights of both backends", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.snapshots["be"] != nil && d.snapshots["kept"] != nil
+	})
+
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	// As the daemon's cycles would (this source holds for its rate window).
+	for backend, ch := range map[string]weighter.Change{"be": {Server: "s1", Weight: 0}, "kept": {Server: "k1", Weight: 5}} {
+		if err := hc.Backend(backend).SetWeights(wctx, []weighter.Change{ch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hup <- syscall.SIGHUP
+	weights := func(backend string) map[string]int {
+		servers, err := hc.Backend(backend).Servers(wctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, s := range servers {
+			got[s.Name] = s.Weight
+		}
+		return got
+	}
+	waitFor(t, "be's start-up weights back after the reload removed it", func() bool {
+		got := weights("be")
+		return got["s1"] == 10 && got["s2"] == 20
+	})
+	d.mu.Lock()
+	_, kept := d.snapshots["be"]
+	d.mu.Unlock()
+	if kept {
+		t.Error("the removed backend's snapshot is still kept")
+	}
+	if got := weights("kept"); got["k1"] != 5 {
+		t.Errorf("the backend still configured: k1 = %d, want the daemon's 5 left alone", got["k1"])
+	}
+}
