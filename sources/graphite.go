@@ -210,7 +210,9 @@ func (g *Graphite) Fetch(ctx context.Context) (weighter.Loads, error) {
 	}
 	loads := assemble(g.log, g.red, g.rules, raw)
 	if len(loads) == 0 {
-		return nil, g.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid point", len(raw)))
+		// A target as Graphite named it tells a wrong server_node, server_regex
+		// or server_map from data that is all null.
+		return nil, g.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid point (first target %q)", len(raw), raw[0].name))
 	}
 	return loads, nil
 }

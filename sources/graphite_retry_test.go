@@ -84,3 +84,17 @@ func TestGraphiteRenderPath(t *testing.T) {
 		assert.Equal(t, want, renderURL(GraphiteConfig{URL: base, Target: "x"}).Path, base)
 	}
 }
+
+// TestGraphiteNoServerNameSaysWhatCame: when no series yields a server, the
+// error shows a target as Graphite named it, so that a wrong server_node or
+// server_regex can be seen.
+func TestGraphiteNoServerNameSaysWhatCame(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `[{"target":"sumSeries(tcp.*.rx)","datapoints":[[1,1700000000]]}]`)
+	}))
+	t.Cleanup(srv.Close)
+	g, _ := newGraphite(t, srv.URL, func(c *GraphiteConfig) { c.Target, c.ServerRegex = "x", `(node-\d+)` })
+	_, err := g.Fetch(context.Background())
+	require.ErrorIs(t, err, ErrNoData)
+	assert.ErrorContains(t, err, `first target "sumSeries(tcp.*.rx)"`)
+}

@@ -159,7 +159,10 @@ func (p *Prometheus) Fetch(ctx context.Context) (weighter.Loads, error) {
 	}
 	loads := assemble(p.log, p.red, p.rules, raw)
 	if len(loads) == 0 {
-		return nil, p.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid sample", len(raw)))
+		// One series' labels tell a wrong server_label, server_regex or
+		// server_map from data that is all NaN.
+		return nil, p.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid sample (server_label %q; first series %s)",
+			len(raw), p.cfg.ServerLabel, firstMetric(val)))
 	}
 	return loads, nil
 }
@@ -269,6 +272,17 @@ func (p *Prometheus) series(val model.Value) ([]rawSeries, error) {
 	default:
 		return nil, fmt.Errorf("query returned a %s, want a vector or matrix with label %q", val.Type(), label)
 	}
+}
+
+// firstMetric is the label set of the first series of a vector or matrix.
+func firstMetric(val model.Value) string {
+	switch v := val.(type) {
+	case model.Vector:
+		return v[0].Metric.String()
+	case model.Matrix:
+		return v[0].Metric.String()
+	}
+	return "?"
 }
 
 func histogramError(m model.Metric, label model.LabelName) error {

@@ -131,3 +131,15 @@ func TestPrometheusBadReplies(t *testing.T) {
 		assert.ErrorContains(t, err, c.says, "%d %s", c.status, c.body)
 	}
 }
+
+// TestPrometheusNoServerNameSaysWhatCame: when no series yields a server (the
+// label is not there, the regex or map matches nothing), the error shows a
+// series' labels, which is what tells the operator which setting is wrong.
+func TestPrometheusNoServerNameSaysWhatCame(t *testing.T) {
+	p, _ := newProm(t, answer(t, http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[
+		{"metric":{"instance":"node-1:9100","job":"node"},"value":[1700000000,"1"]}]}}`), func(c *PrometheusConfig) { c.Query = "x" })
+	_, err := p.Fetch(context.Background())
+	require.ErrorIs(t, err, ErrNoData)
+	assert.ErrorContains(t, err, `server_label "server"`)
+	assert.ErrorContains(t, err, `{instance="node-1:9100", job="node"}`)
+}
