@@ -177,8 +177,10 @@ func (o httpOptions) secrets() []string {
 	if o.basic.Username != "" { // what an echoing server would show of the password
 		s = append(s, base64.StdEncoding.EncodeToString([]byte(o.basic.Username+":"+o.basic.Password)))
 	}
-	for _, v := range o.headers {
-		s = append(s, v)
+	for name, v := range o.headers {
+		if mayBeSecret(name, v) {
+			s = append(s, v)
+		}
 	}
 	return s
 }

@@ -40,9 +40,11 @@ func (r *redactor) addURL(u *url.URL) {
 			r.add(p)
 		}
 	}
-	for _, vs := range u.Query() {
+	for name, vs := range u.Query() {
 		for _, v := range vs {
-			r.add(v)
+			if mayBeSecret(name, v) {
+				r.add(v)
+			}
 		}
 	}
 	for _, seg := range strings.Split(u.Path, "/") {
@@ -115,6 +117,31 @@ func looksLikeKey(seg string) bool {
 		}
 	}
 	return letters > 0 && digits >= 4
+}
+
+// minSecretLen is the length from which a header or query value counts as a
+// secret whatever its name. A shorter one under a name that says nothing
+// ("X-Scope-OrgID: 1", "format=json") is no credential, and replacing it
+// everywhere would garble every log line (each "1" in a server name).
+const minSecretLen = 8
+
+// secretWords mark a header or query parameter whose value is a credential
+// however short.
+var secretWords = []string{"auth", "token", "key", "secret", "pass", "cookie", "session", "credential", "sig"}
+
+// mayBeSecret reports whether the value of the header or query parameter
+// name must be kept out of errors and logs.
+func mayBeSecret(name, value string) bool {
+	if len(value) >= minSecretLen {
+		return true
+	}
+	name = strings.ToLower(name)
+	for _, w := range secretWords {
+		if strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

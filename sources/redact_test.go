@@ -42,3 +42,14 @@ func TestLooksLikeKey(t *testing.T) {
 		assert.Equal(t, want, looksLikeKey(seg), seg)
 	}
 }
+
+// TestShortPlainHeaderIsNotASecret: a short value under a plain header name
+// ("X-Scope-OrgID: 1") must not turn every "1" of every log line into
+// REDACTED, while a short value under a credential's name, and any long
+// value, stay hidden.
+func TestShortPlainHeaderIsNotASecret(t *testing.T) {
+	o := httpOptions{headers: map[string]string{"X-Scope-OrgID": "1", "X-Auth": "pw1", "X-Tenant": "a-long-tenant-id"}}
+	r := newRedactor("http://graphite:8080/render?format=json&apikey=k9", o.secrets()...)
+	got := r.String("server web-1 (weight 1) format json; pw1 k9 a-long-tenant-id")
+	assert.Equal(t, "server web-1 (weight 1) format json; REDACTED REDACTED REDACTED", got)
+}
