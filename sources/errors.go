@@ -31,6 +31,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	msg := fmt.Sprintf("%s: %v (url %q, query %q)", e.Source, e.Kind, e.URL, e.Query)
+	if e.URL == "" { // HAProxy's own statistics: no URL, the query is the command
+		msg = fmt.Sprintf("%s: %v (%s)", e.Source, e.Kind, e.Query)
+	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()
 	}

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -192,10 +193,11 @@ func (h *HAProxyStats) read(ctx context.Context) (map[string]ServerStat, time.Ti
 	list, err := h.stats.Stats(ctx, h.backend)
 	at := h.now()
 	if err != nil {
-		return nil, at, &Error{Kind: ErrUnreachable, Source: "haproxy", Query: h.backend, Err: err}
+		return nil, at, &Error{Kind: ErrUnreachable, Source: "haproxy", Query: "show stat " + h.backend, Err: err}
 	}
 	if len(list) == 0 {
-		return nil, at, &Error{Kind: ErrNoData, Source: "haproxy", Query: h.backend}
+		return nil, at, &Error{Kind: ErrNoData, Source: "haproxy", Query: "show stat " + h.backend,
+			Err: errors.New("the backend lists no servers")}
 	}
 	m := make(map[string]ServerStat, len(list))
 	for _, s := range list {
@@ -211,7 +213,7 @@ func (h *HAProxyStats) wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return &Error{Kind: ErrUnreachable, Source: "haproxy", Query: h.backend, Err: ctx.Err()}
+		return &Error{Kind: ErrUnreachable, Source: "haproxy", Query: "show stat " + h.backend, Err: ctx.Err()}
 	}
 }
 

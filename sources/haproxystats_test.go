@@ -128,6 +128,9 @@ func TestHAProxyStatsGaugeAndErrors(t *testing.T) {
 	require.ErrorIs(t, err, sources.ErrUnreachable)
 	_, err = newStatsSource(t, "bytes_in", &scriptedStats{reads: [][]sources.ServerStat{{}}}).Fetch(context.Background())
 	require.ErrorIs(t, err, sources.ErrNoData)
+	// what a person reads: the command and why, not an empty url
+	assert.NotContains(t, err.Error(), "url")
+	assert.Contains(t, err.Error(), "lists no servers")
 }
 
 // sink is a TCP server that reads and discards everything, counting the bytes
