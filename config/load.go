@@ -51,6 +51,9 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		}
 		return nil, err
 	}
+	if err := onlyOneDocument(dec); err != nil {
+		return nil, err
+	}
 	// Second pass: yaml.v3 builds slice elements from zero values, so each
 	// backend is decoded again over weighter.DefaultPolicy() to get its defaults.
 	if err := decodeBackends(expanded, &cfg); err != nil {
@@ -60,6 +63,24 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, err
 	}
 	return &cfg, nil
+}
+
+// onlyOneDocument rejects a further non-empty YAML document: Decode reads only
+// the first, so the rest of a concatenated file would be dropped unseen.
+func onlyOneDocument(dec *yaml.Decoder) error {
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(doc.Content) > 0 && doc.Content[0].Tag != "!!null" {
+			return &lineError{line: doc.Line, err: errors.New("a second YAML document (after ---) is not read: keep the whole configuration in one document")}
+		}
+	}
 }
 
 // decodeBackends re-decodes every backend over the policy defaults and records its line.

@@ -1,0 +1,97 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A second YAML document used to be dropped without a word: a config built by
+// concatenating files ran with only the first part.
+func TestSecondDocumentRejected(t *testing.T) {
+	data := "backends:\n  - name: b\n    source: {haproxy: {counter: bytes_in}}\n---\ninterval: bad\n"
+	_, err := Parse("c.yml", []byte(data), noEnv)
+	want := "c.yml:4: a second YAML document (after ---) is not read: keep the whole configuration in one document"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+	// An empty trailing document (a stray --- at the end) changes nothing.
+	if _, err := Parse("c.yml", []byte("---\nbackends:\n  - name: b\n    source: {haproxy: {counter: bytes_in}}\n---\n# end\n"), noEnv); err != nil {
+		t.Errorf("trailing empty document: %v", err)
+	}
+}
+
+// A backend repeated with an alias or a merge key (<<: *base) lost its source's
+// defaults (server_label, timeout), so it failed or ran with a zero timeout.
+func TestAliasAndMergeKeepSourceDefaults(t *testing.T) {
+	data := `backends:
+  - &base
+    name: a
+    source:
+      prometheus: {url: "http://127.0.0.1:9090", query: up}
+  - <<: *base
+    name: b
+  - name: c
+    source: &src
+      graphite: {url: "http://127.0.0.1:8080", target: "a.*"}
+  - name: d
+    source: *src
+`
+	c, err := Parse("c.yml", []byte(data), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range c.Backends {
+		switch b.Source.Kind() {
+		case "prometheus":
+			if p := b.Source.Prometheus; p.ServerLabel != "server" || p.Timeout != 5*time.Second {
+				t.Errorf("%s: prometheus defaults lost: %+v", b.Name, p)
+			}
+		case "graphite":
+			if g := b.Source.Graphite; g.From != "-5min" || g.Timeout != 5*time.Second || g.Retries != 2 {
+				t.Errorf("%s: graphite defaults lost: %+v", b.Name, g)
+			}
+		default:
+			t.Errorf("%s: source %q", b.Name, b.Source.Kind())
+		}
+	}
+}
+
+// An unclosed ${NAME (or ${NAME:-default}, which is not supported) was left in
+// the value as is: a URL holding "${HG_API_KEY" only failed later, as a 401.
+func TestEnvReferenceMalformed(t *testing.T) {
+	env := func(k string) (string, bool) { return "v", k == "KEY" }
+	base := "backends:\n  - name: b\n    source:\n      graphite: {url: \"https://%s@graphite.example\", target: \"a.*\"}\n"
+	for ref, want := range map[string]string{
+		"${KEY":          `c.yml:4: "${KEY" is not closed: write ${NAME}`,
+		"${KEY:-x}":      `c.yml:4: "${KEY:-" is not a plain ${NAME} reference (defaults and other shell forms are not supported)`,
+		"${KEY}x${KEY-}": `c.yml:4: "${KEY-" is not a plain ${NAME} reference (defaults and other shell forms are not supported)`,
+	} {
+		_, err := Parse("c.yml", []byte(strings.Replace(base, "%s", ref, 1)), env)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %q", ref, err, want)
+		}
+	}
+	// Not references: a lone $, $NAME, and ${1} (PromQL label_replace's group syntax) stay as written.
+	data := "backends:\n  - name: b\n    source:\n      prometheus: {url: \"http://x\", query: 'label_replace(up, \"server\", \"${1}$2\", \"instance\", \"(.*):$\")'}\n"
+	c, err := Parse("c.yml", []byte(data), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := c.Backends[0].Source.Prometheus.Query; q != `label_replace(up, "server", "${1}$2", "instance", "(.*):$")` {
+		t.Errorf("query %q", q)
+	}
+}
+
+// Flag values are not a file: a ${...} in them (a Graphite template, a PromQL
+// named group) is meant literally and must not be looked up in the environment.
+func TestFromFlagsNoEnvExpansion(t *testing.T) {
+	target := `template(servers.${host}.rate, host="*")`
+	c, err := FromFlags(Flags{Backend: "b", GraphiteURL: "http://127.0.0.1:8080", Target: target})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Backends[0].Source.Graphite.Target; got != target {
+		t.Errorf("target %q, want %q", got, target)
+	}
+}
