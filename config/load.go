@@ -108,15 +108,20 @@ func decodeBackends(data []byte, cfg *Config) error {
 }
 
 // sourceDefaults pre-fills the source a backend names with that source's
-// defaults, so keys absent from the file keep them.
+// defaults, so keys absent from the file keep them. It decodes the node rather
+// than looking for the keys, so a source given through an alias or a merge key
+// (<<: *base) gets its defaults too.
 func sourceDefaults(backend *yaml.Node) Source {
+	var probe struct {
+		Source Source `yaml:"source"`
+	}
+	_ = backend.Decode(&probe) // the strict first pass has reported any error
 	var s Source
-	src := mappingValue(backend, "source")
-	if mappingValue(src, "prometheus") != nil {
+	if probe.Source.Prometheus != nil {
 		d := sources.DefaultPrometheusConfig()
 		s.Prometheus = &d
 	}
-	if mappingValue(src, "graphite") != nil {
+	if probe.Source.Graphite != nil {
 		d := sources.DefaultGraphiteConfig()
 		s.Graphite = &d
 	}
