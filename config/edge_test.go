@@ -63,9 +63,9 @@ func TestEnvReferenceMalformed(t *testing.T) {
 	env := func(k string) (string, bool) { return "v", k == "KEY" }
 	base := "backends:\n  - name: b\n    source:\n      graphite: {url: \"https://%s@graphite.example\", target: \"a.*\"}\n"
 	for ref, want := range map[string]string{
-		"${KEY":          `c.yml:4: "${KEY" is not closed: write ${NAME}`,
-		"${KEY:-x}":      `c.yml:4: "${KEY:-" is not a plain ${NAME} reference (defaults and other shell forms are not supported)`,
-		"${KEY}x${KEY-}": `c.yml:4: "${KEY-" is not a plain ${NAME} reference (defaults and other shell forms are not supported)`,
+		"${KEY":          `c.yml:4: "${KEY@" is not a ${NAME} reference: unclosed, or a shell form like ${NAME:-default}, which is not supported`,
+		"${KEY:-x}":      `c.yml:4: "${KEY:" is not a ${NAME} reference: unclosed, or a shell form like ${NAME:-default}, which is not supported`,
+		"${KEY}x${KEY-}": `c.yml:4: "${KEY-" is not a ${NAME} reference: unclosed, or a shell form like ${NAME:-default}, which is not supported`,
 	} {
 		_, err := Parse("c.yml", []byte(strings.Replace(base, "%s", ref, 1)), env)
 		if err == nil || err.Error() != want {

@@ -152,7 +152,10 @@ func backendsNode(root *yaml.Node) *yaml.Node {
 	return nil
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+var (
+	envRef   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	envStart = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*`) // envRef without its closing brace
+)
 
 // expandEnv replaces ${NAME} outside comment lines; an unset NAME is an error
 // (a secret silently replaced by "" would only show up as a 401 much later).
@@ -162,6 +165,9 @@ func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, error) 
 	for i, line := range lines {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
+		}
+		if err := malformedRef(line); err != nil {
+			problems = append(problems, &lineError{line: i + 1, err: err})
 		}
 		lines[i] = envRef.ReplaceAllStringFunc(line, func(ref string) string {
 			name := envRef.FindStringSubmatch(ref)[1]
@@ -173,6 +179,24 @@ func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, error) 
 		})
 	}
 	return []byte(strings.Join(lines, "")), errors.Join(problems...)
+}
+
+// malformedRef finds a ${NAME that is not closed right after the name (a typo,
+// or a shell form like ${NAME:-default}): left as is, it would end up in a URL
+// or a secret and fail much later, far from the cause. ${1} (PromQL's
+// label_replace group) does not start a name and stays as written.
+func malformedRef(line string) error {
+	for _, loc := range envStart.FindAllStringIndex(line, -1) {
+		end := loc[1]
+		if end < len(line) && line[end] == '}' {
+			continue
+		}
+		if end < len(line) && line[end] != '\n' && line[end] != '\r' {
+			end++
+		}
+		return fmt.Errorf("%q is not a ${NAME} reference: unclosed, or a shell form like ${NAME:-default}, which is not supported", line[loc[0]:end])
+	}
+	return nil
 }
 
 // lineError is an error known to come from one line of the file.
