@@ -55,7 +55,9 @@ func FromFlags(f Flags) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Parse("flags", data, func(string) (string, bool) { return "", false })
+	// No environment expansion: a ${...} in a flag (a Graphite template, a
+	// PromQL named group) is meant literally, and the shell has expanded the rest.
+	return Parse("flags", data, nil)
 }
 
 // source picks the source from whichever source flags were given; several is

@@ -27,7 +27,8 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
-// Parse is Load on bytes already read; name labels messages and lookup resolves ${NAME}.
+// Parse is Load on bytes already read; name labels messages and lookup resolves
+// ${NAME}. A nil lookup leaves ${NAME} as written.
 func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	cfg, err := parse(data, lookup)
 	if err != nil {
@@ -37,9 +38,12 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 }
 
 func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
-	expanded, err := expandEnv(data, lookup)
-	if err != nil {
-		return nil, err
+	expanded := data
+	if lookup != nil {
+		var err error
+		if expanded, err = expandEnv(data, lookup); err != nil {
+			return nil, err
+		}
 	}
 	cfg := Default()
 	// First pass, strict: unknown keys and malformed values, with their lines.
