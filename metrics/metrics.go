@@ -97,10 +97,11 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 	if c.Result == weighter.ResultOK {
 		m.lastSuccess.WithLabelValues(c.Backend).Set(float64(c.Plan.Time.Add(c.Duration).UnixNano()) / 1e9)
 	}
-	if len(c.Plan.Servers) == 0 {
+	if !planned(c) {
 		return
 	}
-	// Servers come and go (HAProxy reload, IPVS change): replace the backend's set.
+	// Servers come and go (HAProxy reload, IPVS change): replace the backend's
+	// set, down to none when the backend has no servers left.
 	l := prometheus.Labels{"backend": c.Backend}
 	m.weight.DeletePartialMatch(l)
 	m.load.DeletePartialMatch(l)
@@ -118,9 +119,20 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 			m.load.WithLabelValues(c.Backend, s.Server).Set(s.Load)
 		}
 	}
-	if !math.IsNaN(c.Plan.Imbalance) {
-		m.imbalance.WithLabelValues(c.Backend).Set(c.Plan.Imbalance)
+	// max/mean is at least 1; the plan says 0 when no server has a valid load,
+	// and exporting that would read as a perfectly even backend.
+	if im := c.Plan.Imbalance; im > 0 && !math.IsInf(im, 0) {
+		m.imbalance.WithLabelValues(c.Backend).Set(im)
+	} else {
+		m.imbalance.DeleteLabelValues(c.Backend)
 	}
+}
+
+// planned reports whether the cycle got as far as a plan, so that its list of
+// servers is the backend's, even when empty. A cycle whose read failed has no
+// plan; one whose write failed (haproxy_error) does, and has servers.
+func planned(c weighter.Cycle) bool {
+	return c.Result == weighter.ResultOK || c.Result == weighter.ResultSkippedCoverage || len(c.Plan.Servers) > 0
 }
 
 // SetReady exports the readiness the daemon computed.
