@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,6 +60,8 @@ func (cf *configFlags) load() (*config.Config, error) {
 	}
 	if !fs.Changed("interval") {
 		cf.f.Interval = 0
+	} else if cf.f.Interval <= 0 { // FromFlags takes 0 as "not given"
+		return nil, fmt.Errorf("--interval: must be positive, got %s", cf.f.Interval)
 	}
 	if cf.path == "" {
 		if !fs.Changed("socket") {
