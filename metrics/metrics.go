@@ -41,8 +41,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"backend", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "cycle_duration_seconds",
-			Help:    "Duration of one cycle: fetch, plan and write.",
-			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+			Help: "Duration of one cycle: fetch, plan and write.",
+			// From a local socket or netlink cycle (about 1-4 ms) to one cut
+			// off by its timeout, which is the interval unless set (10 s to
+			// 60 s and a little more): each timeout gets a finite bucket.
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120},
 		}, []string{"backend"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "weight_writes_total",
