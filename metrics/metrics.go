@@ -5,6 +5,7 @@ package metrics
 
 import (
 	"math"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,6 +26,9 @@ type Metrics struct {
 	lastSuccess  *prometheus.GaugeVec
 	ready        prometheus.Gauge
 	reloadStatus prometheus.Gauge
+
+	mu      sync.Mutex
+	servers map[string]map[string]bool // backend → servers whose series are exported
 }
 
 // New creates the collectors and registers them, with the Go and process
@@ -61,6 +65,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "config_reload_success",
 			Help: "1 if the last configuration (re)load succeeded, 0 if it was rejected.",
 		}),
+		servers: map[string]map[string]bool{},
 	}
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
@@ -84,6 +89,9 @@ func (m *Metrics) Init(backend string) {
 
 // Forget drops every series of a backend that is no longer configured.
 func (m *Metrics) Forget(backend string) {
+	m.mu.Lock()
+	delete(m.servers, backend)
+	m.mu.Unlock()
 	l := prometheus.Labels{"backend": backend}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes, m.lastSuccess} {
@@ -103,11 +111,35 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 	if !planned(c) {
 		return
 	}
-	// Servers come and go (HAProxy reload, IPVS change): replace the backend's
-	// set, down to none when the backend has no servers left.
-	l := prometheus.Labels{"backend": c.Backend}
-	m.weight.DeletePartialMatch(l)
-	m.load.DeletePartialMatch(l)
+	m.setServers(c)
+	// max/mean is at least 1; the plan says 0 when no server has a valid load,
+	// and exporting that would read as a perfectly even backend.
+	if im := c.Plan.Imbalance; im > 0 && !math.IsInf(im, 0) {
+		m.imbalance.WithLabelValues(c.Backend).Set(im)
+	} else {
+		m.imbalance.DeleteLabelValues(c.Backend)
+	}
+}
+
+// setServers exports the weight and load of each server of the plan. Servers
+// come and go (HAProxy reload, IPVS change): the series of those that left are
+// deleted, down to none when the backend has no servers left. The others are
+// updated in place, never deleted and re-created, so a scrape meanwhile sees
+// every server.
+func (m *Metrics) setServers(c weighter.Cycle) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := make(map[string]bool, len(c.Plan.Servers))
+	for _, s := range c.Plan.Servers {
+		now[s.Server] = true
+	}
+	for s := range m.servers[c.Backend] {
+		if !now[s] {
+			m.weight.DeleteLabelValues(c.Backend, s)
+			m.load.DeleteLabelValues(c.Backend, s)
+		}
+	}
+	m.servers[c.Backend] = now
 	written := map[string]int{}
 	for _, ch := range c.Written {
 		written[ch.Server] = ch.Weight
@@ -120,14 +152,9 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 		m.weight.WithLabelValues(c.Backend, s.Server).Set(float64(w))
 		if !math.IsNaN(s.Load) {
 			m.load.WithLabelValues(c.Backend, s.Server).Set(s.Load)
+		} else {
+			m.load.DeleteLabelValues(c.Backend, s.Server)
 		}
-	}
-	// max/mean is at least 1; the plan says 0 when no server has a valid load,
-	// and exporting that would read as a perfectly even backend.
-	if im := c.Plan.Imbalance; im > 0 && !math.IsInf(im, 0) {
-		m.imbalance.WithLabelValues(c.Backend).Set(im)
-	} else {
-		m.imbalance.DeleteLabelValues(c.Backend)
 	}
 }
 
