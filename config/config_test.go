@@ -18,7 +18,7 @@ func TestBadConfigs(t *testing.T) {
 		"bad-duplicate.yml":        `testdata/bad-duplicate.yml:4: backends[1] (be_ingest): name: duplicate backend "be_ingest"`,
 		"bad-duration.yml":         `testdata/bad-duration.yml:1: invalid duration "10 seconds" (want e.g. 10s, 1m30s)`,
 		"bad-env.yml":              `testdata/bad-env.yml:5: environment variable HW_TEST_UNSET_KEY is not set`,
-		"bad-jitter.yml":           `testdata/bad-jitter.yml: jitter: must be in [0, 1), got NaN`,
+		"bad-jitter.yml":           `testdata/bad-jitter.yml:1: jitter: must be in [0, 1), got NaN`,
 		"bad-function.yml":         `testdata/bad-function.yml:2: backends[0] (be_ingest): function "proportional" is unknown, valid: feedback, limited-proportions, normalised-exponential`,
 		"bad-missing-name.yml":     `testdata/bad-missing-name.yml:2: backends[0]: name: missing`,
 		"bad-missing-source.yml":   `testdata/bad-missing-source.yml:2: backends[0] (be_ingest): source: missing (one of prometheus, graphite, haproxy)`,

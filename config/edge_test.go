@@ -95,3 +95,21 @@ func TestFromFlagsNoEnvExpansion(t *testing.T) {
 		t.Errorf("target %q, want %q", got, target)
 	}
 }
+
+// Top-level values that decode but do not validate were reported without a
+// line ("c.yml: interval: must be positive").
+func TestTopLevelErrorsHaveLines(t *testing.T) {
+	data := "interval: -5s\ntimeout: -1s\nhaproxy:\n  socket: \"\"\nbackends: []\n"
+	_, err := Parse("c.yml", []byte(data), noEnv)
+	want := `c.yml:1: interval: must be positive, got -5s
+c.yml:2: timeout: must not be negative, got -1s
+c.yml:5: backends: at least one backend is required`
+	if err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
+	}
+	data = "haproxy:\n  socket: \"\"\nbackends:\n  - name: b\n    source: {haproxy: {counter: bytes_in}}\n"
+	_, err = Parse("c.yml", []byte(data), noEnv)
+	if want := "c.yml:2: haproxy: socket is required"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

@@ -64,9 +64,46 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, locateKeys(expanded, err)
 	}
 	return &cfg, nil
+}
+
+// locateKeys gives each problem that has no line yet ("interval: must be
+// positive") the line of the key it names, so every message says where.
+func locateKeys(data []byte, err error) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+		return err
+	}
+	var out []error
+	for _, e := range errs.Leaves(err) {
+		var le *lineError
+		if line := keyLine(root.Content[0], e.Error()); line > 0 && !errors.As(e, &le) {
+			e = &lineError{line: line, err: e}
+		}
+		out = append(out, e)
+	}
+	return errors.Join(out...)
+}
+
+// keyLine follows the keys a message starts with ("haproxy: socket is
+// required") down the mappings and returns the line of the deepest one found.
+func keyLine(node *yaml.Node, msg string) int {
+	line := 0
+	for node != nil && node.Kind == yaml.MappingNode {
+		word, rest, _ := strings.Cut(msg, " ")
+		word = strings.TrimSuffix(word, ":")
+		var value *yaml.Node
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			if node.Content[i].Value == word {
+				line, value = node.Content[i].Line, node.Content[i+1]
+				break
+			}
+		}
+		node, msg = value, rest
+	}
+	return line
 }
 
 // onlyOneDocument rejects a further non-empty YAML document: Decode reads only
