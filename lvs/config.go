@@ -62,6 +62,9 @@ func parseService(s string) (ipvs.Service, error) {
 	if err != nil || ap.Port() == 0 {
 		return ipvs.Service{}, fmt.Errorf("ipvs: service %q: want a literal ip:port with a non-zero port", s)
 	}
+	if z := ap.Addr().Zone(); z != "" {
+		return ipvs.Service{}, fmt.Errorf("ipvs: service %q: address has a zone (%%%s); IPVS addresses have none", s, z)
+	}
 	addr := ap.Addr().Unmap()
 	return ipvs.Service{Address: addr, Port: ap.Port(), Protocol: proto, Family: family(addr)}, nil
 }

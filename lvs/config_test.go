@@ -50,6 +50,12 @@ func TestConfigErrors(t *testing.T) {
 			`ipvs: servers: node-1: address "10.0.2.1:0" has port 0`},
 		{"empty server name", Config{Service: "udp://10.0.0.1:2003", Servers: map[string]string{"": "10.0.2.1:2003"}},
 			`ipvs: servers: empty server name for "10.0.2.1:2003"`},
+		{"service with zone", Config{Service: "tcp://[fe80::1%eth0]:80"},
+			`ipvs: service "tcp://[fe80::1%eth0]:80": address has a zone (%eth0); IPVS addresses have none`},
+		{"server with zone", Config{Service: "udp://10.0.0.1:2003", Servers: map[string]string{"node-1": "[fe80::1%eth0]:2003"}},
+			`ipvs: servers: node-1: address "[fe80::1%eth0]:2003" has a zone (%eth0); IPVS addresses have none`},
+		{"bare server with zone", Config{Service: "udp://10.0.0.1:2003", Servers: map[string]string{"node-1": "fe80::1%eth0"}},
+			`ipvs: servers: node-1: address "fe80::1%eth0" has a zone (%eth0); IPVS addresses have none`},
 		{"two names one address", Config{Service: "udp://10.0.0.1:2003", Servers: map[string]string{"b": "10.0.2.1:2003", "a": "10.0.2.1:2003"}},
 			`ipvs: servers: a and b both map to 10.0.2.1:2003`},
 	}

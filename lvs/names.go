@@ -45,13 +45,21 @@ func parseServers(m map[string]string) (names, error) {
 }
 
 func parseServerAddr(s string) (serverAddr, error) {
+	// The kernel reports destinations without a zone: an address with one
+	// would validate and then never match.
 	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if z := ap.Addr().Zone(); z != "" {
+			return serverAddr{}, fmt.Errorf("address %q has a zone (%%%s); IPVS addresses have none", s, z)
+		}
 		if ap.Port() == 0 {
 			return serverAddr{}, fmt.Errorf("address %q has port 0", s)
 		}
 		return serverAddr{addr: ap.Addr().Unmap(), port: ap.Port()}, nil
 	}
-	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+	if a, err := netip.ParseAddr(s); err == nil {
+		if z := a.Zone(); z != "" {
+			return serverAddr{}, fmt.Errorf("address %q has a zone (%%%s); IPVS addresses have none", s, z)
+		}
 		return serverAddr{addr: a.Unmap()}, nil
 	}
 	return serverAddr{}, fmt.Errorf("address %q is not a literal ip or ip:port", s)
