@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -46,7 +47,7 @@ func parseLoads(args []string) ([]float64, error) {
 	for i, a := range args {
 		v, err := strconv.ParseFloat(a, 64)
 		switch {
-		case err != nil:
+		case err != nil && !errors.Is(err, strconv.ErrRange): // out of range: v is ±Inf, said below
 			return nil, fmt.Errorf("load %d (%q) is not a number", i+1, a)
 		case math.IsNaN(v) || math.IsInf(v, 0):
 			return nil, fmt.Errorf("load %d (%q) must be a finite number", i+1, a)

@@ -30,6 +30,7 @@ func TestCalc(t *testing.T) {
 		{[]string{"--", "10", "20", "40", "80"}, "256 128 64 32"},
 		{[]string{"--", "5", "5"}, "256 256"},
 		{[]string{"--", "1", "NaN"}, `load 2 ("NaN") must be a finite number`},
+		{[]string{"--", "1e400", "1"}, `load 1 ("1e400") must be a finite number`}, // was "is not a number"
 		{[]string{"--", "1", "-3"}, `load 2 ("-3") must not be negative`},
 		{[]string{"--", "x"}, `load 1 ("x") is not a number`},
 		{[]string{"--function", "nope", "--", "1"}, `invalid policy: function "nope" is unknown, valid: feedback, limited-proportions, normalised-exponential`},
