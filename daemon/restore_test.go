@@ -84,10 +84,8 @@ func TestShutdownEndsWithHungHAProxy(t *testing.T) {
 		defer d.mu.Unlock()
 		return d.snapshots["be"] != nil
 	})
-	if err := syscall.Kill(h.PID(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(h.PID(), syscall.SIGCONT) //nolint:errcheck // before t.Cleanup stops it
+	h.Freeze()
+	defer h.Thaw() // before t.Cleanup stops it
 	cancel()
 	var err error
 	waitFor(t, "Run to return", func() bool {

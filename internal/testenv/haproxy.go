@@ -118,6 +118,52 @@ func (h *HAProxy) PID() int {
 	return h.cmd.Process.Pid
 }
 
+// Freeze stops haproxy (SIGSTOP) as a hung process: its sockets accept
+// connections and never answer. It returns once every thread is stopped: the
+// signal is only acted on when each thread next enters the kernel, and a
+// thread that answers one more request after kill(2) returned would make the
+// test see a live HAProxy. Thaw undoes it; call it before the test ends.
+func (h *HAProxy) Freeze() {
+	h.t.Helper()
+	pid := h.PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		h.t.Fatalf("freeze haproxy: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !allThreadsStopped(pid) {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("haproxy (pid %d) not stopped 5 s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Thaw resumes a frozen haproxy (SIGCONT).
+func (h *HAProxy) Thaw() {
+	_ = syscall.Kill(h.PID(), syscall.SIGCONT)
+}
+
+// allThreadsStopped reports whether every thread of pid is in state T
+// (stopped), from /proc/pid/task/*/stat.
+func allThreadsStopped(pid int) bool {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return false
+	}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false
+		}
+		// "pid (comm) S ...": the state follows the last ')', comm may hold any character.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
 // Log returns what haproxy printed since it was last started.
 func (h *HAProxy) Log() string {
 	h.mu.Lock()
