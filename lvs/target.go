@@ -47,10 +47,14 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 // SetWeights writes each change read-modify-write: the destination just read
 // from the kernel is written back with only Weight changed. Per-server
 // failures are joined *weighter.ServerError values; the others are still
-// written.
+// written. A batch with a weight out of range or a server changed twice is
+// refused whole: nothing is written.
 func (s *Service) SetWeights(ctx context.Context, changes []weighter.Change) error {
 	if len(changes) == 0 {
 		return nil
+	}
+	if err := s.validate(changes); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -73,10 +77,32 @@ func (s *Service) SetWeights(ctx context.Context, changes []weighter.Change) err
 	return errors.Join(errs...)
 }
 
-func (s *Service) setLocked(ctx context.Context, byName map[string]destination, c weighter.Change) error {
-	if !weighter.ValidWeight(c.Weight) {
-		return fmt.Errorf("weight %d outside 0..%d", c.Weight, weighter.MaxWeight)
+// validate refuses the whole batch if a weight is out of range or a server
+// comes twice: that is a bug upstream, and half of a buggy plan is no better.
+// The error joins a batch-level error with the per-server ones, so no caller
+// reads the servers not named as written.
+func (s *Service) validate(changes []weighter.Change) error {
+	var errs []error
+	seen := make(map[string]bool, len(changes))
+	for _, c := range changes {
+		switch {
+		case seen[c.Server]:
+			errs = append(errs, &weighter.ServerError{Server: c.Server,
+				Err: fmt.Errorf("more than one change in the batch (weight %d)", c.Weight)})
+		case !weighter.ValidWeight(c.Weight):
+			errs = append(errs, &weighter.ServerError{Server: c.Server,
+				Err: fmt.Errorf("weight %d outside 0..%d", c.Weight, weighter.MaxWeight)})
+		}
+		seen[c.Server] = true
 	}
+	if len(errs) == 0 {
+		return nil
+	}
+	batch := fmt.Errorf("ipvs: service %s: nothing written: %d of %d changes refused", s.spec, len(errs), len(changes))
+	return errors.Join(append([]error{batch}, errs...)...)
+}
+
+func (s *Service) setLocked(ctx context.Context, byName map[string]destination, c weighter.Change) error {
 	d, ok := byName[c.Server]
 	if !ok {
 		return fmt.Errorf("no destination named %q in ipvs service %s", c.Server, s.spec)

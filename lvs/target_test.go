@@ -2,6 +2,7 @@ package lvs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -91,7 +92,6 @@ func TestSetWeightsPerServerErrors(t *testing.T) {
 	s := newTestService(t, f, issueServers)
 
 	err := s.SetWeights(context.Background(), []weighter.Change{
-		{Server: "node-1", Weight: 257},
 		{Server: "node-2", Weight: 20},
 		{Server: "node-9", Weight: 20},
 		{Server: "10.0.2.3:2003", Weight: 40},
@@ -104,12 +104,46 @@ func TestSetWeightsPerServerErrors(t *testing.T) {
 		require.ErrorAs(t, e, &se)
 		failed = append(failed, se.Server)
 	}
-	assert.Equal(t, []string{"node-1", "node-2", "node-9"}, failed)
+	assert.Equal(t, []string{"node-2", "node-9"}, failed)
 	assert.ErrorIs(t, err, syscall.EPERM)
-	assert.ErrorContains(t, err, "server node-1: weight 257 outside 0..256")
 	assert.ErrorContains(t, err, `server node-9: no destination named "node-9" in ipvs service udp://10.0.0.1:2003`)
 	assert.Equal(t, uint32(40), f.dests[2].Weight, "the good change is still written")
 	assert.Equal(t, uint32(100), f.dests[0].Weight)
+}
+
+// TestSetWeightsRefusesBadBatch: a weight out of range or a server changed
+// twice means a bug upstream; half of a buggy plan is no better, so nothing
+// is written (as the HAProxy writer does), and the error is not made of
+// ServerErrors only, so weighter.RunCycle counts none of the changes written.
+func TestSetWeightsRefusesBadBatch(t *testing.T) {
+	for name, tc := range map[string]struct {
+		changes []weighter.Change
+		want    []string
+	}{
+		"weight too big": {[]weighter.Change{{Server: "node-2", Weight: 20}, {Server: "node-1", Weight: 257}},
+			[]string{"ipvs: service udp://10.0.0.1:2003: nothing written: 1 of 2 changes refused", "server node-1: weight 257 outside 0..256"}},
+		"negative weight": {[]weighter.Change{{Server: "node-1", Weight: -1}, {Server: "node-2", Weight: 20}},
+			[]string{"nothing written: 1 of 2 changes refused", "server node-1: weight -1 outside 0..256"}},
+		"server twice": {[]weighter.Change{{Server: "node-1", Weight: 20}, {Server: "node-2", Weight: 20}, {Server: "node-1", Weight: 30}},
+			[]string{"nothing written: 1 of 3 changes refused", "server node-1: more than one change in the batch (weight 30)"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
+			s := newTestService(t, f, issueServers)
+			err := s.SetWeights(context.Background(), tc.changes)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.ErrorContains(t, err, w)
+			}
+			assert.Empty(t, f.updates, "nothing is written")
+			onlyServerErrors := true
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				var se *weighter.ServerError
+				onlyServerErrors = onlyServerErrors && errors.As(e, &se)
+			}
+			assert.False(t, onlyServerErrors, "a batch-level error must say that nothing was written")
+		})
+	}
 }
 
 func TestServiceNotFound(t *testing.T) {
