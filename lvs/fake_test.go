@@ -18,6 +18,9 @@ type fakeConn struct {
 	updates []ipvs.Destination
 	failOn  map[netip.Addr]error // UpdateDestination fails for these addresses
 	closed  bool
+	// beforeUpdate, when set, runs at the start of each UpdateDestination:
+	// another tool changing the service between the read and the write.
+	beforeUpdate func(f *fakeConn)
 }
 
 func (f *fakeConn) Service(svc ipvs.Service) (ipvs.ServiceExtended, error) {
@@ -39,6 +42,9 @@ func (f *fakeConn) Destinations(svc ipvs.Service) ([]ipvs.DestinationExtended, e
 }
 
 func (f *fakeConn) UpdateDestination(svc ipvs.Service, d ipvs.Destination) error {
+	if f.beforeUpdate != nil {
+		f.beforeUpdate(f)
+	}
 	f.updates = append(f.updates, d)
 	if err := f.failOn[d.Address]; err != nil {
 		return err

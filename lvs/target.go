@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"sort"
 
 	"github.com/cloudflare/ipvs"
@@ -108,12 +109,18 @@ func (s *Service) setLocked(ctx context.Context, byName map[string]destination, 
 		return fmt.Errorf("no destination named %q in ipvs service %s", c.Server, s.spec)
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("ipvs: service %s: weight of %s not written: %w", s.spec, d.addr, err)
 	}
 	dest := d.dest
 	dest.Weight = uint32(c.Weight)
 	if err := s.conn.UpdateDestination(s.svc, dest); err != nil {
-		return fmt.Errorf("ipvs: update destination %s: %w", d.addr, err)
+		if errors.Is(err, os.ErrNotExist) {
+			// The kernel's "set destination" answers ENOENT for a destination
+			// removed since the read (keepalived, an operator); it does not
+			// create one, and neither do we.
+			return fmt.Errorf("ipvs: service %s: destination %s is gone (removed since it was read), not re-added: %w", s.spec, d.addr, err)
+		}
+		return fmt.Errorf("ipvs: service %s: update destination %s: %w", s.spec, d.addr, err)
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -144,6 +146,44 @@ func TestSetWeightsRefusesBadBatch(t *testing.T) {
 			assert.False(t, onlyServerErrors, "a batch-level error must say that nothing was written")
 		})
 	}
+}
+
+// TestSetWeightsDestinationVanished: keepalived removes a real server between
+// the read and the write. The kernel answers ENOENT; the destination must not
+// come back, the other change is still written, and the error says which
+// service and server, and what happened.
+func TestSetWeightsDestinationVanished(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
+	s := newTestService(t, f, issueServers)
+	f.beforeUpdate = func(f *fakeConn) {
+		f.dests = slices.DeleteFunc(f.dests, func(d ipvs.Destination) bool { return d.Address == netip.MustParseAddr("10.0.2.1") })
+		f.beforeUpdate = nil
+	}
+
+	err := s.SetWeights(context.Background(), []weighter.Change{{Server: "node-1", Weight: 30}, {Server: "node-2", Weight: 40}})
+	var se *weighter.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "node-1", se.Server)
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.EqualError(t, err, "server node-1: ipvs: service udp://10.0.0.1:2003: destination 10.0.2.1:2003 is gone "+
+		"(removed since it was read), not re-added: netlink receive: no such file or directory")
+	assert.Equal(t, []ipvs.Destination{dr("10.0.2.2:2003", 40)}, f.dests)
+}
+
+// TestSetWeightsErrorsNameService: a failed write and a cycle deadline hit
+// between writes say which service, which destination, and that nothing was
+// written for that server.
+func TestSetWeightsErrorsNameService(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
+	f.failOn = map[netip.Addr]error{netip.MustParseAddr("10.0.2.1"): fmt.Errorf("netlink receive: %w", syscall.EPERM)}
+	s := newTestService(t, f, issueServers)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.beforeUpdate = func(*fakeConn) { cancel() } // the deadline passes during the first write
+
+	err := s.SetWeights(ctx, []weighter.Change{{Server: "node-1", Weight: 30}, {Server: "node-2", Weight: 40}})
+	assert.EqualError(t, err, "server node-1: ipvs: service udp://10.0.0.1:2003: update destination 10.0.2.1:2003: netlink receive: operation not permitted\n"+
+		"server node-2: ipvs: service udp://10.0.0.1:2003: weight of 10.0.2.2:2003 not written: context canceled")
+	assert.ErrorIs(t, err, context.Canceled)
 }
 
 func TestServiceNotFound(t *testing.T) {
