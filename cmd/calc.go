@@ -19,7 +19,7 @@ func init() {
 		Short: "Print the weights a weighting function gives to the loads (no I/O)",
 		Example: "  haproxy-weighter calc --function limited-proportions --limiting-factor 4 --aggressiveness 1 -- 10 20 40 0\n" +
 			"  112 56 28 256",
-		Args: cobra.MinimumNArgs(1),
+		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			loads, err := parseLoads(args)
 			if err != nil {

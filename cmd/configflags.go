@@ -64,6 +64,9 @@ func (cf *configFlags) load() (*config.Config, error) {
 		return nil, fmt.Errorf("--interval: must be positive, got %s", cf.f.Interval)
 	}
 	if cf.path == "" {
+		if cf.f.Backend == "" {
+			return nil, usageError{errors.New("give --config FILE, or --backend and a source (--prometheus-url, --graphite-url or --haproxy-counter)")}
+		}
 		if !fs.Changed("socket") {
 			cf.f.Socket = ""
 		}
@@ -71,7 +74,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 	}
 	if anyChanged(fs.Changed, "socket", "backend", "prometheus-url", "query", "server-label",
 		"graphite-url", "target", "haproxy-counter", "per-connection", "function", "limiting-factor", "aggressiveness") {
-		return nil, errors.New("--config and backend flags (--backend, --socket, --query, ...) cannot be mixed")
+		return nil, usageError{errors.New("--config and backend flags (--backend, --socket, --query, ...) cannot be mixed")}
 	}
 	cfg, err := config.Load(cf.path)
 	if err != nil {

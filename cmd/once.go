@@ -26,7 +26,7 @@ func init() {
 	c := &cobra.Command{
 		Use:   "once",
 		Short: "Run one cycle and print the plan (dry run unless --apply)",
-		Args:  cobra.NoArgs,
+		Args:  usageArgs(cobra.NoArgs),
 	}
 	cf := addConfigFlags(c, false)
 	c.Flags().BoolVar(&apply, "apply", false, "write the new weights (default: only print them)")

@@ -4,10 +4,12 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -26,13 +28,39 @@ go to the least loaded servers.`,
 	SilenceErrors: true,
 }
 
-// Execute runs the command line and returns the process exit code.
+// Execute runs the command line and returns the process exit code: 0, 1 when
+// the command failed, 2 when the command line itself is wrong.
 func Execute() int {
-	if err := rootCmd.Execute(); err != nil {
-		rootCmd.PrintErrln("error:", err)
-		return 1
+	c, err := rootCmd.ExecuteC()
+	if err == nil {
+		return 0
 	}
-	return 0
+	rootCmd.PrintErrln("error:", err)
+	var ue usageError
+	// cobra's unknown-command error has no type of its own.
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
+		rootCmd.PrintErrf("Run '%s --help' for usage.\n", c.CommandPath())
+		return 2
+	}
+	return 1
+}
+
+// usageError is a wrong command line (unknown flag, wrong arguments), which a
+// script or systemd must be able to tell from a failed run.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+
+func (e usageError) Unwrap() error { return e.err }
+
+// usageArgs marks the errors of an argument check as usage errors.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
 }
 
 // Global logging flags.
@@ -44,6 +72,7 @@ var (
 func init() {
 	rootCmd.SetOut(os.Stdout)
 	rootCmd.SetErr(os.Stderr)
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := rootCmd.PersistentFlags()
 	pf.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	pf.StringVar(&logFormat, "log-format", "text", "log format: text or json")

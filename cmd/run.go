@@ -18,7 +18,7 @@ func init() {
 		Example: "  haproxy-weighter run --config /etc/haproxy-weighter/config.yaml\n" +
 			"  haproxy-weighter run --socket /tmp/admin.sock --backend be_ingest --prometheus-url http://127.0.0.1:9090 \\\n" +
 			"    --query 'rate(datapoints_received_total[15s])' --server-label server --interval 5s",
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 	}
 	cf := addConfigFlags(c, true)
 	c.RunE = func(cmd *cobra.Command, _ []string) error {

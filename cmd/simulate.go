@@ -30,7 +30,7 @@ heavy-tailed rates, with HAProxy's own placement (leastconn, roundrobin), an age
 every weighting function (the real weighter.Controller, fed delayed and averaged loads) and an
 oracle lower bound, and prints their balance figures side by side. With no arguments it runs the
 default scenario. Flags override the scenario file. --sweep ranks a grid of policies instead.`,
-		Args: cobra.NoArgs,
+		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
 	}
 	fl := cmd.Flags()

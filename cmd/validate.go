@@ -17,16 +17,16 @@ func init() {
 		Long: `validate loads FILE as run does: unknown keys, bad durations, unknown functions and
 missing backend fields are reported as file:line: message, one per line. ${VAR}
 references must be set in the environment. It exits 0 when the file is valid.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := flagPath
 			switch {
 			case len(args) == 1 && path != "":
-				return errors.New("give the file either as an argument or with --config, not both")
+				return usageError{errors.New("give the file either as an argument or with --config, not both")}
 			case len(args) == 1:
 				path = args[0]
 			case path == "":
-				return errors.New("no configuration file: validate FILE or validate --config FILE")
+				return usageError{errors.New("no configuration file: validate FILE or validate --config FILE")}
 			}
 			cfg, err := config.Load(path)
 			if err != nil {
