@@ -117,20 +117,27 @@ func formatLoad(v float64) string {
 
 // cycleJSON is the --output json form of one backend's cycle.
 type cycleJSON struct {
-	Backend string            `json:"backend"`
-	Result  string            `json:"result"`
-	Error   string            `json:"error,omitempty"`
-	Applied bool              `json:"applied"`
-	Written []weighter.Change `json:"written"`
-	Plan    weighter.Plan     `json:"plan"`
+	Backend string        `json:"backend"`
+	Result  string        `json:"result"`
+	Error   string        `json:"error,omitempty"`
+	Applied bool          `json:"applied"`
+	Written []changeJSON  `json:"written"`
+	Plan    weighter.Plan `json:"plan"`
+}
+
+// changeJSON is a written weight, with the lower-case keys of the rest of the
+// output (weighter.Change has no JSON tags).
+type changeJSON struct {
+	Server string `json:"server"`
+	Weight int    `json:"weight"`
 }
 
 func printJSON(w io.Writer, cycles []weighter.Cycle) error {
 	out := make([]cycleJSON, len(cycles))
 	for i, c := range cycles {
-		out[i] = cycleJSON{Backend: c.Backend, Result: c.Result, Applied: c.Applied, Written: c.Written, Plan: c.Plan}
-		if out[i].Written == nil {
-			out[i].Written = []weighter.Change{}
+		out[i] = cycleJSON{Backend: c.Backend, Result: c.Result, Applied: c.Applied, Written: []changeJSON{}, Plan: c.Plan}
+		for _, w := range c.Written {
+			out[i].Written = append(out[i].Written, changeJSON{Server: w.Server, Weight: w.Weight})
 		}
 		if c.Err != nil {
 			out[i].Error = c.Err.Error()
