@@ -139,6 +139,9 @@ func printJSON(w io.Writer, cycles []weighter.Cycle) error {
 		for _, w := range c.Written {
 			out[i].Written = append(out[i].Written, changeJSON{Server: w.Server, Weight: w.Weight})
 		}
+		if out[i].Plan.Servers == nil { // a cycle that failed before planning: [] for jq, not null
+			out[i].Plan.Servers = []weighter.ServerPlan{}
+		}
 		if c.Err != nil {
 			out[i].Error = c.Err.Error()
 		}

@@ -41,3 +41,23 @@ func TestOnceJSONKeys(t *testing.T) {
 		t.Errorf("server %v: a NaN load must be null", s)
 	}
 }
+
+// A cycle that failed before planning printed "servers": null, which
+// `jq '.[].plan.servers[]'` cannot iterate.
+func TestOnceJSONFailedCycleHasEmptyServers(t *testing.T) {
+	var buf bytes.Buffer
+	if err := printJSON(&buf, []weighter.Cycle{{Backend: "be", Result: weighter.ResultHAProxyError}}); err != nil {
+		t.Fatal(err)
+	}
+	var out []struct {
+		Plan struct {
+			Servers json.RawMessage `json:"servers"`
+		} `json:"plan"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out[0].Plan.Servers); got != "[]" {
+		t.Errorf("servers %s, want []", got)
+	}
+}
