@@ -18,6 +18,8 @@ type fakeConn struct {
 	updates []ipvs.Destination
 	failOn  map[netip.Addr]error // UpdateDestination fails for these addresses
 	closed  bool
+	// active and inactive are the connection counts of every destination.
+	active, inactive uint32
 	// beforeUpdate, when set, runs at the start of each UpdateDestination:
 	// another tool changing the service between the read and the write.
 	beforeUpdate func(f *fakeConn)
@@ -36,7 +38,7 @@ func (f *fakeConn) Destinations(svc ipvs.Service) ([]ipvs.DestinationExtended, e
 	}
 	out := make([]ipvs.DestinationExtended, len(f.dests))
 	for i, d := range f.dests {
-		out[i] = ipvs.DestinationExtended{Destination: d, ActiveConnections: 7}
+		out[i] = ipvs.DestinationExtended{Destination: d, ActiveConnections: f.active, InactiveConnections: f.inactive}
 	}
 	return out, nil
 }
@@ -82,5 +84,5 @@ var udpService = ipvs.Service{
 }
 
 func newFake(dests ...ipvs.Destination) *fakeConn {
-	return &fakeConn{svc: udpService, dests: dests}
+	return &fakeConn{svc: udpService, dests: dests, active: 7}
 }

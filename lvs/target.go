@@ -15,10 +15,10 @@ import (
 
 // destination is one real server as read from the kernel, with its name.
 type destination struct {
-	name   string
-	addr   netip.AddrPort
-	dest   ipvs.Destination
-	active int // active connections, IPVS's counterpart of HAProxy's scur
+	name     string
+	addr     netip.AddrPort
+	dest     ipvs.Destination
+	sessions int // open connections, IPVS's counterpart of HAProxy's scur
 }
 
 // Servers reads every destination of the service. IPVS has no admin or health
@@ -39,7 +39,7 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 		}
 		out = append(out, weighter.ServerState{
 			Name: d.name, Address: d.addr.String(), Weight: w, InitialWeight: s.initial[d.addr],
-			Admin: weighter.AdminReady, Operational: "up", Sessions: d.active,
+			Admin: weighter.AdminReady, Operational: "up", Sessions: d.sessions,
 		})
 	}
 	return out, nil
@@ -145,8 +145,21 @@ func (s *Service) readLocked(ctx context.Context) ([]destination, error) {
 			return nil, fmt.Errorf("ipvs: destinations %s and %s of %s both map to server %q; map them by ip:port", prev, ap, s.spec, name)
 		}
 		owner[name] = ap
-		out = append(out, destination{name: name, addr: ap, dest: r.Destination, active: int(r.ActiveConnections)})
+		out = append(out, destination{name: name, addr: ap, dest: r.Destination, sessions: s.sessions(r)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
+}
+
+// sessions is a destination's open connections. IPVS counts every new
+// connection inactive and only TCP and SCTP make it active once established
+// (their inactive ones are opening or closing); a UDP connection stays
+// inactive for its whole life, so a UDP service's are active + inactive. A
+// fwmark service may mix protocols: its active ones are the TCP/SCTP ones.
+func (s *Service) sessions(d ipvs.DestinationExtended) int {
+	n := int(d.ActiveConnections)
+	if s.svc.FWMark == 0 && s.svc.Protocol == ipvs.UDP {
+		n += int(d.InactiveConnections)
+	}
+	return n
 }

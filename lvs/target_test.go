@@ -40,6 +40,31 @@ func TestServersNamesDestinations(t *testing.T) {
 	assert.Equal(t, want, got)
 }
 
+// TestServersSessions: IPVS counts every new connection inactive, and only
+// TCP and SCTP move it to active once established; a UDP flow stays inactive
+// for its whole life. So UDP sessions are active + inactive (inactive alone in
+// practice), and TCP's are the active ones (its inactive are closing).
+func TestServersSessions(t *testing.T) {
+	tcp := ipvs.Service{Address: netip.MustParseAddr("10.0.0.1"), Port: 80, Protocol: ipvs.TCP, Family: ipvs.INET}
+	for _, tc := range []struct {
+		service          string
+		svc              ipvs.Service
+		active, inactive uint32
+		want             int
+	}{
+		{"udp://10.0.0.1:2003", udpService, 0, 5, 5},
+		{"tcp://10.0.0.1:80", tcp, 3, 5, 3},
+	} {
+		f := &fakeConn{svc: tc.svc, dests: []ipvs.Destination{dr("10.0.2.1:2003", 100)}, active: tc.active, inactive: tc.inactive}
+		s, err := newService(Config{Service: tc.service}, f, nil)
+		require.NoError(t, err)
+		got, err := s.Servers(context.Background())
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		assert.Equal(t, tc.want, got[0].Sessions, tc.service)
+	}
+}
+
 func TestServersKeepsFirstSeenWeightAsInitial(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100))
 	s := newTestService(t, f, issueServers)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/cloudflare/ipvs"
 	"github.com/cloudflare/ipvs/netmask"
+	"golang.org/x/sys/unix"
 
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -71,7 +73,13 @@ func checkWriter() error {
 	if err := checkKernel(nl, want); err != nil {
 		return err
 	}
-	return checkQuiesce(w, nl, want)
+	if err := checkQuiesce(w, nl, want); err != nil {
+		return err
+	}
+	if err := checkUDPSessions(w, nl); err != nil {
+		return err
+	}
+	return checkVanishedDestination(nl)
 }
 
 func createService(nl ipvs.Client) error {
@@ -233,4 +241,96 @@ func checkQuiesce(w *lvs.Service, nl ipvs.Client, want map[string]int) error {
 		return fmt.Errorf("after quiesce: %w", err)
 	}
 	return checkServers(w, want)
+}
+
+// checkUDPSessions sends datagrams from udpFlows source ports to the VIP,
+// bound to lo as kube-proxy binds its service addresses, so IPVS schedules
+// each as a connection (forwarding then finds no route to the real servers
+// and drops the packet; the connection entry stays for the UDP timeout).
+// IPVS never counts a UDP connection active, so lvs must report the
+// inactive ones as the servers' Sessions.
+func checkUDPSessions(w *lvs.Service, nl ipvs.Client) error {
+	const udpFlows = 6
+	if err := addHostAddr("lo:1", service.Address); err != nil {
+		return err
+	}
+	for i := 0; i < udpFlows; i++ {
+		c, err := net.Dial("udp", netip.AddrPortFrom(service.Address, service.Port).String())
+		if err != nil {
+			return fmt.Errorf("udp flow %d: %w", i, err)
+		}
+		_, err = c.Write([]byte("load 1\n"))
+		c.Close()
+		if err != nil {
+			return fmt.Errorf("udp flow %d: %w", i, err)
+		}
+	}
+	dests, err := nl.Destinations(service)
+	if err != nil {
+		return fmt.Errorf("read destinations: %w", err)
+	}
+	var active, inactive uint32
+	for _, d := range dests {
+		active, inactive = active+d.ActiveConnections, inactive+d.InactiveConnections
+	}
+	fmt.Printf("guest: %d UDP flows: kernel counts %d active, %d inactive\n", udpFlows, active, inactive)
+	servers, err := w.Servers(context.Background())
+	if err != nil {
+		return err
+	}
+	sessions := 0
+	for _, s := range servers {
+		sessions += s.Sessions
+	}
+	if active+inactive != udpFlows || sessions != udpFlows {
+		return fmt.Errorf("%d UDP flows: kernel counts %d active + %d inactive, lvs reports %d sessions", udpFlows, active, inactive, sessions)
+	}
+	return nil
+}
+
+// addHostAddr gives the interface alias a /32 address (ifconfig's ioctls).
+func addHostAddr(alias string, a netip.Addr) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("socket: %w", err)
+	}
+	defer unix.Close(fd)
+	for _, op := range []struct {
+		req  uint
+		addr netip.Addr
+	}{{unix.SIOCSIFADDR, a}, {unix.SIOCSIFNETMASK, netip.MustParseAddr("255.255.255.255")}} {
+		ifr, err := unix.NewIfreq(alias)
+		if err != nil {
+			return err
+		}
+		b := op.addr.As4()
+		if err := ifr.SetInet4Addr(b[:]); err != nil {
+			return err
+		}
+		if err := unix.IoctlIfreq(fd, op.req, ifr); err != nil {
+			return fmt.Errorf("%s %s: %w", alias, op.addr, err)
+		}
+	}
+	return nil
+}
+
+// checkVanishedDestination pins the kernel's answer that lvs relies on when a
+// destination is removed between its read and its write: "set destination"
+// fails with ENOENT (os.ErrNotExist) and does not create it.
+func checkVanishedDestination(nl ipvs.Client) error {
+	gone := ipvs.Destination{Address: netip.MustParseAddr("10.0.2.9"), Port: 2003, Family: ipvs.INET,
+		FwdMethod: ipvs.DirectRoute, Weight: 5}
+	err := nl.UpdateDestination(service, gone)
+	if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("update of a missing destination = %v, want ENOENT", err)
+	}
+	fmt.Printf("guest: update of a missing destination: %v\n", err)
+	dests, err := nl.Destinations(service)
+	if err != nil {
+		return fmt.Errorf("read destinations: %w", err)
+	}
+	if len(dests) != len(realAddr) {
+		return fmt.Errorf("after the update of a missing destination the kernel has %d destinations, want %d", len(dests), len(realAddr))
+	}
+	return nil
 }
