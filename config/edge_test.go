@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +113,21 @@ c.yml:5: backends: at least one backend is required`
 	_, err = Parse("c.yml", []byte(data), noEnv)
 	if want := "c.yml:2: haproxy: socket is required"; err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
+	}
+}
+
+// Load read whatever the path gave without a bound: --config /dev/zero (or a
+// log file given by mistake) grew memory until the OOM killer came.
+func TestLoadRefusesHugeFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.yml")
+	if err := os.WriteFile(path, make([]byte, maxFileSize+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	if err == nil || !strings.Contains(err.Error(), "larger than 1 MiB") {
+		t.Errorf("got %v", err)
+	}
+	if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than 1 MiB") {
+		t.Errorf("/dev/zero: got %v", err)
 	}
 }

@@ -20,11 +20,31 @@ import (
 // Load reads, expands, decodes and validates the configuration file at path.
 // ${NAME} in the file is replaced by the environment variable NAME.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	return Parse(path, data, os.LookupEnv)
+}
+
+// maxFileSize bounds what Load reads: a configuration is a few KiB, and a
+// wrong path (/dev/zero, a log file) must not eat the memory.
+const maxFileSize = 1 << 20
+
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d MiB, not a configuration file", path, maxFileSize>>20)
+	}
+	return data, nil
 }
 
 // Parse is Load on bytes already read; name labels messages and lookup resolves
