@@ -32,8 +32,10 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 		return nil, err
 	}
 	out := make([]weighter.ServerState, 0, len(dests))
+	present := make(map[netip.AddrPort]bool, len(dests))
 	for _, d := range dests {
 		w := int(d.dest.Weight)
+		present[d.addr] = true
 		if _, seen := s.initial[d.addr]; !seen {
 			s.initial[d.addr] = w
 		}
@@ -41,6 +43,14 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 			Name: d.name, Address: d.addr.String(), Weight: w, InitialWeight: s.initial[d.addr],
 			Admin: weighter.AdminReady, Operational: "up", Sessions: d.sessions,
 		})
+	}
+	// A destination that left and comes back is a new real server, with the
+	// weight it comes back with; and a long-lived daemon must not keep every
+	// address it ever saw.
+	for a := range s.initial {
+		if !present[a] {
+			delete(s.initial, a)
+		}
 	}
 	return out, nil
 }

@@ -83,6 +83,31 @@ func TestServersKeepsFirstSeenWeightAsInitial(t *testing.T) {
 	assert.Equal(t, 30, got[0].InitialWeight)
 }
 
+// TestServersForgetsDestinationsThatLeft: a destination removed and later
+// added again (keepalived after a failed health check, a redeploy) is a new
+// real server whose initial weight is the one it comes back with; and the
+// addresses of servers long gone are not kept for the life of the daemon.
+func TestServersForgetsDestinationsThatLeft(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
+	s := newTestService(t, f, issueServers)
+	_, err := s.Servers(context.Background())
+	require.NoError(t, err)
+
+	f.dests = f.dests[1:]
+	_, err = s.Servers(context.Background())
+	require.NoError(t, err)
+	s.mu.Lock()
+	assert.Len(t, s.initial, 1, "first-seen weights kept")
+	s.mu.Unlock()
+
+	f.dests = append(f.dests, dr("10.0.2.1:2003", 50))
+	got, err := s.Servers(context.Background())
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, "node-1", got[0].Name)
+	assert.Equal(t, 50, got[0].InitialWeight)
+}
+
 // TestSetWeightsKeepsDirectRoute is the reason for read-modify-write: the
 // kernel (and the fake) replace every field on update.
 func TestSetWeightsKeepsDirectRoute(t *testing.T) {
