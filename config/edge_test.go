@@ -131,3 +131,13 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 		t.Errorf("/dev/zero: got %v", err)
 	}
 }
+
+// A tab used for indentation was reported as yaml.v3's "found character that
+// cannot start any token", which does not say which character.
+func TestTabIndentNamed(t *testing.T) {
+	_, err := Parse("c.yml", []byte("backends:\n  - name: b\n    source:\n\t  haproxy: {counter: bytes_in}\n"), noEnv)
+	want := "c.yml:4: found character that cannot start any token (a tab: indent with spaces)"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

@@ -73,7 +73,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty configuration")
 		}
-		return nil, err
+		return nil, tabHint(expanded, err)
 	}
 	if err := onlyOneDocument(dec); err != nil {
 		return nil, err
@@ -124,6 +124,21 @@ func keyLine(node *yaml.Node, msg string) int {
 		node, msg = value, rest
 	}
 	return line
+}
+
+// tabHint names the tab behind yaml.v3's "found character that cannot start
+// any token": it is invisible in most editors and in the message.
+func tabHint(data []byte, err error) error {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil || m[2] != "found character that cannot start any token" {
+		return err
+	}
+	n, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(data), "\n")
+	if n < 1 || n > len(lines) || !strings.Contains(lines[n-1], "\t") {
+		return err
+	}
+	return &lineError{line: n, err: fmt.Errorf("%s (a tab: indent with spaces)", m[2])}
 }
 
 // onlyOneDocument rejects a further non-empty YAML document: Decode reads only
