@@ -1,0 +1,54 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// TestPromtoolLint runs Prometheus' own linter (`promtool check metrics`:
+// _total on counters, base units, snake_case, help text) over every metric
+// family this package exports, each with a series.
+func TestPromtoolLint(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool not found (install it: apt-get install prometheus): %v", err)
+	}
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Init("be")
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Duration: time.Second, Written: []weighter.Change{{Server: "s1", Weight: 4}},
+		Plan: weighter.Plan{Time: time.Unix(1_800_000_000, 0), Imbalance: 1.2, Servers: []weighter.ServerPlan{{Server: "s1", Load: 1, Current: 3}}}})
+	m.SetReady(true)
+	m.SetReloadSuccess(true)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&text, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
+	cmd.Stdin = &text
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("promtool check metrics: %v", err)
+		}
+		t.Errorf("promtool check metrics found problems:\n%s", out)
+	}
+}
