@@ -20,6 +20,9 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"nosuch"}, 2, "Run 'haproxy-weighter --help' for usage."},
 		{[]string{"once", "extra-arg"}, 2, "Run 'haproxy-weighter once --help' for usage."},
 		{[]string{"run"}, 2, "Run 'haproxy-weighter run --help' for usage."},
+		{[]string{"once", "-o", "yaml"}, 2, "Run 'haproxy-weighter once --help' for usage."},
+		{[]string{"calc", "--log-level", "loud", "--", "1"}, 2, "Run 'haproxy-weighter calc --help' for usage."},
+		{[]string{"once", "-o", "table", "--log-level", "info", "--log-format", "xml"}, 2, "Run 'haproxy-weighter once --help' for usage."},
 		{[]string{"calc", "--", "x"}, 1, ""},                      // a bad value, not a bad command line
 		{[]string{"validate", "/nonexistent/config.yaml"}, 1, ""}, // a failure
 		{[]string{"calc", "--", "1"}, 0, ""},
@@ -31,7 +34,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 			rootCmd.SetOut(&out)
 			rootCmd.SetErr(&errb)
 			rootCmd.SetArgs(tt.args)
-			t.Cleanup(func() { rootCmd.SetOut(os.Stdout); rootCmd.SetErr(os.Stderr); rootCmd.SetArgs(nil) })
+			t.Cleanup(func() {
+				rootCmd.SetOut(os.Stdout)
+				rootCmd.SetErr(os.Stderr)
+				rootCmd.SetArgs(nil)
+				logLevel, logFormat = "info", "text" // flag values outlive a run
+			})
 			if code := Execute(); code != tt.code {
 				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, errb.String())
 			}
@@ -41,4 +49,5 @@ func TestUsageErrorsExit2(t *testing.T) {
 		})
 	}
 	execute(t, "validate", "--config", "") // cobra keeps flag values between runs
+	execute(t, "once", "-o", "table")
 }

@@ -33,7 +33,7 @@ func init() {
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		if output != "table" && output != "json" {
-			return fmt.Errorf("--output: %q is not table or json", output)
+			return usageError{fmt.Errorf("--output: %q is not table or json", output)}
 		}
 		log, err := newLogger(cmd.ErrOrStderr())
 		if err != nil {

@@ -26,6 +26,11 @@ them over the HAProxy runtime socket (or to an IPVS virtual service), so that ne
 go to the least loaded servers.`,
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	// Check the global flags for every command, also those that do not log (calc).
+	PersistentPreRunE: func(*cobra.Command, []string) error {
+		_, err := newLogger(io.Discard)
+		return err
+	},
 }
 
 // Execute runs the command line and returns the process exit code: 0, 1 when
@@ -82,7 +87,7 @@ func init() {
 func newLogger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
 	}
 	opts := &slog.HandlerOptions{Level: level}
 	switch logFormat {
@@ -91,5 +96,5 @@ func newLogger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format: %q is not text or json", logFormat)
+	return nil, usageError{fmt.Errorf("--log-format: %q is not text or json", logFormat)}
 }

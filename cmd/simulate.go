@@ -74,7 +74,7 @@ func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
 	if f.output != "table" && f.output != "json" {
-		return fmt.Errorf("unknown --output %q (want table or json)", f.output)
+		return usageError{fmt.Errorf("unknown --output %q (want table or json)", f.output)}
 	}
 	if f.sweep {
 		scenarios := sim.GoalScenarios()

@@ -53,4 +53,5 @@ func TestSimulateJSONMarksTheDefault(t *testing.T) {
 
 	_, err = runRoot(t, "simulate", "--duration", "8m", "--output", "yaml")
 	assert.ErrorContains(t, err, `unknown --output "yaml"`)
+	assert.ErrorAs(t, err, new(usageError), "a wrong flag value is a usage error (exit 2)")
 }
