@@ -54,9 +54,18 @@ func checkWriter() error {
 	if err := createService(nl); err != nil {
 		return err
 	}
+	fds, err := openFDs()
+	if err != nil {
+		return err
+	}
 	if _, err := lvs.New(lvs.Config{Service: "udp://10.0.0.1:2004"}, logger); err == nil ||
 		!strings.Contains(err.Error(), "not found in the kernel") {
 		return fmt.Errorf("lvs.New on a missing service = %v, want \"not found in the kernel\"", err)
+	}
+	// A daemon retrying a missing service at every reload must not leak the
+	// netlink socket it opened for the check.
+	if after, err := openFDs(); err != nil || after != fds {
+		return fmt.Errorf("open fds: %d before a failed lvs.New, %d after (%v)", fds, after, err)
 	}
 	w, err := lvs.New(lvs.Config{Service: vip, Servers: mapping}, logger)
 	if err != nil {
@@ -333,4 +342,13 @@ func checkVanishedDestination(nl ipvs.Client) error {
 		return fmt.Errorf("after the update of a missing destination the kernel has %d destinations, want %d", len(dests), len(realAddr))
 	}
 	return nil
+}
+
+// openFDs counts the process's open file descriptors.
+func openFDs() (int, error) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0, fmt.Errorf("count open fds: %w", err)
+	}
+	return len(ents), nil
 }
