@@ -88,7 +88,10 @@ func checkWriter() error {
 	if err := checkUDPSessions(w, nl); err != nil {
 		return err
 	}
-	return checkVanishedDestination(nl)
+	if err := checkVanishedDestination(nl); err != nil {
+		return err
+	}
+	return checkFWMark(nl)
 }
 
 func createService(nl ipvs.Client) error {
@@ -351,4 +354,53 @@ func openFDs() (int, error) {
 		return 0, fmt.Errorf("count open fds: %w", err)
 	}
 	return len(ents), nil
+}
+
+// checkFWMark drives a firewall-mark service whose real servers have port 0
+// (the packet's port is kept), as ipvsadm -f creates them: a bare-ip mapping
+// names one, the other is named ip:0; a write keeps DirectRoute.
+func checkFWMark(nl ipvs.Client) error {
+	svc := ipvs.Service{FWMark: 7, Family: ipvs.INET, Scheduler: "wrr", Netmask: netmask.MaskFrom(32, 32)}
+	if err := nl.CreateService(svc); err != nil {
+		return fmt.Errorf("create fwmark service: %w", err)
+	}
+	dest := func(a string, weight uint32) ipvs.Destination {
+		return ipvs.Destination{Address: netip.MustParseAddr(a), Family: ipvs.INET, FwdMethod: ipvs.DirectRoute,
+			Weight: weight, UpperThreshold: 900, LowerThreshold: 10}
+	}
+	for _, a := range []string{"10.0.3.1", "10.0.3.2"} {
+		if err := nl.CreateDestination(svc, dest(a, startWeight)); err != nil {
+			return fmt.Errorf("create fwmark destination %s: %w", a, err)
+		}
+	}
+	w, err := lvs.New(lvs.Config{Service: "fwmark:7", Servers: map[string]string{"fw-1": "10.0.3.1"}}, logger)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	got, err := w.Servers(context.Background())
+	if err != nil {
+		return err
+	}
+	if len(got) != 2 || got[0].Name != "10.0.3.2:0" || got[1].Name != "fw-1" || got[1].Weight != startWeight {
+		return fmt.Errorf("fwmark:7 Servers = %+v, want 10.0.3.2:0 and fw-1 at %d", got, startWeight)
+	}
+	if err := w.SetWeights(context.Background(), []weighter.Change{{Server: "fw-1", Weight: 42}}); err != nil {
+		return fmt.Errorf("fwmark:7 set weight: %w", err)
+	}
+	dests, err := nl.Destinations(svc)
+	if err != nil {
+		return fmt.Errorf("read fwmark destinations: %w", err)
+	}
+	for _, d := range dests {
+		want := dest(d.Address.String(), startWeight)
+		if d.Address.String() == "10.0.3.1" {
+			want.Weight = 42
+		}
+		if d.Destination != want {
+			return fmt.Errorf("fwmark:7: destination %s = %+v, want %+v", d.Address, d.Destination, want)
+		}
+	}
+	fmt.Printf("guest: fwmark:7: %d real servers, fw-1 set to 42, DirectRoute kept\n", len(dests))
+	return nil
 }
