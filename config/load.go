@@ -89,18 +89,31 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	return &cfg, nil
 }
 
-// locateKeys gives each problem that has no line yet ("interval: must be
-// positive") the line of the key it names, so every message says where.
+// backendMsg splits "backends[1] (name): function ..." into 1 and "function ...".
+var backendMsg = regexp.MustCompile(`^backends\[(\d+)\](?: \(.*?\))?: (.*)$`)
+
+// locateKeys gives each problem the line of the key it names: a top-level one
+// ("interval: must be positive") had none, a backend's one had the line where
+// the backend starts rather than that of its bad key.
 func locateKeys(data []byte, err error) error {
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
 		return err
 	}
+	seq := backendsNode(&root)
 	var out []error
 	for _, e := range errs.Leaves(err) {
 		var le *lineError
-		if line := keyLine(root.Content[0], e.Error()); line > 0 && !errors.As(e, &le) {
-			e = &lineError{line: line, err: e}
+		if !errors.As(e, &le) {
+			if line := keyLine(root.Content[0], e.Error()); line > 0 {
+				e = &lineError{line: line, err: e}
+			}
+		} else if m := backendMsg.FindStringSubmatch(e.Error()); m != nil && seq != nil {
+			if i, _ := strconv.Atoi(m[1]); i < len(seq.Content) {
+				if line := keyLine(seq.Content[i], m[2]); line > 0 {
+					e = &lineError{line: line, err: le.err}
+				}
+			}
 		}
 		out = append(out, e)
 	}
