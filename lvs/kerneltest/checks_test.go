@@ -91,7 +91,10 @@ func checkWriter() error {
 	if err := checkVanishedDestination(nl); err != nil {
 		return err
 	}
-	return checkFWMark(nl)
+	if err := checkFWMark(nl); err != nil {
+		return err
+	}
+	return checkIPv6(nl)
 }
 
 func createService(nl ipvs.Client) error {
@@ -402,5 +405,40 @@ func checkFWMark(nl ipvs.Client) error {
 		}
 	}
 	fmt.Printf("guest: fwmark:7: %d real servers, fw-1 set to 42, DirectRoute kept\n", len(dests))
+	return nil
+}
+
+// checkIPv6 drives an IPv6 TCP service: addresses in brackets, both in the
+// mapping and in the names of unmapped real servers.
+func checkIPv6(nl ipvs.Client) error {
+	svc := ipvs.Service{Address: netip.MustParseAddr("2001:db8::1"), Port: 80, Protocol: ipvs.TCP, Family: ipvs.INET6,
+		Scheduler: "wrr", Netmask: netmask.MaskFrom(128, 128)}
+	if err := nl.CreateService(svc); err != nil {
+		return fmt.Errorf("create ipv6 service: %w", err)
+	}
+	for _, a := range []string{"[2001:db8::a]:80", "[2001:db8::b]:80"} {
+		ap := netip.MustParseAddrPort(a)
+		d := ipvs.Destination{Address: ap.Addr(), Port: ap.Port(), Family: ipvs.INET6, FwdMethod: ipvs.DirectRoute, Weight: startWeight}
+		if err := nl.CreateDestination(svc, d); err != nil {
+			return fmt.Errorf("create ipv6 destination %s: %w", a, err)
+		}
+	}
+	w, err := lvs.New(lvs.Config{Service: "tcp://[2001:db8::1]:80", Servers: map[string]string{"v6-a": "[2001:db8::a]:80"}}, logger)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.SetWeights(context.Background(), []weighter.Change{{Server: "v6-a", Weight: 7}, {Server: "[2001:db8::b]:80", Weight: 9}}); err != nil {
+		return fmt.Errorf("ipv6 set weights: %w", err)
+	}
+	got, err := w.Servers(context.Background())
+	if err != nil {
+		return err
+	}
+	if len(got) != 2 || got[0].Name != "[2001:db8::b]:80" || got[0].Weight != 9 || got[1].Name != "v6-a" || got[1].Weight != 7 ||
+		got[1].Address != "[2001:db8::a]:80" {
+		return fmt.Errorf("ipv6 Servers = %+v, want [2001:db8::b]:80 at 9 and v6-a at 7", got)
+	}
+	fmt.Printf("guest: tcp://[2001:db8::1]:80: %+v\n", got)
 	return nil
 }
