@@ -361,22 +361,26 @@ func openFDs() (int, error) {
 
 // checkFWMark drives a firewall-mark service whose real servers have port 0
 // (the packet's port is kept), as ipvsadm -f creates them: a bare-ip mapping
-// names one, the other is named ip:0; a write keeps DirectRoute.
+// names one, another is named ip:0. The third is a GUE tunnel, so the write
+// must keep the tunnel type, port and flags as well as DirectRoute.
 func checkFWMark(nl ipvs.Client) error {
 	svc := ipvs.Service{FWMark: 7, Family: ipvs.INET, Scheduler: "wrr", Netmask: netmask.MaskFrom(32, 32)}
 	if err := nl.CreateService(svc); err != nil {
 		return fmt.Errorf("create fwmark service: %w", err)
 	}
-	dest := func(a string, weight uint32) ipvs.Destination {
-		return ipvs.Destination{Address: netip.MustParseAddr(a), Family: ipvs.INET, FwdMethod: ipvs.DirectRoute,
-			Weight: weight, UpperThreshold: 900, LowerThreshold: 10}
-	}
-	for _, a := range []string{"10.0.3.1", "10.0.3.2"} {
-		if err := nl.CreateDestination(svc, dest(a, startWeight)); err != nil {
+	created := map[string]ipvs.Destination{}
+	for _, a := range []string{"10.0.3.1", "10.0.3.2", "10.0.3.3"} {
+		d := ipvs.Destination{Address: netip.MustParseAddr(a), Family: ipvs.INET, FwdMethod: ipvs.DirectRoute,
+			Weight: startWeight, UpperThreshold: 900, LowerThreshold: 10}
+		if a == "10.0.3.3" {
+			d.FwdMethod, d.TunnelType, d.TunnelPort, d.TunnelFlags = ipvs.Tunnel, ipvs.GUE, 6080, ipvs.TunnelEncapChecksum
+		}
+		if err := nl.CreateDestination(svc, d); err != nil {
 			return fmt.Errorf("create fwmark destination %s: %w", a, err)
 		}
+		created[a] = d
 	}
-	w, err := lvs.New(lvs.Config{Service: "fwmark:7", Servers: map[string]string{"fw-1": "10.0.3.1"}}, logger)
+	w, err := lvs.New(lvs.Config{Service: "fwmark:7", Servers: map[string]string{"fw-1": "10.0.3.1", "fw-3": "10.0.3.3"}}, logger)
 	if err != nil {
 		return err
 	}
@@ -385,26 +389,29 @@ func checkFWMark(nl ipvs.Client) error {
 	if err != nil {
 		return err
 	}
-	if len(got) != 2 || got[0].Name != "10.0.3.2:0" || got[1].Name != "fw-1" || got[1].Weight != startWeight {
-		return fmt.Errorf("fwmark:7 Servers = %+v, want 10.0.3.2:0 and fw-1 at %d", got, startWeight)
+	if len(got) != 3 || got[0].Name != "10.0.3.2:0" || got[1].Name != "fw-1" || got[2].Name != "fw-3" || got[1].Weight != startWeight {
+		return fmt.Errorf("fwmark:7 Servers = %+v, want 10.0.3.2:0, fw-1 and fw-3 at %d", got, startWeight)
 	}
-	if err := w.SetWeights(context.Background(), []weighter.Change{{Server: "fw-1", Weight: 42}}); err != nil {
-		return fmt.Errorf("fwmark:7 set weight: %w", err)
+	if err := w.SetWeights(context.Background(), []weighter.Change{{Server: "fw-1", Weight: 42}, {Server: "fw-3", Weight: 43}}); err != nil {
+		return fmt.Errorf("fwmark:7 set weights: %w", err)
 	}
 	dests, err := nl.Destinations(svc)
 	if err != nil {
 		return fmt.Errorf("read fwmark destinations: %w", err)
 	}
 	for _, d := range dests {
-		want := dest(d.Address.String(), startWeight)
-		if d.Address.String() == "10.0.3.1" {
+		want := created[d.Address.String()]
+		switch d.Address.String() {
+		case "10.0.3.1":
 			want.Weight = 42
+		case "10.0.3.3":
+			want.Weight = 43
 		}
 		if d.Destination != want {
 			return fmt.Errorf("fwmark:7: destination %s = %+v, want %+v", d.Address, d.Destination, want)
 		}
 	}
-	fmt.Printf("guest: fwmark:7: %d real servers, fw-1 set to 42, DirectRoute kept\n", len(dests))
+	fmt.Printf("guest: fwmark:7: %d real servers written, DirectRoute and GUE tunnel settings kept\n", len(dests))
 	return nil
 }
 
