@@ -141,3 +141,29 @@ func TestTabIndentNamed(t *testing.T) {
 		t.Errorf("got %v, want %q", err, want)
 	}
 }
+
+// The README gives "0 = no limit / off" for max_age, smoothing and timeout,
+// but a bare 0 was refused as `invalid duration "0"`; only 0s was taken.
+func TestBareZeroDuration(t *testing.T) {
+	data := "timeout: 0\nbackends:\n  - name: b\n    source: {haproxy: {counter: bytes_in, sample_interval: 0}}\n    max_age: 0\n    smoothing: 0 # off\n"
+	c, err := Parse("c.yml", []byte(data), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := c.Backends[0]; c.Timeout != 0 || b.MaxAge != 0 || b.Smoothing != 0 || b.Source.HAProxy.SampleInterval != 0 {
+		t.Errorf("timeout %s max_age %s smoothing %s", c.Timeout, b.MaxAge, b.Smoothing)
+	}
+	// Other numbers have no obvious unit and stay errors; interval must still be positive.
+	for data, want := range map[string]string{
+		"interval: 10\n": `c.yml:1: invalid duration "10" (want e.g. 10s, 1m30s)`,
+		"interval: 0\n":  `c.yml:1: interval: must be positive, got 0s`,
+		"jitter: 0\nbackends:\n  - {name: b, source: {haproxy: {counter: bytes_in}}, max_weight: 0}\n": `c.yml:3: backends[0] (b): max_weight must be in 1..256, got 0`,
+	} {
+		if !strings.Contains(data, "backends") {
+			data += "backends:\n  - name: b\n    source: {haproxy: {counter: bytes_in}}\n"
+		}
+		if _, err := Parse("c.yml", []byte(data), noEnv); err == nil || err.Error() != want {
+			t.Errorf("%q: got %v, want %q", data, err, want)
+		}
+	}
+}

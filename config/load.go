@@ -65,6 +65,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 			return nil, err
 		}
 	}
+	expanded = zeroDurations(expanded)
 	cfg := Default()
 	// First pass, strict: unknown keys and malformed values, with their lines.
 	dec := yaml.NewDecoder(bytes.NewReader(expanded))
