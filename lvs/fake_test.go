@@ -20,12 +20,17 @@ type fakeConn struct {
 	closed  bool
 	// active and inactive are the connection counts of every destination.
 	active, inactive uint32
+	// serviceErr, when set, is what Service answers (ip_vs unloaded: ENOENT).
+	serviceErr error
 	// beforeUpdate, when set, runs at the start of each UpdateDestination:
 	// another tool changing the service between the read and the write.
 	beforeUpdate func(f *fakeConn)
 }
 
 func (f *fakeConn) Service(svc ipvs.Service) (ipvs.ServiceExtended, error) {
+	if f.serviceErr != nil {
+		return ipvs.ServiceExtended{}, f.serviceErr
+	}
 	if svc != f.svc {
 		return ipvs.ServiceExtended{}, fmt.Errorf("netlink receive: %w", syscall.ESRCH)
 	}

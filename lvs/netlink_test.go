@@ -1,6 +1,7 @@
 package lvs
 
 import (
+	"context"
 	"errors"
 	"os"
 	"syscall"
@@ -9,6 +10,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // TestDialErrorNamesMissingIPVS feeds the exact error cloudflare/ipvs returns
@@ -42,4 +45,47 @@ func TestNewOnThisHost(t *testing.T) {
 func TestNewRejectsBadConfigBeforeNetlink(t *testing.T) {
 	_, err := New(Config{Service: "udp://nowhere"}, nil)
 	assert.EqualError(t, err, `ipvs: service "udp://nowhere": want a literal ip:port with a non-zero port`)
+}
+
+// familyGone is what a netlink request answers once ip_vs is unloaded: the
+// kernel no longer knows the generic netlink family id the socket looked up.
+var familyGone = &netlink.OpError{Op: "receive", Err: syscall.ENOENT}
+
+// TestReconnectAfterIPVSReload: ip_vs unloaded and loaded again (to change
+// conn_tab_bits, say) has a new family id; the Service must open a new
+// connection rather than fail every cycle until the daemon is restarted.
+func TestReconnectAfterIPVSReload(t *testing.T) {
+	old := newFake(dr("10.0.2.1:2003", 100))
+	s := newTestService(t, old, issueServers)
+	old.serviceErr = familyGone
+	fresh := newFake(dr("10.0.2.1:2003", 60))
+	s.redial = func() (conn, error) { return fresh, nil }
+
+	got, err := s.Servers(context.Background())
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	assert.Equal(t, 60, got[0].Weight, "read through the new connection")
+	assert.True(t, old.closed, "the old connection is closed")
+	require.NoError(t, s.SetWeights(context.Background(), []weighter.Change{{Server: "node-1", Weight: 7}}))
+	assert.Equal(t, uint32(7), fresh.dests[0].Weight)
+}
+
+// TestIPVSUnloaded: while ip_vs stays unloaded, each cycle says so (not "no
+// such file or directory") and keeps nothing half open.
+func TestIPVSUnloaded(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100))
+	s := newTestService(t, f, issueServers)
+	f.serviceErr = familyGone
+	s.redial = func() (conn, error) { return nil, dialError(familyGone) }
+
+	_, err := s.Servers(context.Background())
+	assert.ErrorIs(t, err, ErrNoKernelSupport)
+	assert.EqualError(t, err, "ipvs: service udp://10.0.0.1:2003: reconnect after ip_vs was unloaded: "+
+		"ipvs: kernel has no IP Virtual Server support (ip_vs module not loaded?): netlink receive: no such file or directory")
+	err = s.SetWeights(context.Background(), []weighter.Change{{Server: "node-1", Weight: 7}})
+	assert.ErrorIs(t, err, ErrNoKernelSupport)
+	assert.Empty(t, f.updates)
+	assert.False(t, f.closed)
+	require.NoError(t, s.Close())
+	assert.True(t, f.closed)
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"sync"
 	"syscall"
 
@@ -32,9 +33,12 @@ type Service struct {
 	names names
 	log   *slog.Logger
 
-	mu      sync.Mutex // serialises netlink use and guards initial
+	mu      sync.Mutex // serialises netlink use and guards conn and initial
 	conn    conn
 	initial map[netip.AddrPort]int // weight when first seen, reported as InitialWeight
+	// redial opens a new netlink connection, for when ip_vs was unloaded
+	// and loaded again under us; nil where there is none (tests).
+	redial func() (conn, error)
 }
 
 var _ weighter.Target = (*Service)(nil)
@@ -54,6 +58,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		c.Close()
 		return nil, err
 	}
+	s.redial = dial
 	return s, nil
 }
 
@@ -92,12 +97,39 @@ func (s *Service) checkLocked(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ipvs: service %s: %w", s.spec, err)
 	}
-	if _, err := s.conn.Service(s.svc); err != nil {
+	_, err := s.conn.Service(s.svc)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = s.reconnectLocked(err); err != nil {
+			return err
+		}
+		_, err = s.conn.Service(s.svc)
+	}
+	if err != nil {
 		if errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("ipvs: service %s not found in the kernel: %w", s.spec, err)
 		}
 		return fmt.Errorf("ipvs: look up service %s: %w", s.spec, err)
 	}
+	return nil
+}
+
+// reconnectLocked replaces the netlink connection after ENOENT, the kernel's
+// answer for a generic netlink family it does not know: ip_vs was unloaded
+// since the connection was opened. Loaded again, it has a new family id that
+// only a new connection looks up; until then, the error says IPVS is gone.
+func (s *Service) reconnectLocked(cause error) error {
+	if s.redial == nil {
+		return fmt.Errorf("ipvs: service %s: %w: %w", s.spec, ErrNoKernelSupport, cause)
+	}
+	c, err := s.redial()
+	if err != nil {
+		return fmt.Errorf("ipvs: service %s: reconnect after ip_vs was unloaded: %w", s.spec, err)
+	}
+	if err := s.conn.Close(); err != nil {
+		s.log.Warn("ipvs: closing the netlink connection of the unloaded ip_vs failed", "err", err)
+	}
+	s.conn = c
+	s.log.Warn("ipvs: ip_vs was unloaded and loaded again; netlink connection reopened")
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -94,7 +95,52 @@ func checkWriter() error {
 	if err := checkFWMark(nl); err != nil {
 		return err
 	}
-	return checkIPv6(nl)
+	if err := checkIPv6(nl); err != nil {
+		return err
+	}
+	return checkUnloaded(w, nl)
+}
+
+// checkUnloaded removes the services and unloads ip_vs under a running
+// Service: its next read must say the kernel lost IPVS support. Once ip_vs is
+// back (under a new generic netlink family id) and the service recreated,
+// the same Service must work again, without a restart.
+func checkUnloaded(w *lvs.Service, nl ipvs.Client) error {
+	svcs, err := nl.Services()
+	if err != nil {
+		return fmt.Errorf("list services: %w", err)
+	}
+	for _, svc := range svcs {
+		if err := nl.RemoveService(svc.Service); err != nil {
+			return fmt.Errorf("remove service: %w", err)
+		}
+	}
+	for _, m := range []string{"ip_vs_wrr", "ip_vs"} {
+		if err := unix.DeleteModule(m, unix.O_NONBLOCK); err != nil {
+			return fmt.Errorf("rmmod %s: %w", m, err)
+		}
+	}
+	_, err = w.Servers(context.Background())
+	fmt.Printf("guest: read after ip_vs was unloaded: %v\n", err)
+	if !errors.Is(err, lvs.ErrNoKernelSupport) {
+		return fmt.Errorf("read after ip_vs was unloaded = %v, want ErrNoKernelSupport", err)
+	}
+	if err := loadModules(guestModules); err != nil {
+		return err
+	}
+	nl2, err := ipvs.New()
+	if err != nil {
+		return fmt.Errorf("netlink after ip_vs was loaded again: %w", err)
+	}
+	defer nl2.(io.Closer).Close()
+	if err := createService(nl2); err != nil {
+		return fmt.Errorf("after ip_vs was loaded again: %w", err)
+	}
+	if err := checkServers(w, map[string]int{"node-1": startWeight, "node-2": startWeight, "node-3": startWeight}); err != nil {
+		return fmt.Errorf("after ip_vs was loaded again: %w", err)
+	}
+	fmt.Println("guest: ip_vs loaded again, service recreated: read ok")
+	return nil
 }
 
 func createService(nl ipvs.Client) error {
