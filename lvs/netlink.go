@@ -55,10 +55,12 @@ type netlinkConn struct {
 }
 
 // Destinations treats "no destinations" (the library's os.ErrNotExist for an
-// empty dump) as an empty list: a service may legitimately have none.
+// empty dump) as an empty list: a service may legitimately have none. Only
+// the bare sentinel is: a netlink ENOENT (ip_vs unloaded) also matches
+// errors.Is(err, os.ErrNotExist), and is an error.
 func (c netlinkConn) Destinations(svc ipvs.Service) ([]ipvs.DestinationExtended, error) {
 	d, err := c.Client.Destinations(svc)
-	if errors.Is(err, os.ErrNotExist) {
+	if err == os.ErrNotExist {
 		return nil, nil
 	}
 	return d, err

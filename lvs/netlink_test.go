@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cloudflare/ipvs"
 	"github.com/mdlayher/netlink"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -88,4 +89,24 @@ func TestIPVSUnloaded(t *testing.T) {
 	assert.False(t, f.closed)
 	require.NoError(t, s.Close())
 	assert.True(t, f.closed)
+}
+
+// dumpClient answers Destinations only, as the library would.
+type dumpClient struct {
+	ipvs.Client
+	err error
+}
+
+func (c dumpClient) Destinations(ipvs.Service) ([]ipvs.DestinationExtended, error) { return nil, c.err }
+
+// TestDestinationsEmptyVersusGone: the library reports an empty dump as the
+// bare os.ErrNotExist, which is a service with no real servers; a netlink
+// ENOENT (ip_vs unloaded between the service lookup and the dump) is an
+// error, not an empty service whose servers' metrics and state would vanish.
+func TestDestinationsEmptyVersusGone(t *testing.T) {
+	d, err := netlinkConn{Client: dumpClient{err: os.ErrNotExist}}.Destinations(udpService)
+	assert.NoError(t, err)
+	assert.Empty(t, d)
+	_, err = netlinkConn{Client: dumpClient{err: familyGone}}.Destinations(udpService)
+	assert.ErrorIs(t, err, syscall.ENOENT)
 }
