@@ -9,6 +9,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
@@ -118,6 +119,9 @@ func (c *Config) Validate() error {
 	if !(c.Jitter >= 0 && c.Jitter < 1) { // written so that NaN fails too
 		problems = append(problems, fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter))
 	}
+	if err := checkListen(c.Listen); err != nil {
+		problems = append(problems, err)
+	}
 	if len(c.Backends) == 0 {
 		problems = append(problems, errors.New("backends: at least one backend is required"))
 	}
@@ -138,6 +142,26 @@ func (c *Config) Validate() error {
 		seen[b.Name] = true
 	}
 	return errors.Join(problems...)
+}
+
+// checkListen rejects what net.Listen would, so that validate (and a reload)
+// says it rather than the daemon failing at start. The host is not resolved.
+func checkListen(addr string) error {
+	if addr == "" {
+		return nil // disabled
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen: %q is not host:port (%v)", addr, err)
+	}
+	if port == "" {
+		return nil // any free port, as net.Listen takes it
+	}
+	// A number in range, or a name from /etc/services: a local lookup, no DNS.
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return fmt.Errorf("listen: %q is not host:port (bad port %q)", addr, port)
+	}
+	return nil
 }
 
 // usesHAProxy reports whether any backend needs the HAProxy socket.

@@ -167,3 +167,23 @@ func TestBareZeroDuration(t *testing.T) {
 		}
 	}
 }
+
+// validate said ok for a listen address without a port or with a bad one;
+// run then failed at start ("missing port in address"), and no line was named.
+func TestListenAddressChecked(t *testing.T) {
+	body := "backends:\n  - name: b\n    source: {haproxy: {counter: bytes_in}}\n"
+	for listen, want := range map[string]string{
+		`"localhost"`:       `c.yml:1: listen: "localhost" is not host:port (address localhost: missing port in address)`,
+		`"127.0.0.1:99999"`: `c.yml:1: listen: "127.0.0.1:99999" is not host:port (bad port "99999")`,
+	} {
+		_, err := Parse("c.yml", []byte("listen: "+listen+"\n"+body), noEnv)
+		if err == nil || err.Error() != want {
+			t.Errorf("%s: got %v, want %q", listen, err, want)
+		}
+	}
+	for _, ok := range []string{`""`, `":9842"`, `"[::1]:9842"`, `"127.0.0.1:0"`} {
+		if _, err := Parse("c.yml", []byte("listen: "+ok+"\n"+body), noEnv); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
