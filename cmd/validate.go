@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
 )
 
 func init() {
@@ -32,10 +33,33 @@ references must be set in the environment. It exits 0 when the file is valid.`,
 			if err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
+			if err := buildSources(path, cfg); err != nil {
+				return fmt.Errorf("invalid configuration:\n%w", err)
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d backends)\n", path, len(cfg.Backends))
 			return nil
 		},
 	}
 	c.Flags().StringVarP(&flagPath, "config", "c", "", "configuration file (same as the argument)")
 	rootCmd.AddCommand(c)
+}
+
+// buildSources makes the HTTP sources as run does, without contacting them, so
+// that what only their constructors check (TLS files) fails here and not at start.
+// Each problem is one "file: backend name: message" line.
+func buildSources(path string, cfg *config.Config) error {
+	var problems []error
+	for _, b := range cfg.Backends {
+		var err error
+		switch {
+		case b.Source.Prometheus != nil:
+			_, err = sources.NewPrometheus(*b.Source.Prometheus, nil)
+		case b.Source.Graphite != nil:
+			_, err = sources.NewGraphite(*b.Source.Graphite, nil)
+		}
+		if err != nil {
+			problems = append(problems, fmt.Errorf("%s: backend %s: %w", path, b.Name, err))
+		}
+	}
+	return errors.Join(problems...)
 }
