@@ -55,3 +55,12 @@ func TestSimulateJSONMarksTheDefault(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown --output "yaml"`)
 	assert.ErrorAs(t, err, new(usageError), "a wrong flag value is a usage error (exit 2)")
 }
+
+// --scenario was read without a bound: --scenario /dev/zero ate the memory.
+func TestSimulateScenarioBounded(t *testing.T) {
+	_, err := runRoot(t, "simulate", "-o", "table", "--scenario", "/dev/zero")
+	assert.ErrorContains(t, err, "read scenario: /dev/zero: larger than 1 MiB")
+	c, _, err := rootCmd.Find([]string{"simulate"})
+	require.NoError(t, err)
+	require.NoError(t, c.Flags().Set("scenario", "")) // cobra keeps flag values between runs
+}
