@@ -194,6 +194,30 @@ func TestPlanOperatorStates(t *testing.T) {
 	assert.Equal(t, ActionSkip, s["s3"].Action, "down stays skipped")
 }
 
+// TestPlanTakesOverWeightsAboveMax: IPVS allows weights far above 256
+// (keepalived configurations with weight 1000 are common). Such a server is
+// the daemon's to weight like any other: the first cycle brings the backend
+// into 1..256 (the rate limit cannot hold a weight above the range), instead
+// of skipping the server for ever as out of range. A negative weight is still
+// no state the daemon can reason from.
+func TestPlanTakesOverWeightsAboveMax(t *testing.T) {
+	c := mustController(t, DefaultPolicy())
+	servers := up(1000, 1000, 1000)
+	plan := c.Plan(t0, loadsAt(t0, 10, 20, 40), servers)
+	for _, s := range plan.Servers {
+		assert.Equal(t, ActionSet, s.Action, "%+v", s)
+		assert.True(t, s.New >= 1 && s.New <= MaxWeight, "%+v", s)
+	}
+	apply(c, plan, servers)
+	plan = c.Plan(t0.Add(10*time.Second), loadsAt(t0.Add(10*time.Second), 10, 20, 40), servers)
+	s := byServer(plan)
+	assert.Greater(t, s["s1"].New, s["s3"].New, "then weighted by load: %+v", plan.Servers)
+
+	s = byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40), up(-5, 256, 256)))
+	assert.Equal(t, ActionSkip, s["s1"].Action)
+	assert.Equal(t, "current weight -5 out of range", s["s1"].Reason)
+}
+
 func TestPlanZeroWeightNotOursIsOperatorDrain(t *testing.T) {
 	c := mustController(t, free())
 	s := byServer(c.Plan(t0, loadsAt(t0, 1, 2, 3), up(0, 9, 9)))

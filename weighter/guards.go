@@ -13,7 +13,9 @@ func (c *Controller) classify(w *work, s *ServerState) {
 		w.decide(ActionSkip, w.Current, s.Operational)
 	case w.Current == 0 && !w.mem.drained && w.mem.written != 0:
 		w.decide(ActionSkip, 0, "operator drain (weight 0 not set by us)")
-	case !ValidWeight(w.Current):
+	case w.Current < 0:
+		// Above MaxWeight is fine: IPVS allows weights up to 2^31-1 and the
+		// first write brings them into 1..MaxWeight.
 		w.decide(ActionSkip, w.Current, fmt.Sprintf("current weight %d out of range", w.Current))
 	}
 }
