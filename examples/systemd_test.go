@@ -91,12 +91,24 @@ func TestSystemdUnitContract(t *testing.T) {
 func TestDaemonSdNotify(t *testing.T) {
 	bin := weighterBinary(t)
 	sink := testenv.StartDiscardServer(t)
+	front := "127.0.0.1:" + itoa(testenv.FreePort(t))
 	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
+frontend fe
+  bind `+front+`
+  default_backend be_app
 backend be_app
   balance leastconn
   server s1 `+sink+` weight 10
   server s2 `+sink+` weight 20
 `)
+	// One open connection gives the servers unequal loads (1 and 0 sessions),
+	// so every metric has a value, backend_imbalance included (it is left out
+	// while all loads are 0: max/mean is undefined).
+	client, err := net.Dial("tcp", front)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
 	dir := t.TempDir()
 	notify := filepath.Join(dir, "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notify, Net: "unixgram"})
@@ -113,7 +125,7 @@ haproxy:
 backends:
   - name: be_app
     source:
-      haproxy: {counter: bytes_in}
+      haproxy: {counter: current_sessions}
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
