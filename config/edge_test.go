@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // A second YAML document used to be dropped without a word: a config built by
@@ -186,4 +188,48 @@ func TestListenAddressChecked(t *testing.T) {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
+}
+
+// TestEnvValuesKeepTheirMeaning: a variable's value is written the way its
+// place in the YAML needs, so a password with YAML syntax in it arrives
+// whole, and where it cannot (unquoted), loading fails at the line and says
+// to quote the reference instead of silently cutting the value.
+func TestEnvValuesKeepTheirMeaning(t *testing.T) {
+	env := map[string]string{
+		"PLAIN": "s3cr3t-key", "HASH": "pa ss #word", "QUOTES": `it's "quoted" \ here`, "COLON": "user: x",
+		"COMMA": "a,b", "NEWLINE": "line1\nkey: injected", "DASH": "-5min", "TRAIL": "pw ",
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	cfg := func(password string) string {
+		return "backends:\n  - name: b\n    source:\n      prometheus:\n        url: http://127.0.0.1:9090\n        query: up\n" +
+			"        basic_auth:\n          username: u\n          password: " + password + "\n"
+	}
+	for _, tc := range []struct{ ref, want string }{
+		{"${PLAIN}", "s3cr3t-key"},
+		{`"${HASH}"`, "pa ss #word"},
+		{`'${HASH}'`, "pa ss #word"},
+		{`"${QUOTES}"`, `it's "quoted" \ here`},
+		{`'${QUOTES}'`, `it's "quoted" \ here`},
+		{`"${COLON}"`, "user: x"},
+		{"${COMMA}", "a,b"}, // a comma is plain text outside {…}
+		{"${DASH}", "-5min"},
+		{`"${NEWLINE}"`, "line1\nkey: injected"},
+		{"x-${PLAIN} # ${NEWLINE} in a comment is not expanded", "x-s3cr3t-key"},
+	} {
+		c, err := Parse("c.yml", []byte(cfg(tc.ref)), lookup)
+		if assert.NoError(t, err, tc.ref) {
+			assert.Equal(t, tc.want, c.Backends[0].Source.Prometheus.BasicAuth.Password, tc.ref)
+		}
+	}
+	for _, ref := range []string{"${HASH}", "${COLON}", "${NEWLINE}", "${TRAIL}", `'${NEWLINE}'`} {
+		_, err := Parse("c.yml", []byte(cfg(ref)), lookup)
+		if assert.Error(t, err, ref) {
+			assert.Contains(t, err.Error(), "c.yml:9: environment variable", ref)
+			assert.Contains(t, err.Error(), "write the reference in quotes", ref)
+		}
+	}
+	// inside a flow mapping a comma would end the value
+	flow := "backends:\n  - name: b\n    source:\n      prometheus: {url: http://127.0.0.1:9090, query: up, basic_auth: {username: u, password: ${COMMA}}}\n"
+	_, err := Parse("c.yml", []byte(flow), lookup)
+	assert.ErrorContains(t, err, "c.yml:4: environment variable COMMA holds characters YAML reads as syntax")
 }
