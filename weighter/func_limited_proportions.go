@@ -1,6 +1,9 @@
 package weighter
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // LimitedProportions gives each server a weight proportional to (mean/load)^A,
 // where no load counts as lower than mean/L, so an idle server cannot attract
@@ -15,18 +18,17 @@ func LimitedProportions(loads []float64, _ []int, p Policy) []int {
 		return filled(len(loads), p.MaxWeight)
 	}
 	floor := m / p.LimitingFactor
-	r := xs // r_i replaces x_i in place: x_i is not needed afterwards
-	top := 0.0
-	for i, x := range xs {
-		r[i] = m / max(x, floor)
-		if p.Aggressiveness != 1 { // Pow is the costliest step; A = 1 is the default
-			r[i] = math.Pow(r[i], p.Aggressiveness)
-		}
-		top = max(top, r[i])
-	}
+	// r_i / max_j r_j = (m/y_i)^A / (m/y_min)^A = (y_min/y_i)^A, computed in
+	// that form: it lies in (0, 1], so a large A underflows towards weight 1
+	// where (m/y_i)^A would overflow to +Inf and make every weight NaN.
+	yMin := max(slices.Min(xs), floor)
 	w := make([]int, len(xs))
-	for i := range r {
-		w[i] = toWeight(float64(p.MaxWeight)*r[i]/top, p.MaxWeight)
+	for i, x := range xs {
+		r := yMin / max(x, floor)
+		if p.Aggressiveness != 1 { // Pow is the costliest step; A = 1 is the default
+			r = math.Pow(r, p.Aggressiveness)
+		}
+		w[i] = toWeight(float64(p.MaxWeight)*r, p.MaxWeight)
 	}
 	return w
 }

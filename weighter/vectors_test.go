@@ -1,6 +1,7 @@
 package weighter
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +68,21 @@ func TestFeedbackStep(t *testing.T) {
 	got, err = Compute(p, []float64{10, 10}, []int{0, 128})
 	require.NoError(t, err)
 	assert.Equal(t, []int{256, 128}, got)
+}
+
+// TestExtremeAggressiveness: a large A must still give the lightest server
+// max_weight. (m/y_i)^A overflowed to +Inf for A = 1e5, the ratio of two
+// infinities was NaN, and every server got weight 1.
+func TestExtremeAggressiveness(t *testing.T) {
+	for _, fn := range []string{"limited-proportions", "normalised-exponential"} {
+		p := DefaultPolicy()
+		p.Function, p.Aggressiveness = fn, 1e5
+		got, err := Compute(p, []float64{1, 2, 3}, nil)
+		require.NoError(t, err)
+		assert.Equal(t, []int{256, 1, 1}, got, fn)
+		got, err = Compute(p, []float64{3, 1e-300, 1e300}, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 256, slices.Max(got), fn)
+		assert.Equal(t, 256, got[1], fn)
+	}
 }
