@@ -23,8 +23,10 @@ import (
 const (
 	DefaultInterval = 10 * time.Second
 	DefaultJitter   = 0.1
-	DefaultListen   = "127.0.0.1:9842"
-	DefaultSocket   = "/run/haproxy/admin.sock"
+	// MinInterval is the shortest interval accepted.
+	MinInterval   = 100 * time.Millisecond
+	DefaultListen = "127.0.0.1:9842"
+	DefaultSocket = "/run/haproxy/admin.sock"
 )
 
 // Config is the whole configuration file.
@@ -110,8 +112,10 @@ func (c *Config) CycleTimeout() time.Duration {
 // Validate checks the values that decoding alone cannot.
 func (c *Config) Validate() error {
 	var problems []error
-	if c.Interval <= 0 {
-		problems = append(problems, fmt.Errorf("interval: must be positive, got %s", c.Interval))
+	if c.Interval < MinInterval {
+		// 1ms is a typo for 1m far more often than a wish: it would cycle
+		// back to back against HAProxy and the metrics source.
+		problems = append(problems, fmt.Errorf("interval: must be at least %s, got %s", MinInterval, c.Interval))
 	}
 	if c.Timeout < 0 {
 		problems = append(problems, fmt.Errorf("timeout: must not be negative, got %s", c.Timeout))

@@ -101,11 +101,11 @@ func TestFromFlagsNoEnvExpansion(t *testing.T) {
 }
 
 // Top-level values that decode but do not validate were reported without a
-// line ("c.yml: interval: must be positive").
+// line ("c.yml: interval: must be at least 100ms").
 func TestTopLevelErrorsHaveLines(t *testing.T) {
 	data := "interval: -5s\ntimeout: -1s\nhaproxy:\n  socket: \"\"\nbackends: []\n"
 	_, err := Parse("c.yml", []byte(data), noEnv)
-	want := `c.yml:1: interval: must be positive, got -5s
+	want := `c.yml:1: interval: must be at least 100ms, got -5s
 c.yml:2: timeout: must not be negative, got -1s
 c.yml:5: backends: at least one backend is required`
 	if err == nil || err.Error() != want {
@@ -157,8 +157,9 @@ func TestBareZeroDuration(t *testing.T) {
 	}
 	// Other numbers have no obvious unit and stay errors; interval must still be positive.
 	for data, want := range map[string]string{
-		"interval: 10\n": `c.yml:1: invalid duration "10" (want e.g. 10s, 1m30s)`,
-		"interval: 0\n":  `c.yml:1: interval: must be positive, got 0s`,
+		"interval: 10\n":  `c.yml:1: invalid duration "10" (want e.g. 10s, 1m30s)`,
+		"interval: 0\n":   `c.yml:1: interval: must be at least 100ms, got 0s`,
+		"interval: 1ms\n": `c.yml:1: interval: must be at least 100ms, got 1ms`,
 		"jitter: 0\nbackends:\n  - {name: b, source: {haproxy: {counter: bytes_in}}, max_weight: 0}\n": `c.yml:3: backends[0] (b): max_weight must be in 1..256, got 0`,
 	} {
 		if !strings.Contains(data, "backends") {
