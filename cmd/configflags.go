@@ -38,7 +38,11 @@ func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
 	fs.StringVar(&cf.f.Function, "function", "", "weighting function: "+strings.Join(weighter.FunctionNames(), ", ")+" (default "+p.Function+")")
 	fs.Float64Var(&cf.limitingFactor, "limiting-factor", p.LimitingFactor, "no server counts as lighter than mean/limiting-factor")
 	fs.Float64Var(&cf.aggressiveness, "aggressiveness", p.Aggressiveness, "exponent of the load ratio")
-	fs.DurationVar(&cf.f.Interval, "interval", config.DefaultInterval, "time between two cycles of a backend")
+	intervalHelp := "bound on the one cycle (its timeout, when timeout is not set)"
+	if withListen { // run: the daemon's interval
+		intervalHelp = "time between two cycles of a backend"
+	}
+	fs.DurationVar(&cf.f.Interval, "interval", config.DefaultInterval, intervalHelp)
 	if withListen {
 		fs.StringVar(&cf.listen, "listen", config.DefaultListen, "address of /metrics, /healthz, /readyz (empty disables)")
 	}
