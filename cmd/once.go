@@ -50,7 +50,9 @@ func init() {
 		}
 		cycles := make([]weighter.Cycle, len(units))
 		for i, u := range units {
-			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.CycleTimeout()+wait)
+			// The source may use 4/5 of a cycle (the write keeps the rest), so
+			// the wait for a rate window is added twice, not once.
+			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.CycleTimeout()+2*wait)
 			cycles[i] = weighter.RunCycle(ctx, u.Backend, time.Now(), apply)
 			cancel()
 			u.Close()

@@ -54,7 +54,9 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	if err != nil {
 		return ResultHAProxyError, fmt.Errorf("read servers: %w", err)
 	}
-	loads, err := b.Source.Fetch(ctx)
+	fetchCtx, cancel := keepForWrite(ctx)
+	loads, err := b.Source.Fetch(fetchCtx)
+	cancel()
 	if err != nil {
 		return ResultSourceError, fmt.Errorf("fetch loads: %w", err)
 	}
@@ -79,6 +81,26 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		return ResultHAProxyError, fmt.Errorf("write weights: %w", err)
 	}
 	return ResultOK, nil
+}
+
+// writeShare is the share of a cycle's remaining time that the source may not
+// use: a source allowed to use it all (Graphite retrying until the deadline)
+// would hand the write an expired context, and a batch cut in the middle
+// leaves weights that HAProxy took but no one recorded.
+const writeShare = 5 // 1/5
+
+// keepForWrite returns ctx for the source, ending a fifth of the remaining
+// time before ctx does.
+func keepForWrite(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	left := time.Until(dl)
+	if left <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, dl.Add(-left/writeShare))
 }
 
 // accepted returns the changes a SetWeights call wrote: all of them on success,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fakeSource returns fixed loads, or an error when err is set.
@@ -237,4 +238,42 @@ func TestAcceptedAttributesOnlyWhatNamesServers(t *testing.T) {
 			assert.Equal(t, tc.want, accepted(changes, tc.err))
 		})
 	}
+}
+
+// slowSource answers only when its context ends (a Graphite retrying until
+// the deadline), with valid loads: a slow source that succeeds in the end.
+type slowSource struct{ loads Loads }
+
+func (s slowSource) Fetch(ctx context.Context) (Loads, error) {
+	<-ctx.Done()
+	return s.loads, nil
+}
+
+// deadlineTarget fails a write whose context has ended, as a socket write would.
+type deadlineTarget struct {
+	fakeTarget
+}
+
+func (d *deadlineTarget) SetWeights(ctx context.Context, changes []Change) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return d.fakeTarget.SetWeights(ctx, changes)
+}
+
+// TestSlowSourceLeavesTimeToWrite: a source that uses all the time it is
+// given must not leave the write an expired context, which could cut a batch
+// in the middle (some weights taken, none recorded).
+func TestSlowSourceLeavesTimeToWrite(t *testing.T) {
+	at := time.Unix(1_800_000_000, 0)
+	loads := Loads{"a": {{Time: at, Value: 10}}, "b": {{Time: at, Value: 40}}}
+	target := &deadlineTarget{fakeTarget: fakeTarget{weights: map[string]int{"a": 100, "b": 100}}}
+	c, err := NewController(testPolicy())
+	require.NoError(t, err)
+	be := &Backend{Name: "be", Source: slowSource{loads: loads}, Target: target, Controller: c}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cy := RunCycle(ctx, be, at, true)
+	require.Equal(t, ResultOK, cy.Result, cy.Err)
+	assert.NotEmpty(t, cy.Written)
 }
