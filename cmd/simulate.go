@@ -2,12 +2,11 @@ package cmd
 
 import (
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/readlimit"
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -116,29 +115,11 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	return rep.WriteTable(out)
 }
 
-// readBounded reads at most limit bytes of path: a wrong path (/dev/zero, a
-// log) must fail, not eat the memory.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: larger than %d MiB", path, limit>>20)
-	}
-	return data, nil
-}
-
 // scenarioFromFlags loads --scenario (or the default) and applies the flags the user set.
 func scenarioFromFlags(fl *pflag.FlagSet, f *simulateFlags) (sim.Scenario, error) {
 	sc := sim.DefaultScenario()
 	if f.scenario != "" {
-		data, err := readBounded(f.scenario, 1<<20)
+		data, err := readlimit.ReadFile(f.scenario, 1<<20)
 		if err != nil {
 			return sim.Scenario{}, fmt.Errorf("read scenario: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/readlimit"
 	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -32,19 +33,11 @@ func Load(path string) (*Config, error) {
 const maxFileSize = 1 << 20
 
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+	data, err := readlimit.ReadFile(path, maxFileSize)
+	if errors.Is(err, readlimit.ErrTooLarge) {
+		return nil, fmt.Errorf("%w, not a configuration file", err)
 	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(data) > maxFileSize {
-		return nil, fmt.Errorf("%s: larger than %d MiB, not a configuration file", path, maxFileSize>>20)
-	}
-	return data, nil
+	return data, err
 }
 
 // Parse is Load on bytes already read; name labels messages and lookup resolves
