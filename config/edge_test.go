@@ -126,10 +126,10 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Load(path)
-	if err == nil || !strings.Contains(err.Error(), "larger than 1 MiB") {
+	if err == nil || !strings.Contains(err.Error(), "file too large (over 1 MiB), not a configuration file") {
 		t.Errorf("got %v", err)
 	}
-	if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "larger than 1 MiB") {
+	if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "file too large (over 1 MiB), not a configuration file") {
 		t.Errorf("/dev/zero: got %v", err)
 	}
 }
