@@ -56,6 +56,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// runningDaemon is a Daemon whose Run was started by startDaemon.
+type runningDaemon struct {
+	hup    chan os.Signal // a value reloads the configuration
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run has returned
+	err    error         // what Run returned, once done is closed
+}
+
+// startDaemon starts d.Run and returns once d has said READY=1. Run is ended
+// (and waited for) when the test ends, also on a failure part way.
+func startDaemon(t *testing.T, d *Daemon, n *recordingNotifier) *runningDaemon {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningDaemon{hup: make(chan os.Signal, 1), cancel: cancel, done: make(chan struct{})}
+	go func() { r.err = d.Run(ctx, r.hup); close(r.done) }()
+	t.Cleanup(func() { cancel(); <-r.done })
+	<-n.ready
+	return r
+}
+
+// stop ends Run, as SIGTERM does, and returns its error.
+func (r *runningDaemon) stop() error {
+	r.cancel()
+	<-r.done
+	return r.err
+}
+
 func TestReloadKeepsOldConfigOnError(t *testing.T) {
 	var mu sync.Mutex
 	next := func() (*config.Config, error) { return nil, errors.New("bad.yml:3: unknown key \"x\"") }
@@ -67,18 +94,14 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(testConfig(t, "be_old"), Options{Reload: reload, Notifier: n, Registry: reg})
-	ctx, cancel := context.WithCancel(context.Background())
-	hup := make(chan os.Signal, 1)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, hup) }()
-	<-n.ready
+	r := startDaemon(t, d, n)
 	reloadOK := func() float64 { return testutil.ToFloat64(d.metrics.ReloadGauge()) }
 	if reloadOK() != 1 {
 		t.Fatal("config_reload_success not 1 at start")
 	}
 
 	first := d.current()
-	hup <- os.Interrupt
+	r.hup <- os.Interrupt
 	waitFor(t, "rejected reload", func() bool { return reloadOK() == 0 })
 	if d.current() != first || d.config().Backends[0].Name != "be_old" {
 		t.Fatal("a rejected reload replaced the running configuration")
@@ -88,7 +111,7 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 	newCfg := testConfig(t, "be_new")
 	next = func() (*config.Config, error) { return newCfg, nil }
 	mu.Unlock()
-	hup <- os.Interrupt
+	r.hup <- os.Interrupt
 	waitFor(t, "accepted reload", func() bool { return reloadOK() == 1 })
 	if g := d.current(); g == first || g.runners[0].unit.Backend.Name != "be_new" {
 		t.Fatal("reload did not start the new backend")
@@ -98,8 +121,7 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 		return !b["be_old"] && b["be_new"]
 	})
 
-	cancel()
-	if err := <-done; err != nil {
+	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	n.mu.Lock()

@@ -24,12 +24,7 @@ func TestReloadKeepsReadiness(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(testConfig(t, "be"), Options{Notifier: n,
 		Reload: func() (*config.Config, error) { return same, nil }})
-	ctx, cancel := context.WithCancel(context.Background())
-	hup := make(chan os.Signal, 1)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, hup) }()
-	defer func() { cancel(); <-done }()
-	<-n.ready
+	run := startDaemon(t, d, n)
 
 	first := d.current()
 	r := first.runners[0]
@@ -39,7 +34,7 @@ func TestReloadKeepsReadiness(t *testing.T) {
 	if ok, why := d.Ready(); !ok {
 		t.Fatalf("not ready before the reload: %s", why)
 	}
-	hup <- os.Interrupt
+	run.hup <- os.Interrupt
 	waitFor(t, "reload", func() bool { return d.current() != first })
 	if ok, why := d.Ready(); !ok {
 		t.Errorf("a reload made a ready daemon unready: %s", why)

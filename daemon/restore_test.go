@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,11 +24,7 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 	h.Kill()
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(restoreConfig(t, h.Socket, "100ms", "2s"), Options{Notifier: n})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, make(chan os.Signal)) }()
-	defer func() { cancel(); <-done }()
-	<-n.ready
+	r := startDaemon(t, d, n)
 
 	h.Restart()
 	waitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
@@ -48,11 +43,9 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 	if err := b.SetWeights(wctx, []weighter.Change{{Server: "s1", Weight: 77}}); err != nil {
 		t.Fatal(err)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	done <- nil // for the deferred receive
 	servers, err := b.Servers(wctx)
 	if err != nil {
 		t.Fatal(err)
@@ -74,11 +67,7 @@ func TestShutdownEndsWithHungHAProxy(t *testing.T) {
 	var logs testenv.SyncBuffer
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(restoreConfig(t, h.Socket, "1h", "100ms"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil))})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, make(chan os.Signal)) }()
-	defer cancel()
-	<-n.ready
+	r := startDaemon(t, d, n)
 	waitFor(t, "the start-up weights", func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -86,18 +75,17 @@ func TestShutdownEndsWithHungHAProxy(t *testing.T) {
 	})
 	h.Freeze()
 	defer h.Thaw() // before t.Cleanup stops it
-	cancel()
-	var err error
+	r.cancel()
 	waitFor(t, "Run to return", func() bool {
 		select {
-		case err = <-done:
+		case <-r.done:
 			return true
 		default:
 			return false
 		}
 	})
-	if err != nil {
-		t.Fatalf("Run: %v", err)
+	if r.err != nil {
+		t.Fatalf("Run: %v", r.err)
 	}
 	if !strings.Contains(logs.String(), `msg="restore_on_exit failed, the daemon's last weights stay" backend=be`) {
 		t.Errorf("no restore error naming the backend:\n%s", logs.String())
@@ -155,12 +143,7 @@ backend kept
 	}
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse("be", "kept"), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse("kept"), nil }})
-	ctx, cancel := context.WithCancel(context.Background())
-	hup := make(chan os.Signal, 1)
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx, hup) }()
-	defer func() { cancel(); <-done }()
-	<-n.ready
+	r := startDaemon(t, d, n)
 	waitFor(t, "start-up weights of both backends", func() bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -179,7 +162,7 @@ backend kept
 			t.Fatal(err)
 		}
 	}
-	hup <- syscall.SIGHUP
+	r.hup <- syscall.SIGHUP
 	weights := func(backend string) map[string]int {
 		servers, err := hc.Backend(backend).Servers(wctx)
 		if err != nil {
