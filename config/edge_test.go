@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,8 +130,30 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "file too large (over 1 MiB), not a configuration file") {
 		t.Errorf("got %v", err)
 	}
-	if _, err := Load("/dev/zero"); err == nil || !strings.Contains(err.Error(), "file too large (over 1 MiB), not a configuration file") {
+	if _, err := Load("/dev/zero"); err == nil || err.Error() != "read config: /dev/zero: not a regular file: a character device" {
 		t.Errorf("/dev/zero: got %v", err)
+	}
+}
+
+// A FIFO given as the configuration blocked Load in open until something
+// wrote to it: validate, run and a reload hung without a word.
+func TestLoadRefusesFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Load(path)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if want := "read config: " + path + ": not a regular file: a named pipe (FIFO)"; err == nil || err.Error() != want {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Load still blocked on a FIFO after 5s")
 	}
 }
 
