@@ -16,7 +16,7 @@ func noEnv(string) (string, bool) { return "", false }
 func TestBadConfigs(t *testing.T) {
 	tests := map[string]string{
 		"bad-duplicate.yml":        `testdata/bad-duplicate.yml:4: backends[1] (be_ingest): name: duplicate backend "be_ingest"`,
-		"bad-duration.yml":         `testdata/bad-duration.yml:1: invalid duration "10 seconds" (want e.g. 10s, 1m30s)`,
+		"bad-duration.yml":         `testdata/bad-duration.yml:1: interval: invalid duration (want e.g. 10s, 1m30s)`,
 		"bad-env.yml":              `testdata/bad-env.yml:5: environment variable HW_TEST_UNSET_KEY is not set`,
 		"bad-jitter.yml":           `testdata/bad-jitter.yml:1: jitter: must be in [0, 1), got NaN`,
 		"bad-function.yml":         `testdata/bad-function.yml:5: backends[0] (be_ingest): function "proportional" is unknown, valid: feedback, limited-proportions, normalised-exponential`,
@@ -26,7 +26,7 @@ func TestBadConfigs(t *testing.T) {
 		"bad-prometheus-query.yml": `testdata/bad-prometheus-query.yml:4: backends[0] (be_ingest): source: prometheus: query: must be set`,
 		"bad-syntax.yml":           `testdata/bad-syntax.yml:1: did not find expected '-' indicator`,
 		"bad-two-sources.yml":      `testdata/bad-two-sources.yml:3: backends[0] (be_ingest): source: more than one of prometheus, graphite, haproxy`,
-		"bad-type.yml":             "testdata/bad-type.yml:4: cannot unmarshal !!str `two` into int",
+		"bad-type.yml":             "testdata/bad-type.yml:4: deadband: want an integer, got a string",
 		"bad-unknown-key.yml":      `testdata/bad-unknown-key.yml:6: unknown key "limiting_factr"`,
 		"bad-policy-values.yml": `testdata/bad-policy-values.yml:4: backends[0] (be_ingest): limiting_factor must be > 1, got 1
 testdata/bad-policy-values.yml:5: backends[0] (be_ingest): aggregate "mean" is unknown, valid: last, avg, max, median`,

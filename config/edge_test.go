@@ -180,7 +180,7 @@ func TestBareZeroDuration(t *testing.T) {
 	}
 	// Other numbers have no obvious unit and stay errors; interval must still be positive.
 	for data, want := range map[string]string{
-		"interval: 10\n":  `c.yml:1: invalid duration "10" (want e.g. 10s, 1m30s)`,
+		"interval: 10\n":  `c.yml:1: interval: invalid duration (want e.g. 10s, 1m30s)`,
 		"interval: 0\n":   `c.yml:1: interval: must be at least 100ms, got 0s`,
 		"interval: 1ms\n": `c.yml:1: interval: must be at least 100ms, got 1ms`,
 		"jitter: 0\nbackends:\n  - {name: b, source: {haproxy: {counter: bytes_in}}, max_weight: 0}\n": `c.yml:3: backends[0] (b): max_weight must be in 1..256, got 0`,

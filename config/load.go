@@ -67,15 +67,15 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty configuration")
 		}
-		return nil, tabHint(expanded, err)
+		return nil, tabHint(expanded, decodeError(expanded, err))
 	}
 	if err := onlyOneDocument(dec); err != nil {
-		return nil, err
+		return nil, decodeError(expanded, err)
 	}
 	// Second pass: yaml.v3 builds slice elements from zero values, so each
 	// backend is decoded again over weighter.DefaultPolicy() to get its defaults.
 	if err := decodeBackends(expanded, &cfg); err != nil {
-		return nil, err
+		return nil, decodeError(expanded, err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, locateKeys(expanded, err)
@@ -411,6 +411,7 @@ var (
 	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 	unknownField = regexp.MustCompile("^field (\\S+) not found in type \\S+$")
 	badDuration  = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into time\\.Duration$")
+	quotedValue  = regexp.MustCompile(" `[^`]*`")
 )
 
 // located rewrites err as "name:line: message" lines, one per problem.
@@ -451,9 +452,12 @@ func locateYAML(name, msg string) string {
 	text := m[2]
 	if f := unknownField.FindStringSubmatch(text); f != nil {
 		text = fmt.Sprintf("unknown key %q", f[1])
-	} else if d := badDuration.FindStringSubmatch(text); d != nil {
-		text = fmt.Sprintf("invalid duration %q (want e.g. 10s, 1m30s)", d[1])
+	} else if badDuration.MatchString(text) {
+		text = "invalid duration (want e.g. 10s, 1m30s)"
 	}
+	// decodeError has rewritten the messages that quote a value; should one
+	// get here all the same, the value is cut out rather than shown.
+	text = quotedValue.ReplaceAllString(text, "")
 	return fmt.Sprintf("%s:%d: %s", name, line, text)
 }
 

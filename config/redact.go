@@ -1,0 +1,206 @@
+package config
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// yaml.v3 quotes the value that failed to decode: whole in "cannot decode
+// !!str `…` as a !!int" (an explicit tag the value does not fit), its first 7
+// characters in "cannot unmarshal !!str `…` into int". A password or token
+// written with a wrong tag or under the wrong key would end up in validate's
+// output, the daemon's log and a reload's error. These patterns pick those
+// errors apart so that decodeError can rewrite them with the key and the line
+// and without the value.
+var (
+	typeMismatch = regexp.MustCompile("^line (\\d+): cannot unmarshal (!!\\w+)(?: `(.*)`)? into (.+)$")
+	badTagged    = regexp.MustCompile("^(?:yaml: )?cannot decode (!!\\w+) `(?s:(.*))` as a (!!\\w+)$")
+	badBinary    = regexp.MustCompile(`^(?:yaml: )?!!binary value contains invalid base64 data$`)
+	badAlias     = regexp.MustCompile(`^(?:yaml: )?unknown anchor '(?s:(.*))' referenced$`)
+	badMapKey    = regexp.MustCompile(`^(?:yaml: )?invalid map key: `)
+)
+
+// decodeError rewrites an error of yaml.v3 decoding data so that no value of
+// the file shows in it: each problem names its key and line instead. The
+// original error is not wrapped, as it holds the value; errors that hold none
+// (syntax errors, unknown keys) come back as they were.
+func decodeError(data []byte, err error) error {
+	var root yaml.Node
+	parsed := yaml.Unmarshal(data, &root) == nil
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		var out []error
+		for _, msg := range te.Errors {
+			out = append(out, typeError(&root, parsed, msg))
+		}
+		return errors.Join(out...)
+	}
+	msg := err.Error()
+	switch {
+	case badTagged.MatchString(msg):
+		m := badTagged.FindStringSubmatch(msg)
+		tag, value := m[3], m[2]
+		text := fmt.Sprintf("not a valid %s (the tag asks for one)", tag)
+		return located1(&root, parsed, text, func(n *yaml.Node) bool {
+			return n.Kind == yaml.ScalarNode && n.ShortTag() == tag && n.Value == value
+		})
+	case badBinary.MatchString(msg):
+		return located1(&root, parsed, "!!binary value contains invalid base64 data", func(n *yaml.Node) bool {
+			if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!binary" {
+				return false
+			}
+			_, err := base64.StdEncoding.DecodeString(n.Value)
+			return err != nil
+		})
+	case badAlias.MatchString(msg):
+		// The parser fails before there is a tree, so the alias is looked for
+		// in the text. Its name is left out too: `password: *secret`, a
+		// password starting with * written unquoted, is read as an alias.
+		text := errors.New("an alias (*name) refers to an anchor (&name) that is not defined: quote a value that starts with *")
+		if line := aliasLine(data, badAlias.FindStringSubmatch(msg)[1]); line > 0 {
+			return &lineError{line: line, err: text}
+		}
+		return text
+	case badMapKey.MatchString(msg):
+		return errors.New("invalid map key: a list or a mapping cannot be a key")
+	}
+	return err
+}
+
+// typeError rewrites one of yaml.v3's "line N: cannot unmarshal …" messages;
+// others ("field x not found", "mapping key already defined") name keys, not
+// values, and are left to locateYAML.
+func typeError(root *yaml.Node, parsed bool, msg string) error {
+	m := typeMismatch.FindStringSubmatch(msg)
+	if m == nil {
+		return errors.New(msg)
+	}
+	line, _ := strconv.Atoi(m[1])
+	tag, value, into := m[2], m[3], m[4]
+	text := fmt.Sprintf("want %s, got %s", goKind(into), tagKind(tag))
+	if into == "time.Duration" {
+		text = "invalid duration (want e.g. 10s, 1m30s)"
+	}
+	err := located1(root, parsed, text, func(n *yaml.Node) bool {
+		return n.Line == line && n.ShortTag() == tag && (value == "" || shortened(n.Value) == value)
+	})
+	var le *lineError
+	if !errors.As(err, &le) { // the node was not found: the line is still known
+		err = &lineError{line: line, err: err}
+	}
+	return err
+}
+
+// located1 finds the node match accepts and returns text as an error of its
+// line, prefixed with its key; without a node, text alone.
+func located1(root *yaml.Node, parsed bool, text string, match func(*yaml.Node) bool) error {
+	if !parsed {
+		return errors.New(text)
+	}
+	key, line := findNode(root, "", match)
+	switch {
+	case line == 0:
+		return errors.New(text)
+	case key == "":
+		return &lineError{line: line, err: errors.New(text)}
+	}
+	return &lineError{line: line, err: fmt.Errorf("%s: %s", key, text)}
+}
+
+// findNode walks the tree for the first node match accepts and returns the
+// mapping key it stands under (for a list item, the list's key) and its line.
+// Aliases are not followed: the node they point to is found where it is
+// defined, which is also the line yaml.v3 reports.
+func findNode(n *yaml.Node, key string, match func(*yaml.Node) bool) (string, int) {
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			if match(c) {
+				return key, c.Line
+			}
+			if k, line := findNode(c, key, match); line > 0 {
+				return k, line
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if match(v) {
+				return k.Value, v.Line
+			}
+			if kk, line := findNode(v, k.Value, match); line > 0 {
+				return kk, line
+			}
+		}
+	}
+	return "", 0
+}
+
+// shortened is how yaml.v3 quotes a value in a type error.
+func shortened(v string) string {
+	if len(v) > 10 {
+		return v[:7] + "..."
+	}
+	return v
+}
+
+// aliasLine is the first line, outside comments, where *name stands as an alias.
+func aliasLine(data []byte, name string) int {
+	ref := "*" + name
+	for i, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		for rest := line; ; {
+			j := strings.Index(rest, ref)
+			if j < 0 {
+				break
+			}
+			end := j + len(ref)
+			if end == len(rest) || strings.ContainsRune(" \t\r,]}", rune(rest[end])) {
+				return i + 1
+			}
+			rest = rest[end:]
+		}
+	}
+	return 0
+}
+
+// goKind says in words what a Go type takes in YAML.
+func goKind(t string) string {
+	switch {
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	case strings.HasPrefix(t, "int"), strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case strings.HasPrefix(t, "float"):
+		return "a number"
+	case t == "string":
+		return "a string"
+	case t == "bool":
+		return "true or false"
+	case strings.Contains(t, "."): // a struct of this module
+		return "a mapping"
+	}
+	return t
+}
+
+// tagKind says in words what a YAML tag is.
+func tagKind(tag string) string {
+	if k, ok := map[string]string{
+		"!!str": "a string", "!!int": "an integer", "!!float": "a number", "!!bool": "true or false",
+		"!!seq": "a list", "!!map": "a mapping", "!!null": "null", "!!timestamp": "a timestamp",
+		"!!binary": "binary data",
+	}[tag]; ok {
+		return k
+	}
+	return tag
+}
