@@ -45,48 +45,65 @@ type runner struct {
 	// error fails the cycle as haproxy_error (restore_on_exit snapshot).
 	before func(ctx context.Context) error
 
-	mu         sync.Mutex
-	started    time.Time
-	lastOK     time.Time // end of the last ok cycle
-	lastBeat   time.Time // end of the last cycle, whatever its result
-	lastResult string
+	mu       sync.Mutex
+	started  time.Time
+	lastOK   time.Time // end of the last ok cycle
+	lastBeat time.Time // end of the last cycle, whatever its result
+	cl       *cycleLog // what was logged of the cycles so far
 }
 
 func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
 	now := clock.Now()
+	log = log.With("backend", u.Backend.Name)
 	return &runner{unit: u, timing: t, apply: true, clock: clock, metrics: m,
-		log: log.With("backend", u.Backend.Name), rand: rand.Float64, started: now, lastBeat: now, done: make(chan struct{})}
+		log: log, rand: rand.Float64, started: now, lastBeat: now, done: make(chan struct{}),
+		cl: &cycleLog{log: log}}
 }
 
-// inherit takes over the last ok cycle and result of the runner a reload
-// replaced (nil: none), so that a reload does not make a ready backend
+// inherit takes over the last ok cycle and the log state of the runner a
+// reload replaced (nil: none), so that a reload does not make a ready backend
 // unready until its next ok cycle (a whole rate_window with the HAProxy
-// stats source), and a backend failing across a reload still logs
-// "cycle ok again" when it recovers.
+// stats source), and a backend failing across a reload goes on being
+// summarised and still logs "cycle ok again" when it recovers.
 func (r *runner) inherit(old *runner) {
 	if old == nil {
 		return
 	}
 	old.mu.Lock()
-	lastOK, lastResult := old.lastOK, old.lastResult
+	lastOK, cl := old.lastOK, old.cl.clone(r.log)
 	old.mu.Unlock()
 	r.mu.Lock()
-	r.lastOK, r.lastResult = lastOK, lastResult
+	r.lastOK, r.cl = lastOK, cl
 	r.mu.Unlock()
 }
 
 // run cycles until stop ends: a cycle at once, then one every jittered
-// interval. Cycles run under ctx, which only shutdown cancels: a reload
+// interval, start to start, so that a slow or hung source does not stretch
+// the period to interval + timeout. A cycle that outlasts its interval makes
+// the loop skip the ticks it missed, as time.Ticker does, rather than run
+// the late cycles back to back against a source or HAProxy that is already
+// struggling. Cycles run under ctx, which only shutdown cancels: a reload
 // (stop) lets the cycle in flight finish and commit what it wrote. Cut off
 // mid-write, the weights HAProxy took would be unknown to the Controller the
 // reload keeps, and a drain (weight 0) it wrote would look like an operator's.
 func (r *runner) run(ctx, stop context.Context) {
+	start := r.clock.Now()
 	for stop.Err() == nil {
 		r.step(ctx)
+		next, now := start.Add(r.next()), r.clock.Now()
+		for !next.After(now) {
+			d := r.next()
+			if d <= 0 { // no interval (a Timing built by hand): do not spin here
+				next = now
+				break
+			}
+			next = next.Add(d)
+		}
+		start = next
 		select {
 		case <-stop.Done():
 			return
-		case <-r.clock.After(r.next()):
+		case <-r.clock.After(next.Sub(now)):
 		}
 	}
 }
@@ -107,18 +124,22 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	c := r.cycle(cctx)
 	if ctx.Err() != nil {
 		// Shutdown cancelled the cycle (a reload lets it finish): not a failure of the backend.
-		r.log.Debug("cycle cancelled", "result", c.Result, "err", c.Err)
-		logWritten(r.log, c)
+		level := slog.LevelDebug
+		if len(c.Written) > 0 { // HAProxy took weights before the cancel: say so
+			level = slog.LevelInfo
+		}
+		r.log.Log(ctx, level, "cycle cancelled by shutdown", "result", c.Result, "err", c.Err, "written", len(c.Written))
 		return c
 	}
-	// Log first: whoever sees the metric or readiness change finds the log line.
-	r.logCycle(c, r.previous())
 	end := r.clock.Now()
 	r.mu.Lock()
-	r.lastResult, r.lastBeat = c.Result, end
+	r.lastBeat = end
 	if c.Result == weighter.ResultOK {
 		r.lastOK = end
 	}
+	ready := r.readyLocked(end)
+	// Log first: whoever sees the metric or readiness change finds the log line.
+	r.cl.cycle(c, end, ready)
 	r.mu.Unlock()
 	if r.metrics != nil {
 		r.metrics.Observe(c)
@@ -150,42 +171,6 @@ func (r *runner) beat() {
 	r.mu.Unlock()
 }
 
-// previous is the result of the cycle before, "" before the first.
-func (r *runner) previous() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lastResult
-}
-
-// logCycle writes one line per written change and one per failure, never one
-// per unchanged server.
-func (r *runner) logCycle(c weighter.Cycle, prev string) {
-	switch c.Result {
-	case weighter.ResultOK:
-		if prev != "" && prev != weighter.ResultOK {
-			r.log.Info("cycle ok again", "after", prev)
-		}
-	case weighter.ResultSkippedCoverage:
-		r.log.Warn("holding weights", "reason", c.Plan.Reason, "coverage", c.Plan.Coverage)
-	default:
-		r.log.Error("cycle failed", "result", c.Result, "err", c.Err)
-	}
-	logWritten(r.log, c)
-}
-
-func logWritten(log *slog.Logger, c weighter.Cycle) {
-	written := make(map[string]bool, len(c.Written))
-	for _, ch := range c.Written {
-		written[ch.Server] = true
-	}
-	for _, s := range c.Plan.Servers {
-		if written[s.Server] {
-			log.Info("weight set", "server", s.Server, "from", s.Current, "to", s.New,
-				"load", s.Load, "reason", s.Reason)
-		}
-	}
-}
-
 // ready reports whether the backend had an ok cycle within 3 intervals, or
 // within the longest time two ok cycles can end apart (interval + jitter +
 // timeout) when that is longer: with timeout > 2 intervals, slow cycles that
@@ -193,6 +178,10 @@ func logWritten(log *slog.Logger, c weighter.Cycle) {
 func (r *runner) ready(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.readyLocked(now)
+}
+
+func (r *runner) readyLocked(now time.Time) bool {
 	window := max(3*r.timing.Interval,
 		time.Duration(float64(r.timing.Interval)*(1+r.timing.Jitter))+r.timing.Timeout)
 	return !r.lastOK.IsZero() && now.Sub(r.lastOK) <= window

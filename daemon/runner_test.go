@@ -171,7 +171,8 @@ func TestStepReadinessAndMetrics(t *testing.T) {
 		t.Errorf("server_weight series %d %v", n, err)
 	}
 	logs := f.logs.String()
-	if strings.Count(logs, "weight set") != 2 || !strings.Contains(logs, "cycle failed") {
+	if strings.Count(logs, "\n") != 2 || !strings.Contains(logs, `msg="weights written" backend=be written=2 servers=2 largest="s1 1→256"`) ||
+		!strings.Contains(logs, `msg="cycle failed" backend=be result=source_error`) {
 		t.Errorf("logs:\n%s", logs)
 	}
 }
@@ -242,6 +243,7 @@ func TestRunCyclesOnTicks(t *testing.T) {
 			t.Fatalf("%d fetches after %d cycles", calls, i)
 		}
 		if i < 3 {
+			f.clock.advance(11 * time.Second)
 			f.clock.ticker <- f.clock.Now()
 		}
 	}

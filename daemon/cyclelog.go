@@ -1,0 +1,237 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// A backend's log must stay small enough to keep for months: a 1,000-server
+// backend cycling every second wrote 3.4 million lines an hour with one line
+// per weight, and a dead source one error a cycle for ever. cycleLog writes at
+// most one line per backend per cycle at info and above, and only when
+// something happened: weights written, the backend failing or recovering, its
+// readiness changing. A run of failing (or holding) cycles is logged when it
+// starts and for each new message in it, then summarised at its 10th cycle and
+// after that at most every summaryEvery (and never more often than every 10
+// cycles); the cycle that ends it says how long it lasted. The per-server
+// detail is at debug.
+type cycleLog struct {
+	log *slog.Logger
+
+	// The run of cycles that did not end ok; zero cycles when the last one did.
+	cycles      int       // cycles in the run
+	since       time.Time // start of the run's first cycle
+	result      string    // result of the run's latest cycle
+	seen        map[string]bool
+	summaryAt   time.Time // when the run was last logged (its start or a summary)
+	summaryN    int       // cycles in the run at that time
+	summarised  bool      // a summary line was written for the run
+	ready       bool      // readiness as last logged
+	unknown     map[string]bool
+	unknownFull bool // maxUnknown names logged; the rest are not
+}
+
+const (
+	// summaryCycles: the first summary of a failing run comes at its 10th cycle, and
+	// later ones at least 10 cycles apart, so a long interval does not make one every cycle.
+	summaryCycles = 10
+	// summaryEvery is the time between two summaries of a run after its first.
+	summaryEvery = 10 * time.Minute
+	// maxMessages bounds the messages of one run logged on their own; an error
+	// that changes every cycle in a way normalise misses is then only summarised.
+	maxMessages = 32
+	// maxUnknown bounds the unknown server names remembered (and logged) per backend.
+	maxUnknown = 10_000
+)
+
+// clone returns a copy a reload's new runner can go on with: a backend failing
+// across a reload goes on being summarised and logs its recovery, and a ready
+// one does not log "ready" again.
+func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
+	c := *l
+	c.log = log
+	c.seen = make(map[string]bool, len(l.seen))
+	for k := range l.seen {
+		c.seen[k] = true
+	}
+	c.unknown = make(map[string]bool, len(l.unknown))
+	for k := range l.unknown {
+		c.unknown[k] = true
+	}
+	return &c
+}
+
+// line is the one info-or-above record a cycle may write: parts of the cycle
+// add attributes to it, and the first message set names it.
+type line struct {
+	level slog.Level
+	msg   string
+	attrs []any
+}
+
+func (ln *line) add(level slog.Level, msg string, attrs ...any) {
+	if ln.msg == "" {
+		ln.msg = msg
+	}
+	ln.level = max(ln.level, level)
+	ln.attrs = append(ln.attrs, attrs...)
+}
+
+// cycle logs one cycle that ended at end; ready is the backend's readiness
+// after it.
+func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) {
+	ln := line{level: slog.LevelDebug}
+	if c.Result == weighter.ResultOK {
+		l.ok(&ln, c, end)
+	} else {
+		l.failed(&ln, c, end)
+	}
+	l.written(&ln, c)
+	if ready != l.ready {
+		l.ready = ready
+		if ready {
+			ln.add(slog.LevelInfo, "backend ready", "ready", true)
+		} else {
+			ln.add(slog.LevelWarn, "backend not ready: no ok cycle within its readiness window", "ready", false)
+		}
+	}
+	if ln.msg != "" {
+		l.log.Log(context.Background(), ln.level, ln.msg, ln.attrs...)
+	}
+	l.unknownServers(c.Plan.Unknown)
+}
+
+func (l *cycleLog) ok(ln *line, c weighter.Cycle, end time.Time) {
+	if l.cycles > 0 {
+		ln.add(slog.LevelInfo, "cycle ok again", "after", l.result, "failed_for", end.Sub(l.since).Round(time.Millisecond),
+			"failed_cycles", l.cycles, "since", l.since)
+	}
+	l.cycles, l.seen = 0, nil
+}
+
+// failed logs a failing (or holding) cycle when its message is new in the
+// run, or summarises the run when it is due.
+func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
+	level, msg, detail := slog.LevelError, "cycle failed", []any{"result", c.Result, "err", c.Err}
+	key := c.Result
+	if c.Err != nil {
+		key += ": " + normalise(c.Err.Error())
+	}
+	if c.Result == weighter.ResultSkippedCoverage {
+		level, msg = slog.LevelWarn, "holding weights"
+		detail = []any{"result", c.Result, "reason", c.Plan.Reason, "coverage", c.Plan.Coverage}
+		key += ": " + normalise(c.Plan.Reason)
+	}
+	if l.cycles == 0 {
+		l.since, l.seen, l.summaryAt, l.summaryN, l.summarised = c.Plan.Time, map[string]bool{}, end, 0, false
+	}
+	l.cycles++
+	l.result = c.Result
+	switch {
+	case !l.seen[key] && len(l.seen) < maxMessages:
+		l.seen[key] = true
+		if l.cycles > 1 {
+			detail = append(detail, "failing_cycles", l.cycles, "since", l.since)
+		}
+		ln.add(level, msg, detail...)
+	case l.due(end):
+		l.summaryAt, l.summaryN, l.summarised = end, l.cycles, true
+		still := "still failing"
+		if c.Result == weighter.ResultSkippedCoverage {
+			still = "still holding weights"
+		}
+		ln.add(level, still, append(detail, "failing_cycles", l.cycles, "since", l.since,
+			"for", end.Sub(l.since).Round(time.Second))...)
+	default:
+		l.log.Debug(msg, detail...)
+	}
+}
+
+// due reports whether the failing run should be summarised now.
+func (l *cycleLog) due(end time.Time) bool {
+	if !l.summarised {
+		return l.cycles >= summaryCycles
+	}
+	return l.cycles-l.summaryN >= summaryCycles && end.Sub(l.summaryAt) >= summaryEvery
+}
+
+// written adds the weights a cycle wrote: at info their number, the largest
+// move and the imbalance (max/mean load) that made them; each at debug.
+func (l *cycleLog) written(ln *line, c weighter.Cycle) {
+	if len(c.Written) == 0 {
+		return
+	}
+	to := make(map[string]int, len(c.Written))
+	for _, ch := range c.Written {
+		to[ch.Server] = ch.Weight
+	}
+	var largest *weighter.ServerPlan
+	move := -1.0
+	for i := range c.Plan.Servers {
+		s := &c.Plan.Servers[i]
+		w, ok := to[s.Server]
+		if !ok {
+			continue
+		}
+		l.log.Debug("weight set", "server", s.Server, "from", s.Current, "to", w, "load", s.Load, "reason", s.Reason)
+		if m := moveSize(s.Current, w); m > move {
+			largest, move = s, m
+		}
+	}
+	attrs := []any{"written", len(c.Written), "servers", len(c.Plan.Servers)}
+	if largest != nil {
+		attrs = append(attrs, "largest", fmt.Sprintf("%s %d→%d", largest.Server, largest.Current, to[largest.Server]),
+			"reason", largest.Reason)
+	}
+	if c.Plan.Imbalance > 0 {
+		attrs = append(attrs, "imbalance", round2(c.Plan.Imbalance))
+	}
+	ln.add(slog.LevelInfo, "weights written", attrs...)
+}
+
+// moveSize ranks weight changes by ratio (64→128 is as large as 128→256),
+// with weight 0 (a drain) or from 0 (an undrain) the largest.
+func moveSize(from, to int) float64 {
+	if from <= 0 || to <= 0 {
+		return float64(max(from, to)) * 1e6
+	}
+	if to > from {
+		return float64(to) / float64(from)
+	}
+	return float64(from) / float64(to)
+}
+
+func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
+
+// unknownServers logs, once each and at debug, the names a source returned
+// that the backend has no server for.
+func (l *cycleLog) unknownServers(names []string) {
+	for _, n := range names {
+		if l.unknown[n] || l.unknownFull {
+			continue
+		}
+		if l.unknown == nil {
+			l.unknown = map[string]bool{}
+		}
+		if len(l.unknown) >= maxUnknown {
+			l.unknownFull = true
+			l.log.Debug("more unknown server names in the data; not logging them", "logged", maxUnknown)
+			return
+		}
+		l.unknown[n] = true
+		l.log.Debug("series for a server the backend does not have (logged once)", "server", n)
+	}
+}
+
+// digits are what changes between two reports of the same failure: ports,
+// addresses, durations, counts, timestamps.
+var digits = regexp.MustCompile(`[0-9]+`)
+
+// normalise is an error message with its numbers blanked, so "dial tcp
+// 10.0.0.9:41234: i/o timeout after 1.45s" repeats as one failure.
+func normalise(msg string) string { return digits.ReplaceAllLiteralString(msg, "#") }
