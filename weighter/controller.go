@@ -49,7 +49,7 @@ func (c *Controller) Commit(written []Change) {
 func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Plan {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	plan := Plan{Time: now, Function: c.p.Function, Servers: make([]ServerPlan, len(servers))}
+	plan := Plan{Time: now, Function: c.p.Function, Servers: make([]ServerPlan, len(servers)), Scale: 1}
 	// Only an integrating function needs to know whether the data advanced;
 	// the scan over every series is skipped for the others.
 	fresh := true
@@ -68,7 +68,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 		holdAll(ws, reason)
 	} else {
 		c.drain(ws)
-		c.weigh(now, loads, ws, fresh)
+		plan.Scale = c.weigh(now, loads, ws, fresh)
 	}
 	return plan
 }
@@ -131,7 +131,7 @@ func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, 
 type buffers struct {
 	raw, scratch []float64
 	work         []work
-	active       []*work
+	active, held []*work
 	loads        []float64 // function input
 	estimate     []estimateInput
 	current      []int // function input

@@ -75,7 +75,8 @@ func TestPlanDeadband(t *testing.T) {
 	p := free()
 	p.Deadband = 2
 	c := mustController(t, p)
-	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(113, 58, 28, 250)))
+	// the largest weight is 255: the scale (256/255) rounds away for the others
+	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(113, 58, 28, 255)))
 	assert.Equal(t, ActionKeep, plan["s1"].Action, "|112-113| < 2")
 	assert.Equal(t, 113, plan["s1"].New)
 	assert.Equal(t, ReasonDeadband, plan["s1"].Reason)
@@ -88,14 +89,23 @@ func TestPlanMissingKeep(t *testing.T) {
 	c := mustController(t, free())
 	plan := c.Plan(t0, loadsAt(t0, 10, nan, 40, 0), up(7, 7, 7, 7))
 	s := byServer(plan)
-	assert.Equal(t, ActionKeep, s["s2"].Action)
-	assert.Equal(t, 7, s["s2"].New)
-	assert.Equal(t, ReasonMissing, s["s2"].Reason)
 	assert.True(t, math.IsNaN(s["s2"].Load))
-	// the others are weighted as if s2 did not exist: LP over [10 40 0]
+	// the others are weighted among themselves: LP over [10 40 0] …
 	want, err := Compute(free(), []float64{10, 40, 0}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, want, []int{s["s1"].New, s["s3"].New, s["s4"].New})
+	// … and s2 keeps its share: all four had 7, so s2 keeps a quarter of the
+	// total, the mean of the others' weights (the backend was scaled up).
+	assert.Equal(t, ActionSet, s["s2"].Action)
+	assert.Equal(t, int(math.Round(float64(want[0]+want[1]+want[2])/3)), s["s2"].New)
+	assert.Contains(t, s["s2"].Reason, ReasonMissing)
+	assert.Contains(t, s["s2"].Reason, ReasonRescale)
+
+	// when the others' weights already fit, s2 is left alone
+	s = byServer(c.Plan(t0, loadsAt(t0, 10, nan, 40), up(256, 100, 64)))
+	assert.Equal(t, ActionKeep, s["s2"].Action)
+	assert.Equal(t, 100, s["s2"].New)
+	assert.Equal(t, ReasonMissing, s["s2"].Reason)
 }
 
 func TestPlanMissingMean(t *testing.T) {
@@ -116,7 +126,7 @@ func TestPlanStaleSeriesIsMissing(t *testing.T) {
 	c := mustController(t, p)
 	loads := loadsAt(t0, 10, 20, 40)
 	loads["s2"] = Series{{Time: t0.Add(-2 * time.Minute), Value: 20}}
-	s := byServer(c.Plan(t0, loads, up(9, 9, 9)))
+	s := byServer(c.Plan(t0, loads, up(256, 9, 64)))
 	assert.Equal(t, ReasonMissing, s["s2"].Reason)
 }
 
@@ -320,7 +330,7 @@ func TestPlanDrainHysteresis(t *testing.T) {
 }
 
 func TestPlanJSON(t *testing.T) {
-	plan := mustController(t, free()).Plan(t0, loadsAt(t0, 10, nan, 40), up(9, 9, 9))
+	plan := mustController(t, free()).Plan(t0, loadsAt(t0, 10, nan, 40), up(256, 9, 64))
 	b, err := json.Marshal(plan)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `{"server":"s2","load":null,"current":9,"raw":9,"new":9,"action":"keep","reason":"missing data"}`)

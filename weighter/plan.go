@@ -31,7 +31,10 @@ type Plan struct {
 	Reason    string       `json:"reason,omitempty"`
 	Coverage  float64      `json:"coverage"`  // share of weightable servers with valid data
 	Imbalance float64      `json:"imbalance"` // max/mean of the valid loads, 0 when undefined
-	Unknown   []string     `json:"unknown,omitempty"`
+	// Scale is the factor every weight of the backend was multiplied by before
+	// the rate limit (1 = none): a common factor moves no traffic.
+	Scale   float64  `json:"scale"`
+	Unknown []string `json:"unknown,omitempty"`
 }
 
 // ServerPlan is one server's line of a Plan.

@@ -16,6 +16,7 @@ const (
 	ReasonRateLimit = "rate limit (max_step)" // Raw holds what the function wanted
 	ReasonDeadband  = "deadband"              // Raw holds what the function wanted
 	ReasonNoNewData = "no new data point (feedback integrates each once)"
+	ReasonRescale   = "rescaled with the backend"
 )
 
 // weigh runs the weighting function over the servers still undecided and turns
@@ -24,14 +25,17 @@ const (
 // function keeps the weights, because integrating the same point again (a 5 s
 // interval over 10 s data uses each point twice) doubles its gain every other
 // cycle and makes it oscillate.
-func (c *Controller) weigh(now time.Time, series Loads, ws []work, fresh bool) {
+func (c *Controller) weigh(now time.Time, series Loads, ws []work, fresh bool) (scale float64) {
 	fill := math.NaN() // the mean load, computed when first needed (missing: mean)
-	active := c.buf.active[:0]
+	active, held := c.buf.active[:0], c.buf.held[:0]
 	for i := range ws {
 		switch w := &ws[i]; {
 		case !w.weightable():
 		case !w.valid() && c.p.Missing == MissingKeep:
 			c.keepMissing(w)
+			if w.base() > 0 {
+				held = append(held, w)
+			}
 		default:
 			if !w.valid() {
 				if math.IsNaN(fill) {
@@ -44,9 +48,9 @@ func (c *Controller) weigh(now time.Time, series Loads, ws []work, fresh bool) {
 		}
 	}
 	if len(active) == 0 {
-		return
+		return 1
 	}
-	c.buf.active = active
+	c.buf.active, c.buf.held = active, held
 	loads := slices.Grow(c.buf.loads[:0], len(active))[:len(active)]
 	current := slices.Grow(c.buf.current[:0], len(active))[:len(active)]
 	c.buf.loads, c.buf.current = loads, current
@@ -62,17 +66,21 @@ func (c *Controller) weigh(now time.Time, series Loads, ws []work, fresh bool) {
 		for _, w := range active {
 			c.holdStale(w)
 		}
-		return
+		return 1
 	}
 	if c.p.ConnectionLife > 0 {
 		c.estimatePerConnection(now, series, active, loads)
 	}
 	raw := c.fn(loads, current, c.p)
-	scale := c.rescale(top)
+	if len(held) > 0 {
+		return c.weighBesideHeld(active, held, raw)
+	}
+	scale = c.rescale(top)
 	for i, w := range active {
 		w.Raw = raw[i]
-		c.finish(w, scale)
+		c.finish(w, float64(w.base())*scale)
 	}
+	return scale
 }
 
 // rescale is the factor that brings top, the largest base weight of the
@@ -120,23 +128,30 @@ func (c *Controller) holdStale(w *work) {
 	w.decide(ActionKeep, w.Current, ReasonNoNewData)
 }
 
-// finish decides one weighted server: rate limit from base, then deadband
-// (which a re-apply and a move away from 0 ignore). The deadband looks at the
-// wanted change, not the rate-limited one: from weight 1 the rate limit allows
-// only 2, and a deadband of 2 on that step would pin the weight at 1 forever.
-func (c *Controller) finish(w *work, scale float64) {
-	nw := c.rateLimit(w.Raw, float64(w.base())*scale)
+// finish decides one weighted server: rate limit from ref, its base weight on
+// the backend's scale, then deadband (which a re-apply and a move away from 0
+// ignore). The deadband looks at the wanted change, not the rate-limited one:
+// from weight 1 the rate limit allows only 2, and a deadband of 2 on that step
+// would pin the weight at 1 forever. It compares the wanted weight with ref,
+// not with the current weight: when the backend is scaled up, a server whose
+// wanted weight is near its old, unscaled one has in fact lost weight.
+func (c *Controller) finish(w *work, ref float64) {
+	nw := c.rateLimit(w.Raw, ref)
 	reason := ReasonRebalance
 	if nw != w.Raw {
 		reason = ReasonRateLimit
 	}
-	switch {
+	switch scaled := toWeight(ref, MaxWeight); {
 	case nw == w.Current:
 		w.decide(ActionKeep, nw, ReasonUnchanged)
 	case w.reapply():
 		w.decide(ActionSet, nw, ReasonReapply)
-	case w.Current > 0 && abs(w.Raw-w.Current) < c.p.Deadband:
-		w.decide(ActionKeep, w.Current, ReasonDeadband)
+	case ref > 0 && abs(w.Raw-scaled) < c.p.Deadband:
+		if scaled == w.Current {
+			w.decide(ActionKeep, w.Current, ReasonDeadband)
+		} else {
+			w.decide(ActionSet, scaled, ReasonRescale+"; "+ReasonDeadband)
+		}
 	default:
 		w.decide(ActionSet, nw, reason)
 	}
@@ -145,8 +160,9 @@ func (c *Controller) finish(w *work, scale float64) {
 	}
 }
 
-// rateLimit moves from base towards want by at most a factor MaxStep. From a
-// base of 0 (drained) there is no ratio to limit, so want is used as is.
+// rateLimit moves from base (on the backend's scale) towards want by at most a
+// factor MaxStep. From a base of 0 (drained) there is no ratio to limit, so
+// want is used as is.
 func (c *Controller) rateLimit(want int, base float64) int {
 	if c.p.MaxStep == 0 || base <= 0 {
 		return want
