@@ -9,7 +9,9 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
@@ -183,6 +185,12 @@ func (b *Backend) Validate() error {
 	var problems []error
 	if b.Name == "" {
 		problems = append(problems, errors.New("name: missing"))
+	} else if b.IPVS == nil {
+		// Sent on the runtime socket in every command: a space or ';' would
+		// split the command, and run would fail (or worse) at every cycle.
+		if err := haproxy.ValidName(b.Name); err != nil {
+			problems = append(problems, fmt.Errorf("name: %w", err))
+		}
 	}
 	switch b.Source.count() {
 	case 0:
@@ -190,6 +198,9 @@ func (b *Backend) Validate() error {
 	case 1:
 		if err := b.validateSource(); err != nil {
 			problems = append(problems, fmt.Errorf("source: %w", err))
+		}
+		if b.IPVS == nil {
+			problems = append(problems, b.validateServerMap()...)
 		}
 	default:
 		problems = append(problems, errors.New("source: more than one of prometheus, graphite, haproxy"))
@@ -219,10 +230,38 @@ func (b *Backend) validateSource() error {
 	}
 }
 
+// validateServerMap refuses server_map targets that HAProxy's runtime socket
+// cannot carry as server names: each would fail every write to the backend.
+func (b *Backend) validateServerMap() []error {
+	var kind string
+	var table map[string]string
+	switch {
+	case b.Source.Prometheus != nil:
+		kind, table = "prometheus", b.Source.Prometheus.ServerMap
+	case b.Source.Graphite != nil:
+		kind, table = "graphite", b.Source.Graphite.ServerMap
+	}
+	var problems []error
+	for _, k := range slices.Sorted(maps.Keys(table)) {
+		if table[k] == "" {
+			continue // the source's own check says it maps to an empty name
+		}
+		if err := haproxy.ValidName(table[k]); err != nil {
+			problems = append(problems, fmt.Errorf("source: %s: server_map: %s: server name %q: %w", kind, k, table[k], err))
+		}
+	}
+	return problems
+}
+
 // wrap prefixes err with the backend's position, so each joined message says where.
+// A name HAProxy could not take is quoted: it may hold a line break, which
+// would split the one line each problem gets.
 func (b *Backend) wrap(i int, err error) error {
 	label := fmt.Sprintf("backends[%d]", i)
-	if b.Name != "" {
+	switch {
+	case b.Name != "" && haproxy.ValidName(b.Name) != nil:
+		label = fmt.Sprintf("backends[%d] (%q)", i, b.Name)
+	case b.Name != "":
 		label = fmt.Sprintf("backends[%d] (%s)", i, b.Name)
 	}
 	var msgs []error

@@ -2,9 +2,26 @@ package haproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 )
+
+// ValidName says why name cannot be sent on the runtime socket as a backend
+// or server name, or returns nil. It refuses what Check, Servers and
+// SetWeights refuse (checkName), so that validate can reject a configuration
+// that run would only fail on at every cycle.
+func ValidName(name string) error {
+	if name == "" {
+		return errors.New("empty name")
+	}
+	for _, r := range name {
+		if !isNameChar(r) {
+			return fmt.Errorf("character %q is not allowed in HAProxy names (letters, digits, '.', ':', '_', '-')", r)
+		}
+	}
+	return nil
+}
 
 // Algorithms whose server weights can be changed at runtime.
 var dynamicAlgos = map[string]bool{"roundrobin": true, "leastconn": true, "random": true}
