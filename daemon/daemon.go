@@ -5,6 +5,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -69,8 +70,10 @@ func New(cfg *config.Config, o Options) *Daemon {
 }
 
 // Run starts every backend and blocks until ctx ends; then it stops the
-// cycles, restores the start-up weights if configured, and returns nil.
-// A value on hup reloads the configuration.
+// cycles and restores the start-up weights if configured. It returns an error
+// when a restore failed, so that the process exits non-zero: a supervisor or
+// operator must learn that HAProxy kept the daemon's weights (drains
+// included) after it stopped. A value on hup reloads the configuration.
 func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 	units, err := Build(d.cfg, d.log)
 	if err != nil {
@@ -98,8 +101,7 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 			d.notifier.Notify("STOPPING=1")
 			d.log.Info("stopping")
 			d.current().stop()
-			d.restore(ctx)
-			return nil
+			return d.restore(ctx)
 		case <-hup:
 			d.reloadConfig(ctx)
 		}
@@ -254,25 +256,26 @@ func (d *Daemon) snapshot(ctx context.Context, u *Unit) error {
 }
 
 // restore writes back the start-up weights of the backends still configured.
-func (d *Daemon) restore(ctx context.Context) {
+func (d *Daemon) restore(ctx context.Context) error {
 	cfg := d.config()
 	if !cfg.RestoreOnExit {
-		return
+		return nil
 	}
 	names := make([]string, 0, len(cfg.Backends))
 	for _, b := range cfg.Backends {
 		names = append(names, b.Name)
 	}
-	d.restoreBackends(ctx, cfg.CycleTimeout(), names, "restore_on_exit")
+	return d.restoreBackends(ctx, cfg.CycleTimeout(), names, "restore_on_exit")
 }
 
 // restoreBackends writes back the start-up weights of the named backends that
 // have them, within timeout. A restored backend's snapshot is dropped, so a
 // backend configured again later starts from what it has then; one that
-// failed keeps it.
-func (d *Daemon) restoreBackends(ctx context.Context, timeout time.Duration, names []string, why string) {
+// failed keeps it. The error names each backend that failed.
+func (d *Daemon) restoreBackends(ctx context.Context, timeout time.Duration, names []string, why string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	var errs []error
 	for _, name := range names {
 		d.mu.Lock()
 		hb := d.snapshots[name]
@@ -282,6 +285,7 @@ func (d *Daemon) restoreBackends(ctx context.Context, timeout time.Duration, nam
 		}
 		if err := hb.Restore(ctx); err != nil {
 			d.log.Error(why+" failed, the daemon's last weights stay", "backend", name, "err", err)
+			errs = append(errs, fmt.Errorf("%s: backend %s: %w", why, name, err))
 			continue
 		}
 		d.mu.Lock()
@@ -289,6 +293,7 @@ func (d *Daemon) restoreBackends(ctx context.Context, timeout time.Duration, nam
 		d.mu.Unlock()
 		d.log.Info("weights restored", "backend", name, "why", why)
 	}
+	return errors.Join(errs...)
 }
 
 func (d *Daemon) config() *config.Config {
@@ -336,7 +341,8 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		// The daemon lets go of a backend the reload removed: with
 		// restore_on_exit its weights (drains included) must not outlive that
 		// either. Its runner has stopped, so nothing writes there any more.
-		d.restoreBackends(ctx, old.CycleTimeout(), removed, "restore of a backend removed by the reload")
+		// A failure is logged; the daemon goes on with the new configuration.
+		_ = d.restoreBackends(ctx, old.CycleTimeout(), removed, "restore of a backend removed by the reload")
 	}
 	d.mu.Lock()
 	d.cfg = cfg

@@ -84,10 +84,34 @@ func TestShutdownEndsWithHungHAProxy(t *testing.T) {
 			return false
 		}
 	})
-	if r.err != nil {
-		t.Fatalf("Run: %v", r.err)
+	if r.err == nil || !strings.Contains(r.err.Error(), "restore_on_exit: backend be:") {
+		t.Errorf("Run returned %v, want the failed restore of be (the process must exit non-zero)", r.err)
 	}
 	if !strings.Contains(logs.String(), `msg="restore_on_exit failed, the daemon's last weights stay" backend=be`) {
+		t.Errorf("no restore error naming the backend:\n%s", logs.String())
+	}
+}
+
+// TestRestoreFailureFailsTheExit: with restore_on_exit, SIGTERM while HAProxy
+// is down leaves the daemon's weights in place; Run must return an error
+// naming the backend, so the process exits non-zero, and log it.
+func TestRestoreFailureFailsTheExit(t *testing.T) {
+	h := startTwoServers(t)
+	var logs testenv.SyncBuffer
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(restoreConfig(t, h.Socket, "1h", "2s"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	r := startDaemon(t, d, n)
+	waitFor(t, "the start-up weights", func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return d.snapshots["be"] != nil
+	})
+	h.Kill()
+	err := r.stop()
+	if err == nil || !strings.Contains(err.Error(), "restore_on_exit: backend be:") {
+		t.Errorf("Run returned %v, want the failed restore of be", err)
+	}
+	if !strings.Contains(logs.String(), `level=ERROR msg="restore_on_exit failed, the daemon's last weights stay" backend=be`) {
 		t.Errorf("no restore error naming the backend:\n%s", logs.String())
 	}
 }
