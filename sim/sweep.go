@@ -30,7 +30,7 @@ type Grid struct {
 	ConnectionLives []time.Duration
 }
 
-// DefaultGrid is the sweep recorded in sim/README-sweep.md.
+// DefaultGrid is the sweep recorded in docs/simulator-sweep.md.
 func DefaultGrid() Grid {
 	return Grid{
 		Functions:       weighter.FunctionNames(),
