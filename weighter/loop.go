@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -62,6 +65,10 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	}
 	c.Plan = b.Controller.Plan(now, loads, servers)
 	c.Plan.Backend = b.Name
+	if err := matchServers(loads, servers); err != nil {
+		// The plan (every server without data, held) stays for once to print.
+		return ResultSourceError, err
+	}
 	if c.Plan.Hold {
 		// A held plan changes nothing; the Controller already said why.
 		return ResultSkippedCoverage, nil
@@ -81,6 +88,54 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		return ResultHAProxyError, fmt.Errorf("write weights: %w", err)
 	}
 	return ResultOK, nil
+}
+
+// ErrNoServerMatch: the source returned series, and not one of them is named
+// after a server of the backend.
+var ErrNoServerMatch = errors.New("no series name matches a server of the backend")
+
+// shownNames is how many names an ErrNoServerMatch error shows of each side.
+const shownNames = 5
+
+// matchServers returns an ErrNoServerMatch error when loads has series and
+// none of them names one of servers. That is a wrong server_label,
+// server_regex, server_map or server_node (or a query for another backend),
+// not a few servers without data: held as a low coverage, it would look like
+// a source that works, and once would exit 0.
+func matchServers(loads Loads, servers []ServerState) error {
+	if len(loads) == 0 {
+		return nil // no series at all: the source says so itself
+	}
+	for _, s := range servers {
+		if _, ok := loads[s.Name]; ok {
+			return nil
+		}
+	}
+	got := slices.Sorted(maps.Keys(loads))
+	want := make([]string, len(servers))
+	for i, s := range servers {
+		want[i] = s.Name
+	}
+	slices.Sort(want)
+	return fmt.Errorf("%w: %d came back, such as %s; the backend's %d servers are %s "+
+		"(check server_label, server_regex, server_map or server_node)",
+		ErrNoServerMatch, len(got), someNames(got), len(want), someNames(want))
+}
+
+// someNames quotes the first shownNames names and counts the rest.
+func someNames(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	shown := make([]string, 0, shownNames)
+	for _, n := range names[:min(len(names), shownNames)] {
+		shown = append(shown, fmt.Sprintf("%q", n))
+	}
+	out := strings.Join(shown, ", ")
+	if more := len(names) - len(shown); more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
 }
 
 // writeShare is the share of a cycle's remaining time that the source may not

@@ -277,3 +277,32 @@ func TestSlowSourceLeavesTimeToWrite(t *testing.T) {
 	require.Equal(t, ResultOK, cy.Result, cy.Err)
 	assert.NotEmpty(t, cy.Written)
 }
+
+// TestRunCycleNoSeriesMatchesAServer: series that all miss the backend's
+// server names (a wrong server_label or server_regex) fail the cycle as a
+// source error naming some of each side, rather than hold it quietly as a
+// low coverage; nothing is written.
+func TestRunCycleNoSeriesMatchesAServer(t *testing.T) {
+	loads := map[string]float64{}
+	for i := range 7 {
+		loads[fmt.Sprintf("node-%d.example:9100", i)] = float64(10 + i)
+	}
+	b, _, tgt := newTestBackend(t, loads, map[string]int{"s1": 7, "s2": 9})
+	c := RunCycle(context.Background(), b, now, true)
+	if c.Result != ResultSourceError || !errors.Is(c.Err, ErrNoServerMatch) {
+		t.Fatalf("result %s, err %v; want source_error with ErrNoServerMatch", c.Result, c.Err)
+	}
+	want := `no series name matches a server of the backend: 7 came back, such as "node-0.example:9100", ` +
+		`"node-1.example:9100", "node-2.example:9100", "node-3.example:9100", "node-4.example:9100" and 2 more; ` +
+		`the backend's 2 servers are "s1", "s2" (check server_label, server_regex, server_map or server_node)`
+	assert.Equal(t, want, c.Err.Error())
+	assert.Empty(t, tgt.batches, "nothing written")
+	assert.Len(t, c.Plan.Servers, 2, "the plan is kept for once to print")
+
+	// One series that matches is enough: the others are unknown servers, logged apart.
+	loads["s1"] = 5
+	b, _, _ = newTestBackend(t, loads, map[string]int{"s1": 7, "s2": 9})
+	if c := RunCycle(context.Background(), b, now, true); errors.Is(c.Err, ErrNoServerMatch) {
+		t.Errorf("one matching series: %v", c.Err)
+	}
+}
