@@ -111,37 +111,22 @@ func (b *Backend) weightCmd(server string, w int) string {
 }
 
 // validate refuses the whole batch if one weight or name is invalid or a server
-// comes twice: a weight out of range means a bug upstream, and half of a buggy
-// plan is no better. The error joins a batch-level error with the per-server
-// ones, so no caller reads the servers not named as written.
+// comes twice (weighter.RefuseBatch), and checks each name and weight with the
+// rules HAProxy applies.
 func (b *Backend) validate(changes []weighter.Change) error {
 	if err := checkName("backend", b.name); err != nil {
 		return err
 	}
-	var errs []error
-	seen := make(map[string]bool, len(changes))
-	for _, ch := range changes {
+	return weighter.RefuseBatch("backend "+b.name, changes, func(ch weighter.Change) error {
 		if err := checkName("server", ch.Server); err != nil {
-			errs = append(errs, &weighter.ServerError{Server: ch.Server, Err: err})
-			continue
+			return err
 		}
-		if seen[ch.Server] {
-			errs = append(errs, &weighter.ServerError{Server: ch.Server,
-				Err: fmt.Errorf("more than one change in the batch (weight %d)", ch.Weight)})
-			continue
-		}
-		seen[ch.Server] = true
 		// client-native's check is the same rule HAProxy applies; keep both in step.
-		if !weighter.ValidWeight(ch.Weight) || !runtime.ServerWeightValid(strconv.Itoa(ch.Weight)) {
-			errs = append(errs, &weighter.ServerError{Server: ch.Server,
-				Err: fmt.Errorf("%w: %d (want 0..%d)", ErrInvalidWeight, ch.Weight, weighter.MaxWeight)})
+		if weighter.ValidWeight(ch.Weight) && !runtime.ServerWeightValid(strconv.Itoa(ch.Weight)) {
+			return fmt.Errorf("%w: %d refused by client-native", ErrInvalidWeight, ch.Weight)
 		}
-	}
-	if len(errs) > 0 {
-		batch := fmt.Errorf("backend %s: nothing written: %d of %d changes refused", b.name, len(errs), len(changes))
-		return errors.Join(append([]error{batch}, errs...)...)
-	}
-	return nil
+		return nil
+	})
 }
 
 // verify attributes each reply to its server and compares the read-back weights.

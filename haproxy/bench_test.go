@@ -2,10 +2,15 @@ package haproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/haproxytech/client-native/v5/runtime"
+	"github.com/haproxytech/client-native/v5/runtime/options"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -31,7 +36,7 @@ func BenchmarkSetWeights1000(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
 		write func(context.Context, []weighter.Change) error
-	}{{"batched", be.SetWeights}, {"client-native", be.SetWeightsEach}} {
+	}{{"batched", be.SetWeights}, {"client-native", func(ctx context.Context, ch []weighter.Change) error { return setWeightsEach(ctx, be, ch) }}} {
 		b.Run(bc.name, func(b *testing.B) {
 			ctx := context.Background()
 			cpu0 := cpuTicks(b, h.PID())
@@ -61,4 +66,32 @@ func cpuTicks(b *testing.B, pid int) int {
 		b.Fatalf("haproxy cpu time: %v", err)
 	}
 	return utime + stime
+}
+
+// setWeightsEach writes changes one server at a time through client-native's
+// SetServerWeight: one connection per server and no read-back. It is the
+// per-server baseline of BenchmarkSetWeights1000. Unix sockets only
+// (client-native dials nothing else); it checks ctx between servers.
+func setWeightsEach(ctx context.Context, b *Backend, changes []weighter.Change) error {
+	if err := b.validate(changes); err != nil {
+		return err
+	}
+	if b.c.cfg.network() != "unix" {
+		return fmt.Errorf("backend %s: client-native needs a unix socket, have %q", b.name, b.c.cfg.Socket)
+	}
+	rt, err := runtime.New(ctx, options.Socket(b.c.cfg.Socket), options.DoNotCheckRuntimeOnInit)
+	if err != nil {
+		return fmt.Errorf("backend %s: client-native: %w", b.name, err)
+	}
+	var errs []error
+	for _, ch := range changes {
+		if err := ctx.Err(); err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		if err := rt.SetServerWeight(b.name, ch.Server, strconv.Itoa(ch.Weight)); err != nil {
+			errs = append(errs, &weighter.ServerError{Server: ch.Server,
+				Err: fmt.Errorf("backend %s: set weight %d: %w", b.name, ch.Weight, classify(err))})
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // Errors a caller can tell apart with errors.Is.
@@ -24,7 +26,7 @@ var (
 	// (static-rr, first, map-based hashing).
 	ErrStaticWeights = errors.New("backend algorithm does not accept runtime weights")
 	// ErrInvalidWeight: a weight outside 0..256 was refused before being sent.
-	ErrInvalidWeight = errors.New("invalid weight")
+	ErrInvalidWeight = weighter.ErrInvalidWeight
 )
 
 // Client talks to one HAProxy process through its runtime socket.

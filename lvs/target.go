@@ -89,28 +89,9 @@ func (s *Service) SetWeights(ctx context.Context, changes []weighter.Change) err
 }
 
 // validate refuses the whole batch if a weight is out of range or a server
-// comes twice: that is a bug upstream, and half of a buggy plan is no better.
-// The error joins a batch-level error with the per-server ones, so no caller
-// reads the servers not named as written.
+// comes twice (weighter.RefuseBatch).
 func (s *Service) validate(changes []weighter.Change) error {
-	var errs []error
-	seen := make(map[string]bool, len(changes))
-	for _, c := range changes {
-		switch {
-		case seen[c.Server]:
-			errs = append(errs, &weighter.ServerError{Server: c.Server,
-				Err: fmt.Errorf("more than one change in the batch (weight %d)", c.Weight)})
-		case !weighter.ValidWeight(c.Weight):
-			errs = append(errs, &weighter.ServerError{Server: c.Server,
-				Err: fmt.Errorf("weight %d outside 0..%d", c.Weight, weighter.MaxWeight)})
-		}
-		seen[c.Server] = true
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	batch := fmt.Errorf("ipvs: service %s: nothing written: %d of %d changes refused", s.spec, len(errs), len(changes))
-	return errors.Join(append([]error{batch}, errs...)...)
+	return weighter.RefuseBatch("ipvs: service "+s.spec, changes, nil)
 }
 
 func (s *Service) setLocked(ctx context.Context, byName map[string]destination, c weighter.Change) error {

@@ -173,9 +173,9 @@ func TestSetWeightsRefusesBadBatch(t *testing.T) {
 		want    []string
 	}{
 		"weight too big": {[]weighter.Change{{Server: "node-2", Weight: 20}, {Server: "node-1", Weight: 257}},
-			[]string{"ipvs: service udp://10.0.0.1:2003: nothing written: 1 of 2 changes refused", "server node-1: weight 257 outside 0..256"}},
+			[]string{"ipvs: service udp://10.0.0.1:2003: nothing written: 1 of 2 changes refused", "server node-1: invalid weight: 257 outside 0..256"}},
 		"negative weight": {[]weighter.Change{{Server: "node-1", Weight: -1}, {Server: "node-2", Weight: 20}},
-			[]string{"nothing written: 1 of 2 changes refused", "server node-1: weight -1 outside 0..256"}},
+			[]string{"nothing written: 1 of 2 changes refused", "server node-1: invalid weight: -1 outside 0..256"}},
 		"server twice": {[]weighter.Change{{Server: "node-1", Weight: 20}, {Server: "node-2", Weight: 20}, {Server: "node-1", Weight: 30}},
 			[]string{"nothing written: 1 of 3 changes refused", "server node-1: more than one change in the batch (weight 30)"}},
 	} {
