@@ -83,7 +83,7 @@ func dr(addr string, weight uint32) ipvs.Destination {
 	}
 }
 
-// udpService is the service of the example, udp://10.0.0.1:2003.
+// udpService is the README's example service, udp://10.0.0.1:2003.
 var udpService = ipvs.Service{
 	Address: netip.MustParseAddr("10.0.0.1"), Port: 2003, Protocol: ipvs.UDP, Family: ipvs.INET,
 }

@@ -57,7 +57,7 @@ var familyGone = &netlink.OpError{Op: "receive", Err: syscall.ENOENT}
 // connection rather than fail every cycle until the daemon is restarted.
 func TestReconnectAfterIPVSReload(t *testing.T) {
 	old := newFake(dr("10.0.2.1:2003", 100))
-	s := newTestService(t, old, issueServers)
+	s := newTestService(t, old, exampleServers)
 	old.serviceErr = familyGone
 	fresh := newFake(dr("10.0.2.1:2003", 60))
 	s.redial = func() (conn, error) { return fresh, nil }
@@ -75,7 +75,7 @@ func TestReconnectAfterIPVSReload(t *testing.T) {
 // such file or directory") and keeps nothing half open.
 func TestIPVSUnloaded(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 	f.serviceErr = familyGone
 	s.redial = func() (conn, error) { return nil, dialError(familyGone) }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-var issueServers = map[string]string{"node-1": "10.0.2.1:2003", "node-2": "10.0.2.2:2003"}
+var exampleServers = map[string]string{"node-1": "10.0.2.1:2003", "node-2": "10.0.2.2:2003"}
 
 func newTestService(t *testing.T, f *fakeConn, servers map[string]string) *Service {
 	t.Helper()
@@ -28,7 +28,7 @@ func newTestService(t *testing.T, f *fakeConn, servers map[string]string) *Servi
 
 func TestServersNamesDestinations(t *testing.T) {
 	f := newFake(dr("10.0.2.2:2003", 50), dr("10.0.2.1:2003", 100), dr("10.0.2.3:2003", 0))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 
 	got, err := s.Servers(context.Background())
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func TestServersSessions(t *testing.T) {
 
 func TestServersKeepsFirstSeenWeightAsInitial(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 	require.NoError(t, s.SetWeights(context.Background(), []weighter.Change{{Server: "node-1", Weight: 30}}))
 
 	got, err := s.Servers(context.Background())
@@ -89,7 +89,7 @@ func TestServersKeepsFirstSeenWeightAsInitial(t *testing.T) {
 // addresses of servers long gone are not kept for the life of the daemon.
 func TestServersForgetsDestinationsThatLeft(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 	_, err := s.Servers(context.Background())
 	require.NoError(t, err)
 
@@ -112,7 +112,7 @@ func TestServersForgetsDestinationsThatLeft(t *testing.T) {
 // kernel (and the fake) replace every field on update.
 func TestSetWeightsKeepsDirectRoute(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100), dr("10.0.2.3:2003", 100))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 
 	err := s.SetWeights(context.Background(), []weighter.Change{
 		{Server: "node-1", Weight: 37}, {Server: "10.0.2.3:2003", Weight: 0},
@@ -141,7 +141,7 @@ func TestBlindUpdateWouldMasquerade(t *testing.T) {
 func TestSetWeightsPerServerErrors(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100), dr("10.0.2.3:2003", 100))
 	f.failOn = map[netip.Addr]error{netip.MustParseAddr("10.0.2.2"): fmt.Errorf("netlink receive: %w", syscall.EPERM)}
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 
 	err := s.SetWeights(context.Background(), []weighter.Change{
 		{Server: "node-2", Weight: 20},
@@ -181,7 +181,7 @@ func TestSetWeightsRefusesBadBatch(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
-			s := newTestService(t, f, issueServers)
+			s := newTestService(t, f, exampleServers)
 			err := s.SetWeights(context.Background(), tc.changes)
 			require.Error(t, err)
 			for _, w := range tc.want {
@@ -204,7 +204,7 @@ func TestSetWeightsRefusesBadBatch(t *testing.T) {
 // service and server, and what happened.
 func TestSetWeightsDestinationVanished(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 	f.beforeUpdate = func(f *fakeConn) {
 		f.dests = slices.DeleteFunc(f.dests, func(d ipvs.Destination) bool { return d.Address == netip.MustParseAddr("10.0.2.1") })
 		f.beforeUpdate = nil
@@ -226,7 +226,7 @@ func TestSetWeightsDestinationVanished(t *testing.T) {
 func TestSetWeightsErrorsNameService(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100))
 	f.failOn = map[netip.Addr]error{netip.MustParseAddr("10.0.2.1"): fmt.Errorf("netlink receive: %w", syscall.EPERM)}
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.beforeUpdate = func(*fakeConn) { cancel() } // the deadline passes during the first write
 
@@ -246,7 +246,7 @@ func TestServiceNotFound(t *testing.T) {
 
 func TestServiceRemovedLater(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 	f.svc = ipvs.Service{FWMark: 1, Family: ipvs.INET} // the service under us is gone
 
 	_, err := s.Servers(context.Background())
@@ -265,7 +265,7 @@ func TestAmbiguousBareAddress(t *testing.T) {
 
 func TestCanceledContext(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100))
-	s := newTestService(t, f, issueServers)
+	s := newTestService(t, f, exampleServers)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := s.SetWeights(ctx, []weighter.Change{{Server: "node-1", Weight: 5}})

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestExactVectors checks the vectors the issue fixes (round half away from zero).
+// TestExactVectors checks the example vectors of the README (round half away from zero).
 func TestExactVectors(t *testing.T) {
 	a := []float64{10, 20, 40, 0}
 	b := []float64{5, 5000, 50, 500, 10}

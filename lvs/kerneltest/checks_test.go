@@ -24,7 +24,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// The example: a UDP service with three DirectRoute real servers.
+// The README's example: a UDP service with three DirectRoute real servers.
 var (
 	vip      = "udp://10.0.0.1:2003"
 	service  = ipvs.Service{Address: netip.MustParseAddr("10.0.0.1"), Port: 2003, Protocol: ipvs.UDP, Family: ipvs.INET}
