@@ -43,7 +43,7 @@ func FuzzParseGraphite(f *testing.F) {
 				}
 			}
 		}
-		for server, s := range assemble(log, red, rules, raw) {
+		for server, s := range newAssembler(log, red, rules).assemble(raw) {
 			if server == "" || strings.Contains(server, ".") || len(s) == 0 {
 				t.Fatalf("server %q with %d points", server, len(s))
 			}

@@ -95,6 +95,7 @@ func validateURL(raw string) error {
 type Graphite struct {
 	cfg    GraphiteConfig
 	rules  *nameRules
+	asm    *assembler
 	http   *http.Client // shared by the retrying clients of all fetches
 	render *url.URL     // full render URL with the query
 	shown  string       // render URL as shown in errors and logs
@@ -121,7 +122,8 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 		return nil, err
 	}
 	rules, _ := newNameRules(cfg.ServerNode, cfg.ServerRegex, cfg.ServerMap) // checked by Validate
-	g := &Graphite{cfg: cfg, rules: rules, red: red, log: log.With("source", "graphite")}
+	log = log.With("source", "graphite")
+	g := &Graphite{cfg: cfg, rules: rules, asm: newAssembler(log, red, rules), red: red, log: log}
 	g.render = renderURL(cfg)
 	g.shown = red.URL(g.render)
 	g.http = &http.Client{Transport: rt, Timeout: cfg.Timeout}
@@ -208,7 +210,7 @@ func (g *Graphite) Fetch(ctx context.Context) (weighter.Loads, error) {
 	if len(raw) == 0 {
 		return nil, g.fail(ErrNoData, errors.New("target matched no series"))
 	}
-	loads := assemble(g.log, g.red, g.rules, raw)
+	loads := g.asm.assemble(raw)
 	if len(loads) == 0 {
 		// A target as Graphite named it tells a wrong server_node, server_regex
 		// or server_map from data that is all null.

@@ -106,6 +106,7 @@ type Prometheus struct {
 	cfg   PrometheusConfig
 	api   v1.API
 	rules *nameRules
+	asm   *assembler
 	shown string
 	red   *redactor
 	log   *slog.Logger
@@ -136,9 +137,10 @@ func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) 
 	}
 	u, _ := url.Parse(cfg.URL) // checked by Validate
 	rules, _ := newNameRules(nil, cfg.ServerRegex, cfg.ServerMap)
+	log = log.With("source", "prometheus")
 	return &Prometheus{
-		cfg: cfg, api: v1.NewAPI(client), rules: rules, red: red,
-		shown: red.URL(u), log: log.With("source", "prometheus"), now: time.Now,
+		cfg: cfg, api: v1.NewAPI(client), rules: rules, red: red, asm: newAssembler(log, red, rules),
+		shown: red.URL(u), log: log, now: time.Now,
 	}, nil
 }
 
@@ -157,7 +159,7 @@ func (p *Prometheus) Fetch(ctx context.Context) (weighter.Loads, error) {
 	if len(raw) == 0 {
 		return nil, p.fail(ErrNoData, errors.New("query returned no series"))
 	}
-	loads := assemble(p.log, p.red, p.rules, raw)
+	loads := p.asm.assemble(raw)
 	if len(loads) == 0 {
 		// One series' labels tell a wrong server_label, server_regex or
 		// server_map from data that is all NaN.
@@ -251,7 +253,7 @@ func (p *Prometheus) series(val model.Value) ([]rawSeries, error) {
 				return nil, histogramError(s.Metric, label)
 			}
 			pt := weighter.Point{Time: s.Timestamp.Time().UTC(), Value: float64(s.Value)}
-			out = append(out, rawSeries{name: string(s.Metric[label]), points: weighter.Series{pt}})
+			out = append(out, rawSeries{name: string(s.Metric[label]), points: weighter.Series{pt}, labels: s.Metric})
 		}
 		return out, nil
 	case model.Matrix:
@@ -264,7 +266,7 @@ func (p *Prometheus) series(val model.Value) ([]rawSeries, error) {
 			for _, sp := range s.Values {
 				pts = append(pts, weighter.Point{Time: sp.Timestamp.Time().UTC(), Value: float64(sp.Value)})
 			}
-			out = append(out, rawSeries{name: string(s.Metric[label]), points: pts})
+			out = append(out, rawSeries{name: string(s.Metric[label]), points: pts, labels: s.Metric})
 		}
 		return out, nil
 	case nil:
