@@ -53,7 +53,9 @@ func init() {
 			// The source may use 4/5 of a cycle (the write keeps the rest), so
 			// the wait for a rate window is added twice, not once.
 			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.CycleTimeout()+2*wait)
-			cycles[i] = weighter.RunCycle(ctx, u.Backend, time.Now(), apply)
+			// run's start checks first: a backend whose algorithm ignores or
+			// refuses runtime weights fails here too, dry run or not.
+			cycles[i] = u.CheckedCycle(ctx, time.Now(), apply)
 			cancel()
 			u.Close()
 		}

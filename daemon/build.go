@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
@@ -25,6 +26,8 @@ type Unit struct {
 	// can tell whether it may keep the running Source (and its state).
 	source config.Source
 	socket haproxy.Config
+	// checked is set once Check has passed (StartCheck, startcheck.go).
+	checked atomic.Bool
 }
 
 // Check verifies at start that the target exists and accepts runtime weights.

@@ -179,6 +179,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		if cfg.RestoreOnExit && u.haproxy != nil {
 			r.before = func(ctx context.Context) error { return d.snapshot(ctx, u) }
 		}
+		r.before = startChecked(u, r.before)
 		if prev != nil {
 			r.inherit(prev.runner(u.Backend.Name))
 		}
@@ -216,8 +217,8 @@ func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duratio
 		}
 		log.Error(msg, "err", err)
 	}
-	if err := u.Check(ctx); err != nil {
-		failed("backend check failed; cycling anyway, each cycle retries", err)
+	if err := u.StartCheck(ctx); err != nil {
+		failed("backend check failed; each cycle retries it and writes nothing until it passes", err)
 		return
 	}
 	servers, err := u.Backend.Target.Servers(ctx)

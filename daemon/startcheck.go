@@ -1,0 +1,57 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// StartCheck runs the unit's start check (Check: the backend exists, the
+// socket is admin, the algorithm honours runtime weights) until it has passed
+// once, and is a no-op after that.
+//
+// A backend whose check fails must get no write: a `balance first` backend
+// accepts weights and ignores them, so without the gate its cycles were
+// counted ok and the daemon called it ready. A check that fails for a passing
+// reason (HAProxy restarting) is retried by the next cycle.
+func (u *Unit) StartCheck(ctx context.Context) error {
+	if u.checked.Load() {
+		return nil
+	}
+	if err := u.Check(ctx); err != nil {
+		return err
+	}
+	u.checked.Store(true)
+	return nil
+}
+
+// CheckedCycle is one cycle as the daemon runs it: the start check first
+// (`once` must refuse what `run` refuses, dry run or not), then the cycle.
+func (u *Unit) CheckedCycle(ctx context.Context, now time.Time, apply bool) weighter.Cycle {
+	if err := u.StartCheck(ctx); err != nil {
+		return checkFailed(u.Backend.Name, now, apply, err)
+	}
+	return weighter.RunCycle(ctx, u.Backend, now, apply)
+}
+
+// startChecked returns a runner's before hook that runs the unit's start
+// check, then next (may be nil).
+func startChecked(u *Unit, next func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := u.StartCheck(ctx); err != nil {
+			return err
+		}
+		if next != nil {
+			return next(ctx)
+		}
+		return nil
+	}
+}
+
+// checkFailed is the cycle of a backend whose start check failed: a target
+// error, nothing planned or written.
+func checkFailed(name string, now time.Time, apply bool, err error) weighter.Cycle {
+	return weighter.Cycle{Backend: name, Plan: weighter.Plan{Backend: name, Time: now},
+		Result: weighter.ResultHAProxyError, Err: err, Applied: apply}
+}
