@@ -32,8 +32,9 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # demo: real HAProxy + sinks + traffic, first without then with weighting (~2 min); see examples/demo.
+# The picture goes to bin/demo.png; DEMO_PNG=examples/demo/demo.png refreshes the tracked one.
 demo: build
-	GO=$(GO) bash examples/demo/demo.sh $(DEMO_ARGS)
+	GO=$(GO) DEMO_PNG='$(DEMO_PNG)' bash examples/demo/demo.sh $(DEMO_ARGS)
 
 # deb: dist/haproxy-weighter_<version>_<arch>.deb with nfpm (run through `go run`, so not in go.mod).
 NFPM        := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2

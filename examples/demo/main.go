@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -42,7 +43,7 @@ func parseFlags() options {
 	flag.StringVar(&o.Weighter, "weighter", "bin/haproxy-weighter", "haproxy-weighter binary (make build)")
 	flag.StringVar(&o.HAProxy, "haproxy", "", "haproxy binary (default: from PATH or /usr/sbin/haproxy)")
 	flag.StringVar(&o.Dir, "dir", "", "working directory for configs, socket and logs (default: a new temp dir, removed at exit)")
-	flag.StringVar(&o.Out, "out", "haproxy-weighter-demo.png", "picture to write (.png or .svg); empty: none")
+	flag.StringVar(&o.Out, "out", filepath.Join(os.TempDir(), "haproxy-weighter-demo.png"), "picture to write (.png or .svg); empty: none (make demo: bin/demo.png)")
 	flag.IntVar(&o.Servers, "servers", 8, "number of backend servers")
 	flag.IntVar(&o.Traffic.Conns, "conns", 240, "long-lived connections kept open")
 	flag.Float64Var(&o.Traffic.Median, "median-rate", 2000, "median rate of one connection, bytes/s")
@@ -54,7 +55,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.Phase2, "phase2", 80*time.Second, "duration with haproxy-weighter")
 	// HAProxy's contstats advance each connection's counters about every 5 s, so the
 	// rate must span two of those steps (rate_window 10s); reading it every 2 s keeps
-	// the lag short. The simulator's choice (sim/README-sweep.md, section 3).
+	// the lag short. The simulator's choice (docs/simulator-sweep.md, section 3).
 	flag.DurationVar(&o.Interval, "interval", 2*time.Second, "haproxy-weighter interval")
 	flag.DurationVar(&o.Window, "rate-window", 10*time.Second, "span of the HAProxy stats source's rates (source rate_window)")
 	flag.StringVar(&o.Function, "function", "limited-proportions", "weighting function")
