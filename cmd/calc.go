@@ -21,6 +21,9 @@ func init() {
 			"  112 56 28 256",
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := p.Validate(); err != nil {
+				return policyFlagsError(cmd.Flags(), err)
+			}
 			loads, err := parseLoads(args)
 			if err != nil {
 				return err

@@ -33,7 +33,7 @@ func TestCalc(t *testing.T) {
 		{[]string{"--", "1e400", "1"}, `load 1 ("1e400") must be a finite number`}, // was "is not a number"
 		{[]string{"--", "1", "-3"}, `load 2 ("-3") must not be negative`},
 		{[]string{"--", "x"}, `load 1 ("x") is not a number`},
-		{[]string{"--function", "nope", "--", "1"}, `invalid policy: function "nope" is unknown, valid: feedback, limited-proportions, normalised-exponential`},
+		{[]string{"--function", "nope", "--", "1"}, `--function "nope" is unknown, valid: feedback, limited-proportions, normalised-exponential`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -65,7 +67,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 	if !fs.Changed("interval") {
 		cf.f.Interval = 0
 	} else if cf.f.Interval <= 0 { // FromFlags takes 0 as "not given"
-		return nil, fmt.Errorf("--interval: must be positive, got %s", cf.f.Interval)
+		return nil, usageError{fmt.Errorf("--interval: must be positive, got %s", cf.f.Interval)}
 	}
 	if cf.path == "" {
 		if cf.f.Backend == "" {
@@ -74,7 +76,13 @@ func (cf *configFlags) load() (*config.Config, error) {
 		if !fs.Changed("socket") {
 			cf.f.Socket = ""
 		}
-		return config.FromFlags(cf.f)
+		// Every value comes from the command line: a bad one is a usage
+		// error (exit 2), and FromFlags words it by flag.
+		cfg, err := config.FromFlags(cf.f)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		return cfg, nil
 	}
 	if anyChanged(fs.Changed, "socket", "backend", "prometheus-url", "query", "server-label",
 		"graphite-url", "target", "haproxy-counter", "per-connection", "function", "limiting-factor", "aggressiveness") {
@@ -90,7 +98,11 @@ func (cf *configFlags) load() (*config.Config, error) {
 	if cf.f.Listen != nil {
 		cfg.Listen = *cf.f.Listen
 	}
-	return cfg, cfg.Validate()
+	// Load has validated the file: what fails now is --interval or --listen.
+	if err := cfg.Validate(); err != nil {
+		return nil, usageError{config.FlagsError(err)}
+	}
+	return cfg, nil
 }
 
 func anyChanged(changed func(string) bool, names ...string) bool {
@@ -100,4 +112,21 @@ func anyChanged(changed func(string) bool, names ...string) bool {
 		}
 	}
 	return false
+}
+
+// policyFlagsError rewrites the problems of a policy made from the command's
+// flags (calc, simulate) in terms of the flags, as a usage error (exit 2):
+// "max_step must be > 1" becomes "--max-step must be > 1". A problem whose
+// key has no flag keeps its wording.
+func policyFlagsError(fs *pflag.FlagSet, err error) error {
+	var out []error
+	for _, leaf := range errs.Leaves(err) {
+		msg := leaf.Error()
+		key, rest, _ := strings.Cut(msg, " ")
+		if flag := strings.ReplaceAll(key, "_", "-"); fs.Lookup(flag) != nil {
+			msg = "--" + flag + " " + rest
+		}
+		out = append(out, errors.New(msg))
+	}
+	return usageError{errors.Join(out...)}
 }

@@ -93,6 +93,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	strategies := sim.DefaultStrategies()
 	if f.policy != weighter.DefaultPolicy() { // the default policy has its rows already
+		if err := f.policy.Validate(); err != nil { // only flags make this policy
+			return policyFlagsError(cmd.Flags(), err)
+		}
 		custom := sim.WeighterStrategy(f.policy)
 		if f.perConn {
 			custom = sim.PerConnStrategy(f.policy)

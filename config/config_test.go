@@ -126,17 +126,27 @@ func TestFromFlagsPerConnection(t *testing.T) {
 		t.Errorf("haproxy source %+v", h)
 	}
 	_, err = FromFlags(Flags{Backend: "b", HAProxyCounter: "current_sessions", PerConnection: true})
-	if err == nil || !strings.Contains(err.Error(), "per_connection needs a rate counter") {
+	if err == nil || !strings.HasPrefix(err.Error(), "--per-connection needs a rate counter") {
 		t.Errorf("per-connection with a gauge: %v", err)
 	}
 }
 
 func TestFromFlagsErrors(t *testing.T) {
 	_, err := FromFlags(Flags{Backend: "b", PrometheusURL: "http://x", Query: "up", HAProxyCounter: "bytes_in"})
-	if err == nil || !strings.Contains(err.Error(), "more than one of prometheus, graphite, haproxy") {
+	if err == nil || err.Error() != "more than one load source: give one of --prometheus-url, --graphite-url or --haproxy-counter" {
 		t.Errorf("two sources: %v", err)
 	}
 	if _, err := FromFlags(Flags{PrometheusURL: "http://x"}); err == nil || !strings.Contains(err.Error(), "--backend") {
 		t.Errorf("no backend: %v", err)
+	}
+}
+
+// A source's problems were joined under one prefix, and only the first line
+// was phrased for the flags; each line names its flag.
+func TestFromFlagsEveryProblemNamesItsFlag(t *testing.T) {
+	_, err := FromFlags(Flags{Backend: "b", PrometheusURL: "ftp://x", LimitingFactor: new(float64)})
+	want := "--prometheus-url: must be an absolute http or https URL\n--query: must be set\n--limiting-factor must be > 1, got 0"
+	if err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}
 }

@@ -2,9 +2,12 @@ package config
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 )
 
 // Flags describe a single backend on the command line, without a file.
@@ -57,7 +60,72 @@ func FromFlags(f Flags) (*Config, error) {
 	}
 	// No environment expansion: a ${...} in a flag (a Graphite template, a
 	// PromQL named group) is meant literally, and the shell has expanded the rest.
-	return Parse("flags", data, nil)
+	cfg, err := parse(data, nil)
+	if err != nil {
+		return nil, FlagsError(err)
+	}
+	return cfg, nil
+}
+
+// flagNames maps the start of a validation message about a key of the
+// configuration FromFlags builds to the flag that set the key. Messages
+// keep their own form: "limiting_factor must be" becomes "--limiting-factor
+// must be", "interval: must be" becomes "--interval: must be".
+var flagNames = []struct{ key, flag string }{
+	{"source: missing (one of prometheus, graphite, haproxy)", "no load source: give --prometheus-url, --graphite-url or --haproxy-counter"},
+	{"source: more than one of prometheus, graphite, haproxy", "more than one load source: give one of --prometheus-url, --graphite-url or --haproxy-counter"},
+	{"source: prometheus: url:", "--prometheus-url:"},
+	{"source: prometheus: query:", "--query:"},
+	{"source: prometheus: server_label:", "--server-label:"},
+	{"source: graphite: url:", "--graphite-url:"},
+	{"source: graphite: target:", "--target:"},
+	{"source: haproxy source: per_connection", "--per-connection"},
+	{"source: haproxy source:", "--haproxy-counter:"},
+	{"haproxy: socket", "--socket"},
+	{"interval:", "--interval:"},
+	{"listen:", "--listen:"},
+	{"name:", "--backend:"},
+	{"function ", "--function "},
+	{"limiting_factor ", "--limiting-factor "},
+	{"aggressiveness ", "--aggressiveness "},
+}
+
+// FlagsError rewrites the validation problems of a configuration that
+// flags made (FromFlags, or --interval and --listen over a file) in terms
+// of the flags: a "flags:9:" line of YAML the user never wrote, or a
+// "backends[0] (b):" position, would only puzzle. One line per problem.
+func FlagsError(err error) error {
+	var out []error
+	for _, leaf := range errs.Leaves(err) {
+		// A source joins its problems under one prefix ("source: prometheus:
+		// url: …\nquery: …"): each line gets the prefix back before mapping.
+		lines := strings.Split(leaf.Error(), "\n")
+		if m := backendMsg.FindStringSubmatch(lines[0]); m != nil {
+			lines[0] = m[2]
+		}
+		prefix := ""
+		for _, p := range []string{"source: prometheus: ", "source: graphite: "} {
+			if strings.HasPrefix(lines[0], p) {
+				prefix = p
+			}
+		}
+		for i, line := range lines {
+			if i > 0 {
+				line = prefix + line
+			}
+			out = append(out, errors.New(flagMessage(line)))
+		}
+	}
+	return errors.Join(out...)
+}
+
+func flagMessage(msg string) string {
+	for _, n := range flagNames {
+		if strings.HasPrefix(msg, n.key) {
+			return n.flag + strings.TrimPrefix(msg, n.key)
+		}
+	}
+	return msg
 }
 
 // source picks the source from whichever source flags were given; several is
