@@ -15,9 +15,11 @@ func init() {
 	c := &cobra.Command{
 		Use:   "validate FILE | validate --config FILE",
 		Short: "Check a configuration file and say exactly what is wrong and where",
-		Long: `validate loads FILE as run does: unknown keys, bad durations, unknown functions and
-missing backend fields are reported as file:line: message, one per line. ${VAR}
-references must be set in the environment. It exits 0 when the file is valid.`,
+		Long: `validate loads FILE as run does: unknown keys, bad durations, unknown functions,
+missing backend fields and backend or server_map names HAProxy's runtime socket cannot
+carry are reported as file:line: message, one per line, naming keys, never values.
+${VAR} references must be set in the environment. FILE must be a regular file. It
+exits 0 when the file is valid.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := flagPath
