@@ -41,8 +41,15 @@ NFPM        := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST        ?= dist
 DEB_ARCH    ?= $(shell $(GO) env GOARCH)
 DEB_VERSION ?= $(subst -,+,$(if $(filter v%,$(VERSION)),$(patsubst v%,%,$(VERSION)),0.0.0~git$(VERSION)))
+# The package's changelog (one entry: the version and its commit date) and the gzipped man page
+# go to bin/deb/: Debian requires both compressed, and nfpm does not compress.
+DEB_DATE    ?= $(shell date -u -R -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s))
 deb: build
-	@mkdir -p $(DIST)
+	@mkdir -p $(DIST) bin/deb
+	printf 'haproxy-weighter (%s) unstable; urgency=medium\n\n  * Built from %s.\n\n -- %s  %s\n' \
+	  '$(DEB_VERSION)' '$(VERSION)' 'haproxy-weighter developers <haproxy-weighter@users.noreply.github.com>' \
+	  '$(DEB_DATE)' | gzip -9n > bin/deb/changelog.gz
+	gzip -9n < packaging/haproxy-weighter.1 > bin/deb/haproxy-weighter.1.gz
 	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' $(NFPM) pkg --packager deb --config nfpm.yaml --target $(DIST)/
 
 clean:
