@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // noisySource gives every server a fixed base load times ±30 % of noise per
