@@ -39,6 +39,7 @@ demo: build
 # deb: dist/haproxy-weighter_<version>_<arch>.deb with nfpm (run through `go run`, so not in go.mod).
 NFPM        := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST        ?= dist
+NFPM_CONFIG ?= nfpm.yaml
 DEB_ARCH    ?= $(shell $(GO) env GOARCH)
 DEB_VERSION ?= $(subst -,+,$(if $(filter v%,$(VERSION)),$(patsubst v%,%,$(VERSION)),0.0.0~git$(VERSION)))
 # The package's changelog (one entry: the version and its commit date) and the gzipped man page
@@ -50,7 +51,7 @@ deb: build
 	  '$(DEB_VERSION)' '$(VERSION)' 'haproxy-weighter developers <haproxy-weighter@users.noreply.github.com>' \
 	  '$(DEB_DATE)' | gzip -9n > bin/deb/changelog.gz
 	gzip -9n < packaging/haproxy-weighter.1 > bin/deb/haproxy-weighter.1.gz
-	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' $(NFPM) pkg --packager deb --config nfpm.yaml --target $(DIST)/
+	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' $(NFPM) pkg --packager deb --config $(NFPM_CONFIG) --target $(DIST)/
 
 clean:
 	rm -rf bin dist

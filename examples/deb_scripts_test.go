@@ -253,6 +253,13 @@ func must(t *testing.T, err error) {
 // rootDpkg runs dpkg --root on root and returns the systemctl calls the maintainer scripts made.
 func rootDpkg(t *testing.T, root string, args ...string) []string {
 	t.Helper()
+	calls, _ := rootDpkgOutput(t, root, args...)
+	return calls
+}
+
+// rootDpkgOutput is rootDpkg that also returns dpkg's output (the scripts' stdout and stderr).
+func rootDpkgOutput(t *testing.T, root string, args ...string) (calls []string, output string) {
+	t.Helper()
 	dpkg := requireTool(t, "dpkg", "apt-get install dpkg")
 	cmd := exec.Command(dpkg, append([]string{"--root=" + root}, args...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive"}
@@ -261,7 +268,7 @@ func rootDpkg(t *testing.T, root string, args ...string) []string {
 		t.Fatalf("dpkg %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	t.Logf("dpkg %s:\n%s", strings.Join(args, " "), out)
-	return takeSystemctlCalls(t, root)
+	return takeSystemctlCalls(t, root), string(out)
 }
 
 // takeSystemctlCalls returns and clears the stand-in's log.
@@ -427,5 +434,111 @@ func TestDebScriptsWithoutSystemd(t *testing.T) {
 	}
 	if fileHas(t, root, "/etc/passwd", "haproxy-weighter:") {
 		t.Errorf("purge: the haproxy-weighter user is still there")
+	}
+}
+
+// Maintainer scripts of the packages built before the scripts followed dh_installsystemd: the
+// prerm stopped and disabled the service on every call, upgrades included.
+const (
+	legacyPostinst = `#!/bin/sh
+set -e
+if ! getent passwd haproxy-weighter >/dev/null; then
+    adduser --system --group --no-create-home --home /nonexistent \
+        --gecos "haproxy-weighter" haproxy-weighter >/dev/null 2>&1 ||
+        useradd --system --user-group --no-create-home --home-dir /nonexistent \
+            --shell /usr/sbin/nologin haproxy-weighter
+fi
+if getent group haproxy >/dev/null; then
+    usermod -a -G haproxy haproxy-weighter || true
+fi
+chown root:haproxy-weighter /etc/haproxy-weighter/config.yaml
+chmod 0640 /etc/haproxy-weighter/config.yaml
+if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload || true
+fi
+`
+	legacyPrerm = `#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+    systemctl stop haproxy-weighter.service 2>/dev/null || true
+    systemctl disable haproxy-weighter.service 2>/dev/null || true
+fi
+`
+	legacyPostrm = `#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload || true
+fi
+if [ "$1" = "purge" ] && getent passwd haproxy-weighter >/dev/null; then
+    deluser --system haproxy-weighter >/dev/null 2>&1 || userdel haproxy-weighter || true
+fi
+`
+)
+
+// legacyDeb builds the package as version 0.9.0 with the legacy maintainer scripts.
+func legacyDeb(t *testing.T) string {
+	t.Helper()
+	makeBin := requireTool(t, "make", "apt-get install make")
+	dir := t.TempDir()
+	scripts := map[string]string{"postinstall": legacyPostinst, "preremove": legacyPrerm, "postremove": legacyPostrm}
+	conf, err := os.ReadFile("../nfpm.yaml")
+	must(t, err)
+	head, _, ok := strings.Cut(string(conf), "\nscripts:\n")
+	if !ok {
+		t.Fatal("nfpm.yaml has no scripts: section")
+	}
+	var b strings.Builder
+	b.WriteString(head + "\nscripts:\n")
+	for _, name := range []string{"postinstall", "preremove", "postremove"} {
+		p := filepath.Join(dir, name+".sh")
+		must(t, os.WriteFile(p, []byte(scripts[name]), 0o755))
+		b.WriteString("  " + name + ": " + p + "\n")
+	}
+	config := filepath.Join(dir, "nfpm.yaml")
+	writeFile(t, config, b.String())
+	mk := exec.Command(makeBin, "deb", "DIST="+dir, "GO="+goTool(), "DEB_VERSION=0.9.0", "NFPM_CONFIG="+config)
+	mk.Dir = ".."
+	if out, err := mk.CombinedOutput(); err != nil {
+		t.Fatalf("make deb (legacy scripts): %v\n%s", err, out)
+	}
+	got, _ := filepath.Glob(filepath.Join(dir, "haproxy-weighter_0.9.0_*.deb"))
+	if len(got) != 1 {
+		t.Fatalf("make deb (legacy scripts) produced %v", got)
+	}
+	return got[0]
+}
+
+// TestDebScriptsUpgradeFromLegacyPackage: the first upgrade from a package with the legacy
+// scripts still loses the service (dpkg runs the old prerm, which disables it); the new postinst
+// cannot know whether it was enabled, so it says how to bring it back. The next upgrade keeps it.
+func TestDebScriptsUpgradeFromLegacyPackage(t *testing.T) {
+	requireDebRoot(t)
+	legacy := legacyDeb(t)
+	debA, debB := buildDebs(t)
+	root := debRoot(t)
+
+	rootDpkg(t, root, "-i", legacy)
+	inRoot(t, root, "systemctl", "enable", "--now", debUnit)
+	takeSystemctlCalls(t, root)
+
+	calls, out := rootDpkgOutput(t, root, "-i", debA)
+	wantCalls(t, "upgrade from the legacy package", calls, []string{
+		"stop " + debUnit, "disable " + debUnit, // the legacy prerm
+		"daemon-reload",                                    // the legacy postrm
+		"--system daemon-reload", "try-restart " + debUnit, // the new postinst
+	})
+	if !strings.Contains(out, "systemctl enable --now haproxy-weighter") {
+		t.Errorf("upgrade from the legacy package: no hint to re-enable the service in dpkg's output:\n%s", out)
+	}
+
+	inRoot(t, root, "systemctl", "enable", "--now", debUnit)
+	takeSystemctlCalls(t, root)
+	calls, out = rootDpkgOutput(t, root, "-i", debB)
+	wantCalls(t, "next upgrade", calls, []string{"--system daemon-reload", "try-restart " + debUnit})
+	if strings.Contains(out, "systemctl enable --now") {
+		t.Errorf("next upgrade: the re-enable hint again:\n%s", out)
+	}
+	if !exists(root, wantsLink) || !exists(root, stubActive) {
+		t.Errorf("next upgrade: the service is not enabled and running")
 	}
 }

@@ -30,7 +30,9 @@ func TestDebPackage(t *testing.T) {
 		t.Fatalf("make deb produced %v, want one haproxy-weighter_*.deb", debs)
 	}
 	contents := run(t, time.Minute, "dpkg-deb", "--contents", debs[0])
-	for _, f := range []string{"./usr/bin/haproxy-weighter", "./lib/systemd/system/haproxy-weighter.service", "./etc/haproxy-weighter/config.yaml"} {
+	for _, f := range []string{"./usr/bin/haproxy-weighter", "./lib/systemd/system/haproxy-weighter.service", "./etc/haproxy-weighter/config.yaml",
+		"./usr/share/doc/haproxy-weighter/changelog.gz", "./usr/share/doc/haproxy-weighter/copyright",
+		"./usr/share/man/man1/haproxy-weighter.1.gz", "./usr/share/lintian/overrides/haproxy-weighter"} {
 		if !strings.Contains(contents, f) {
 			t.Errorf("package lacks %s:\n%s", f, contents)
 		}
@@ -70,4 +72,22 @@ func TestDebPackage(t *testing.T) {
 		t.Errorf("config.yaml is not a conffile: %q", conffiles)
 	}
 	run(t, time.Minute, "getent", "passwd", "haproxy-weighter")
+}
+
+// TestDebLintian runs lintian (with --pedantic) on the package: it must report nothing. The two
+// deliberate exceptions are overridden in packaging/lintian-overrides, with the reason, and
+// listed in the README.
+func TestDebLintian(t *testing.T) {
+	lintian := requireTool(t, "lintian", "apt-get install lintian")
+	deb, _ := buildDebs(t)
+	out, err := runErr(5*time.Minute, lintian, "--pedantic", "--fail-on", "error,warning,info,pedantic", deb)
+	var tags []string
+	for _, line := range strings.Split(out, "\n") {
+		if len(line) > 2 && line[1] == ':' && strings.ContainsRune("EWIPX", rune(line[0])) {
+			tags = append(tags, line)
+		}
+	}
+	if err != nil || len(tags) > 0 {
+		t.Errorf("lintian %s: %v\n%s\nfix the package, or override a deliberate exception in packaging/lintian-overrides with the reason and list it in the README", deb, err, out)
+	}
 }
