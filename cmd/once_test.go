@@ -46,7 +46,7 @@ func TestOnceJSONKeys(t *testing.T) {
 // `jq '.[].plan.servers[]'` cannot iterate.
 func TestOnceJSONFailedCycleHasEmptyServers(t *testing.T) {
 	var buf bytes.Buffer
-	if err := printJSON(&buf, []weighter.Cycle{{Backend: "be", Result: weighter.ResultHAProxyError}}); err != nil {
+	if err := printJSON(&buf, []weighter.Cycle{{Backend: "be", Result: weighter.ResultTargetError}}); err != nil {
 		t.Fatal(err)
 	}
 	var out []struct {

@@ -157,7 +157,7 @@ func (r *runner) cycle(ctx context.Context) weighter.Cycle {
 		if err := r.before(ctx); err != nil {
 			name := r.unit.Backend.Name
 			return weighter.Cycle{Backend: name, Plan: weighter.Plan{Backend: name, Time: now},
-				Result: weighter.ResultHAProxyError, Err: err, Applied: r.apply}
+				Result: weighter.ResultTargetError, Err: err, Applied: r.apply}
 		}
 	}
 	return weighter.RunCycle(ctx, r.unit.Backend, now, r.apply)

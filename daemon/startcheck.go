@@ -53,5 +53,5 @@ func startChecked(u *Unit, next func(context.Context) error) func(context.Contex
 // error, nothing planned or written.
 func checkFailed(name string, now time.Time, apply bool, err error) weighter.Cycle {
 	return weighter.Cycle{Backend: name, Plan: weighter.Plan{Backend: name, Time: now},
-		Result: weighter.ResultHAProxyError, Err: err, Applied: apply}
+		Result: weighter.ResultTargetError, Err: err, Applied: apply}
 }

@@ -24,7 +24,7 @@ func TestCycleDurationBuckets(t *testing.T) {
 	bucketOf := map[float64]time.Duration{}
 	for i, d := range durations {
 		be := string(rune('a' + i))
-		m.Observe(weighter.Cycle{Backend: be, Result: weighter.ResultHAProxyError, Duration: d})
+		m.Observe(weighter.Cycle{Backend: be, Result: weighter.ResultTargetError, Duration: d})
 		h := histogramOf(t, reg, be)
 		upper := -1.0
 		for _, b := range h.GetBucket() {

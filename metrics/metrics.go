@@ -41,7 +41,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Highest server load divided by the mean load of the backend, in the last cycle.", "backend"),
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "cycles_total",
-			Help: "Cycles run, by result: ok, source_error, haproxy_error, skipped_coverage.",
+			Help: "Cycles run, by result: ok, source_error, haproxy_error (HAProxy or IPVS), skipped_coverage.",
 		}, []string{"backend", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "cycle_duration_seconds",
@@ -81,7 +81,7 @@ func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 // succeeded shows in /metrics (cycles_total{result="ok"} 0) rather than not at all.
 func (m *Metrics) Init(backend string) {
 	for _, r := range []string{weighter.ResultOK, weighter.ResultSourceError,
-		weighter.ResultHAProxyError, weighter.ResultSkippedCoverage} {
+		weighter.ResultTargetError, weighter.ResultSkippedCoverage} {
 		m.cycles.WithLabelValues(backend, r)
 	}
 	m.writes.WithLabelValues(backend)
@@ -160,7 +160,7 @@ func (m *Metrics) setServers(c weighter.Cycle) {
 
 // planned reports whether the cycle got as far as a plan, so that its list of
 // servers is the backend's, even when empty. A cycle whose read failed has no
-// plan; one whose write failed (haproxy_error) does, and has servers.
+// plan; one whose write failed (a target error) does, and has servers.
 func planned(c weighter.Cycle) bool {
 	return c.Result == weighter.ResultOK || c.Result == weighter.ResultSkippedCoverage || len(c.Plan.Servers) > 0
 }

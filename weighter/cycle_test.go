@@ -144,7 +144,7 @@ func TestRunCycleTargetReadErrorSkipsFetch(t *testing.T) {
 	b, src, tgt := newTestBackend(t, map[string]float64{"s1": 1}, map[string]int{"s1": 1})
 	tgt.readErr = errors.New("socket: connection refused")
 	c := RunCycle(context.Background(), b, now, true)
-	if c.Result != ResultHAProxyError || src.calls != 0 || len(tgt.batches) != 0 {
+	if c.Result != ResultTargetError || src.calls != 0 || len(tgt.batches) != 0 {
 		t.Fatalf("result %s, fetches %d, batches %d", c.Result, src.calls, len(tgt.batches))
 	}
 }
@@ -153,7 +153,7 @@ func TestRunCyclePartialWriteFailure(t *testing.T) {
 	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20}, map[string]int{"s1": 1, "s2": 1})
 	tgt.failOn = map[string]bool{"s2": true}
 	c := RunCycle(context.Background(), b, now, true)
-	if c.Result != ResultHAProxyError || c.Err == nil {
+	if c.Result != ResultTargetError || c.Err == nil {
 		t.Fatalf("result %s, err %v", c.Result, c.Err)
 	}
 	if !slices.Equal(c.Written, []Change{{Server: "s1", Weight: 256}}) {
@@ -165,7 +165,7 @@ func TestRunCycleWholeWriteFailureWritesNothing(t *testing.T) {
 	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20}, map[string]int{"s1": 1, "s2": 1})
 	tgt.writeErr = errors.New("broken pipe")
 	c := RunCycle(context.Background(), b, now, true)
-	if c.Result != ResultHAProxyError || c.Written != nil {
+	if c.Result != ResultTargetError || c.Written != nil {
 		t.Fatalf("result %s, written %v", c.Result, c.Written)
 	}
 }
@@ -305,4 +305,13 @@ func TestRunCycleNoSeriesMatchesAServer(t *testing.T) {
 	if c := RunCycle(context.Background(), b, now, true); errors.Is(c.Err, ErrNoServerMatch) {
 		t.Errorf("one matching series: %v", c.Err)
 	}
+}
+
+// TestResultValuesAreStable pins the result values: they are the
+// cycles_total{result} label that alerts match on, the result= of the log and
+// the result once prints. ResultTargetError, used for IPVS as well, keeps the
+// value from when HAProxy was the only target.
+func TestResultValuesAreStable(t *testing.T) {
+	assert.Equal(t, []string{"ok", "source_error", "haproxy_error", "skipped_coverage"},
+		[]string{ResultOK, ResultSourceError, ResultTargetError, ResultSkippedCoverage})
 }

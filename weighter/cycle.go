@@ -10,11 +10,15 @@ import (
 	"time"
 )
 
-// Results of one cycle, as counted in haproxy_weighter_cycles_total{result}.
+// Results of one cycle, as counted in haproxy_weighter_cycles_total{result},
+// logged as result= and printed by once.
 const (
-	ResultOK              = "ok"
-	ResultSourceError     = "source_error"
-	ResultHAProxyError    = "haproxy_error" // the target (HAProxy or IPVS) could not be read or written
+	ResultOK          = "ok"
+	ResultSourceError = "source_error"
+	// ResultTargetError: the target (HAProxy or IPVS) could not be read or
+	// written. Its value keeps the name it had when HAProxy was the only
+	// target: alerts match on the metric label and scripts on once's output.
+	ResultTargetError     = "haproxy_error"
 	ResultSkippedCoverage = "skipped_coverage"
 )
 
@@ -55,7 +59,7 @@ func RunCycle(ctx context.Context, b *Backend, now time.Time, apply bool) Cycle 
 func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cycle) (string, error) {
 	servers, err := b.Target.Servers(ctx)
 	if err != nil {
-		return ResultHAProxyError, fmt.Errorf("read servers: %w", err)
+		return ResultTargetError, fmt.Errorf("read servers: %w", err)
 	}
 	fetchCtx, cancel := keepForWrite(ctx)
 	loads, err := b.Source.Fetch(fetchCtx)
@@ -85,7 +89,7 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	c.Written = accepted(changes, err)
 	b.Controller.Commit(c.Written)
 	if err != nil {
-		return ResultHAProxyError, fmt.Errorf("write weights: %w", err)
+		return ResultTargetError, fmt.Errorf("write weights: %w", err)
 	}
 	return ResultOK, nil
 }
