@@ -44,7 +44,11 @@ func Execute() int {
 	var ue usageError
 	// cobra's unknown-command error has no type of its own.
 	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
-		rootCmd.PrintErrf("Run '%s --help' for usage.\n", c.CommandPath())
+		path := c.CommandPath()
+		if c == simulateMovedCmd {
+			path = simulatorBinary
+		}
+		rootCmd.PrintErrf("Run '%s --help' for usage.\n", path)
 		return 2
 	}
 	return 1
@@ -74,7 +78,39 @@ var (
 	logFormat string
 )
 
+// simulatorBinary is the command the simulator moved to, so that the daemon, which
+// runs on every balancer, does not link the simulator and its plotting libraries.
+const simulatorBinary = "haproxy-weighter-sim"
+
+// simulateMovedCmd keeps `haproxy-weighter simulate ...` from failing as an unknown
+// command: it exits 2 (a wrong command line) and prints the command to run instead,
+// with the same arguments, which haproxy-weighter-sim takes unchanged.
+var simulateMovedCmd = &cobra.Command{
+	Use:                "simulate",
+	Short:              "Moved to " + simulatorBinary,
+	Hidden:             true,
+	DisableFlagParsing: true, // any simulate flag reaches RunE, --help included
+	RunE: func(_ *cobra.Command, args []string) error {
+		return usageError{fmt.Errorf("simulate moved to its own command; run: %s", shellJoin(append([]string{simulatorBinary}, args...)))}
+	},
+}
+
+// shellJoin quotes the words that a shell would split or expand.
+func shellJoin(words []string) string {
+	quoted := make([]string, len(words))
+	for i, w := range words {
+		quoted[i] = w
+		if w == "" || strings.IndexFunc(w, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@%+", r))
+		}) >= 0 {
+			quoted[i] = "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(quoted, " ")
+}
+
 func init() {
+	rootCmd.AddCommand(simulateMovedCmd)
 	rootCmd.SetOut(os.Stdout)
 	rootCmd.SetErr(os.Stderr)
 	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

@@ -1,17 +1,20 @@
-package cmd
+package main
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/readlimit"
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// simulateFlags are the knobs of `haproxy-weighter simulate` beyond the scenario file.
+// simulateFlags are the knobs of haproxy-weighter-sim beyond the scenario file.
 type simulateFlags struct {
 	scenario, output, plot string
 	sweep, perConn         bool
@@ -20,20 +23,11 @@ type simulateFlags struct {
 	policy                 weighter.Policy
 }
 
-func init() {
-	f := &simulateFlags{sc: sim.DefaultScenario(), policy: weighter.DefaultPolicy()}
-	cmd := &cobra.Command{
-		Use:   "simulate",
-		Short: "Compare balancing strategies on a simulated backend (the real weighter in the loop)",
-		Long: `simulate runs a seeded model of one HAProxy backend carrying long-lived connections of
-heavy-tailed rates, with HAProxy's own placement (leastconn, roundrobin), an agent-check peer,
-every weighting function (the real weighter.Controller, fed delayed and averaged loads) and an
-oracle lower bound, and prints their balance figures side by side. With no arguments it runs the
-default scenario. Flags override the scenario file. --sweep ranks a grid of policies instead.`,
-		Args: usageArgs(cobra.NoArgs),
-		RunE: func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
-	}
-	fl := cmd.Flags()
+func newSimulateFlags() *simulateFlags {
+	return &simulateFlags{sc: sim.DefaultScenario(), policy: weighter.DefaultPolicy()}
+}
+
+func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.StringVar(&f.scenario, "scenario", "", "scenario YAML file (see examples/scenarios)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fl.StringVar(&f.plot, "plot", "", "write per-server load over time per strategy to this .svg or .png file")
@@ -43,7 +37,6 @@ default scenario. Flags override the scenario file. --sweep ranks a grid of poli
 	fl.BoolVar(&f.perConn, "per-conn", false, "custom row: feed the weighter load per open connection")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
-	rootCmd.AddCommand(cmd)
 }
 
 func addScenarioFlags(fl *pflag.FlagSet, sc *sim.Scenario) {
@@ -132,4 +125,20 @@ func scenarioFromFlags(fl *pflag.FlagSet, f *simulateFlags) (sim.Scenario, error
 	}
 	fl.Visit(func(flag *pflag.Flag) { sim.Override(&sc, f.sc, flag.Name) })
 	return sc, sc.Validate()
+}
+
+// policyFlagsError rewrites the problems of a policy made from the flags in terms
+// of the flags, as a usage error (exit 2): "max_step must be > 1" becomes
+// "--max-step must be > 1". A problem whose key has no flag keeps its wording.
+func policyFlagsError(fs *pflag.FlagSet, err error) error {
+	var out []error
+	for _, leaf := range errs.Leaves(err) {
+		msg := leaf.Error()
+		key, rest, _ := strings.Cut(msg, " ")
+		if flag := strings.ReplaceAll(key, "_", "-"); fs.Lookup(flag) != nil {
+			msg = "--" + flag + " " + rest
+		}
+		out = append(out, errors.New(msg))
+	}
+	return usageError{errors.Join(out...)}
 }

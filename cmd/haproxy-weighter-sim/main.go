@@ -1,0 +1,101 @@
+// The haproxy-weighter-sim binary runs the simulator (package sim): a seeded model of one
+// HAProxy backend with the real weighter in the loop, used to choose the defaults and to
+// compare balancing strategies. It is a separate binary so that the daemon, which runs on
+// every balancer, does not link the simulator and its plotting libraries.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() { os.Exit(execute(newRootCmd(os.Stdout, os.Stderr), os.Args[1:])) }
+
+// execute runs the command line and returns the process exit code: 0, 1 when
+// the simulation failed, 2 when the command line itself is wrong.
+func execute(root *cobra.Command, args []string) int {
+	root.SetArgs(args)
+	c, err := root.ExecuteC()
+	if err == nil {
+		return 0
+	}
+	root.PrintErrln("error:", err)
+	var ue usageError
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
+		root.PrintErrf("Run '%s --help' for usage.\n", c.CommandPath())
+		return 2
+	}
+	return 1
+}
+
+// newRootCmd builds the command line afresh (cobra keeps flag values in the command).
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	f := newSimulateFlags()
+	root := &cobra.Command{
+		Use:   "haproxy-weighter-sim",
+		Short: "Compare balancing strategies on a simulated backend (the real weighter in the loop)",
+		Long: `haproxy-weighter-sim runs a seeded model of one HAProxy backend carrying long-lived
+connections of heavy-tailed rates, with HAProxy's own placement (leastconn, roundrobin), an
+agent-check peer, every weighting function (the real weighter.Controller, fed delayed and
+averaged loads) and an oracle lower bound, and prints their balance figures side by side. With
+no arguments it runs the default scenario. Flags override the scenario file. --sweep ranks a
+grid of policies instead.`,
+		Version:       fmt.Sprintf("%s (%s)", version, runtime.Version()),
+		Args:          usageArgs(cobra.NoArgs),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE:          func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetVersionTemplate("haproxy-weighter-sim {{.Version}}\n")
+	addSimulateFlags(root.Flags(), f)
+	// The daemon's logging flags, accepted and checked as `haproxy-weighter simulate`
+	// did; the simulator logs nothing.
+	var logLevel, logFormat string
+	pf := root.PersistentFlags()
+	pf.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	pf.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	_ = pf.MarkHidden("log-level")
+	_ = pf.MarkHidden("log-format")
+	root.PreRunE = func(*cobra.Command, []string) error {
+		var level slog.Level
+		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+			return usageError{fmt.Errorf("--log-level: %w", err)}
+		}
+		if logFormat != "text" && logFormat != "json" {
+			return usageError{fmt.Errorf("--log-format: %q is not text or json", logFormat)}
+		}
+		return nil
+	}
+	return root
+}
+
+// usageError is a wrong command line (unknown flag, wrong arguments, a flag value
+// out of range), which a script must be able to tell from a failed run (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+
+func (e usageError) Unwrap() error { return e.err }
+
+// usageArgs marks the errors of an argument check as usage errors.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if err := check(c, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
