@@ -10,8 +10,12 @@ LDFLAGS   := -s -w -X github.com/haproxy-weighter/haproxy-weighter/cmd.Version=$
 
 all: build
 
+# build: the daemon (bin/haproxy-weighter, no simulator: see the README's Benchmarks) and the
+# simulator (bin/haproxy-weighter-sim), both static.
+SIM_BIN   := bin/haproxy-weighter-sim
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/haproxy-weighter
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X main.version=$(VERSION)' -o $(SIM_BIN) ./cmd/haproxy-weighter-sim
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
