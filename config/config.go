@@ -65,9 +65,9 @@ type Backend struct {
 
 // Source selects exactly one load source.
 type Source struct {
-	Prometheus *sources.PrometheusConfig   `yaml:"prometheus"`
-	Graphite   *sources.GraphiteConfig     `yaml:"graphite"`
-	HAProxy    *sources.HAProxyStatsConfig `yaml:"haproxy"`
+	Prometheus *sources.PrometheusConfig `yaml:"prometheus"`
+	Graphite   *sources.GraphiteConfig   `yaml:"graphite"`
+	HAProxy    *haproxy.StatsConfig      `yaml:"haproxy"`
 }
 
 // Kind names the configured source ("prometheus", "graphite", "haproxy"), or "" if none.

@@ -90,7 +90,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger) (*Uni
 		hb := client.Backend(b.Name)
 		u.Kind, u.haproxy, u.Backend.Target = "haproxy", hb, hb
 	}
-	src, err := buildSource(b, client, log)
+	src, err := buildSource(b, u.haproxy, log)
 	if err != nil {
 		u.Close()
 		return nil, err
@@ -99,7 +99,9 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger) (*Uni
 	return u, nil
 }
 
-func buildSource(b config.Backend, client *haproxy.Client, log *slog.Logger) (weighter.Source, error) {
+// buildSource builds the backend's source. HAProxy's own statistics are read
+// through the backend's target, so the one `show stat` of a cycle serves both.
+func buildSource(b config.Backend, target *haproxy.Backend, log *slog.Logger) (weighter.Source, error) {
 	s := b.Source
 	switch {
 	case s.Prometheus != nil:
@@ -107,7 +109,10 @@ func buildSource(b config.Backend, client *haproxy.Client, log *slog.Logger) (we
 	case s.Graphite != nil:
 		return sources.NewGraphite(*s.Graphite, log)
 	case s.HAProxy != nil:
-		return sources.NewHAProxyStats(*s.HAProxy, b.Name, client, log)
+		if target == nil {
+			return nil, errors.New("source haproxy: HAProxy statistics need an HAProxy backend")
+		}
+		return haproxy.NewStatsSource(*s.HAProxy, b.Name, target, log)
 	}
 	return nil, errors.New("no source configured")
 }

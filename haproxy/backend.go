@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/haproxytech/client-native/v5/runtime"
 
@@ -17,8 +18,11 @@ type Backend struct {
 	c    *Client
 	name string
 
+	now func() time.Time // the clock reads are stamped with (tests set it)
+
 	mu       sync.Mutex
 	snapshot map[string]snapWeight // weights read by Snapshot, for Restore
+	recent   *statsRead            // the `show stat` of the last Servers, for ReadStats
 }
 
 var _ weighter.Target = (*Backend)(nil)
@@ -64,6 +68,7 @@ func (b *Backend) fillSessions(ctx context.Context, servers []weighter.ServerSta
 	if err != nil {
 		return err
 	}
+	b.keepStats(stats)
 	sessions := make(map[string]int, len(stats))
 	for _, s := range stats {
 		sessions[s.Server] = int(s.CurrentSessions)

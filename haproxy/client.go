@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -31,7 +32,8 @@ var (
 
 // Client talks to one HAProxy process through its runtime socket.
 type Client struct {
-	cfg Config
+	cfg   Config
+	trace func(cmds []string) // tests: sees each round trip's commands
 }
 
 // New returns a client for cfg. It does not connect: each operation dials.
@@ -44,7 +46,7 @@ func New(cfg Config) (*Client, error) {
 
 // Backend returns the weighter.Target for the named backend.
 func (c *Client) Backend(name string) *Backend {
-	return &Backend{c: c, name: name}
+	return &Backend{c: c, name: name, now: time.Now}
 }
 
 // checkName refuses names HAProxy cannot have (it allows letters, digits and

@@ -35,6 +35,9 @@ func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error)
 			return nil, fmt.Errorf("haproxy: command %q contains a separator", cmd)
 		}
 	}
+	if c.trace != nil {
+		c.trace(cmds)
+	}
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, err

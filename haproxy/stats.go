@@ -4,14 +4,49 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
+	"time"
 )
 
-var _ sources.StatsReader = (*Client)(nil)
+// statsReuseMaxAge is how old a `show stat` read by Servers may be for the
+// stats source to use it instead of reading again: the two calls of one cycle
+// are milliseconds apart, and a read from a call outside a cycle (the start-up
+// snapshot) must not stand in for a fresh one much later.
+const statsReuseMaxAge = time.Second
+
+// ReadStats returns the counters of every server of the backend and when they
+// were read: the read the last Servers call made, once, if it is fresh, else a
+// new `show stat`. The cycle calls Servers, then the source, so with
+// `source: haproxy` one round trip per cycle gives the weights, the sessions
+// and the counters.
+func (b *Backend) ReadStats(ctx context.Context) ([]ServerStat, time.Time, error) {
+	b.mu.Lock()
+	recent := b.recent
+	b.recent = nil
+	b.mu.Unlock()
+	if recent != nil {
+		if age := b.now().Sub(recent.at); age >= 0 && age <= statsReuseMaxAge {
+			return recent.stats, recent.at, nil
+		}
+	}
+	stats, err := b.c.Stats(ctx, b.name)
+	return stats, b.now(), err
+}
+
+// keepStats hands the counters Servers read over to the next ReadStats.
+func (b *Backend) keepStats(stats []ServerStat) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.recent = &statsRead{stats: stats, at: b.now()}
+}
+
+// statsRead is one `show stat` of a backend's servers and when it was read.
+type statsRead struct {
+	stats []ServerStat
+	at    time.Time
+}
 
 // Stats reads the counters of every server of backend from `show stat`.
-func (c *Client) Stats(ctx context.Context, backend string) ([]sources.ServerStat, error) {
+func (c *Client) Stats(ctx context.Context, backend string) ([]ServerStat, error) {
 	if err := checkName("backend", backend); err != nil {
 		return nil, err
 	}
@@ -87,8 +122,8 @@ func parseStatReply(backend, reply string) (statTable, error) {
 
 // serverStats returns the server rows of t. A row of another proxy, or a
 // server listed twice, means the reply is not for this backend.
-func serverStats(backend string, t statTable) ([]sources.ServerStat, error) {
-	out := make([]sources.ServerStat, 0, len(t.rows))
+func serverStats(backend string, t statTable) ([]ServerStat, error) {
+	out := make([]ServerStat, 0, len(t.rows))
 	seen := make(map[string]bool, len(t.rows))
 	for _, r := range t.rows {
 		if px := t.get(r, "pxname"); px != backend {
@@ -97,7 +132,7 @@ func serverStats(backend string, t statTable) ([]sources.ServerStat, error) {
 		if t.get(r, "svname") == "BACKEND" || t.get(r, "svname") == "FRONTEND" {
 			continue
 		}
-		s := sources.ServerStat{Server: t.get(r, "svname")}
+		s := ServerStat{Server: t.get(r, "svname")}
 		if seen[s.Server] {
 			return nil, fmt.Errorf("backend %s: stats: %w: server %s listed twice", backend, ErrBadReply, s.Server)
 		}

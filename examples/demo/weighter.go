@@ -19,7 +19,7 @@ type weighterConf struct {
 	Socket   string
 	Function string
 	Extra    string // more backend keys (policy), YAML, one "key: value" per line
-	PerConn  bool   // weight by load per connection (see sources.HAProxyStatsConfig)
+	PerConn  bool   // weight by load per connection (see haproxy.StatsConfig)
 }
 
 // writeWeighterConfig writes the daemon's YAML config into dir: one backend, weighted

@@ -1,9 +1,10 @@
-package sources
+package haproxy
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -33,14 +34,18 @@ type ServerStat struct {
 	CurrentSessions uint64
 }
 
-// StatsReader reads the per-server statistics of one HAProxy backend.
-// haproxy.Client implements it.
+// StatsReader reads the per-server counters of one backend and when they were
+// read. A *Backend is one: it hands over the `show stat` its Servers call read
+// in the same cycle, so a cycle reads HAProxy's statistics once.
 type StatsReader interface {
-	Stats(ctx context.Context, backend string) ([]ServerStat, error)
+	ReadStats(ctx context.Context) ([]ServerStat, time.Time, error)
 }
 
-// HAProxyStatsConfig configures the `source: haproxy` load source.
-type HAProxyStatsConfig struct {
+// ErrNoServers: the backend lists no servers, so there is no load to read.
+var ErrNoServers = errors.New("the backend lists no servers")
+
+// StatsConfig configures the `source: haproxy` load source.
+type StatsConfig struct {
 	// Counter is bytes_in, bytes_out, sessions_total (rates) or current_sessions.
 	Counter string `yaml:"counter"`
 	// RateWindow is the span a rate covers; 0 means DefaultRateWindow. The
@@ -88,7 +93,7 @@ type HAProxyStatsConfig struct {
 
 // Validate reports an unknown counter, per_connection without a rate counter,
 // or a negative duration.
-func (c HAProxyStatsConfig) Validate() error {
+func (c StatsConfig) Validate() error {
 	switch c.Counter {
 	case CounterBytesIn, CounterBytesOut, CounterSessionsTotal, CounterCurrentSessions:
 	default:
@@ -108,29 +113,29 @@ func (c HAProxyStatsConfig) Validate() error {
 	return nil
 }
 
-// HAProxyStats is the load source that needs no monitoring stack: it reads the
+// StatsSource is the load source that needs no monitoring stack: it reads the
 // backend's own counters from HAProxy and turns them into a per-server rate over
-// rate_window, optionally per open session (see HAProxyStatsConfig), or takes
+// rate_window, optionally per open session (see StatsConfig), or takes
 // the current-sessions gauge as is. Byte counters of open connections move
 // only with HAProxy's `option contstats`, and then about every 5 s per
 // connection (measured on HAProxy 2.6). It sees only the traffic of this
 // HAProxy: with several balancers in front of the same servers, each one weighs
 // by its own share, not by the servers' real load.
-type HAProxyStats struct {
-	cfg     HAProxyStatsConfig
+type StatsSource struct {
+	cfg     StatsConfig
 	backend string
 	stats   StatsReader
 	log     *slog.Logger
-	now     func() time.Time
 
 	mu      sync.Mutex
 	history history
 }
 
-var _ weighter.Source = (*HAProxyStats)(nil)
+var _ weighter.Source = (*StatsSource)(nil)
 
-// NewHAProxyStats returns the source for one backend, reading through stats.
-func NewHAProxyStats(cfg HAProxyStatsConfig, backend string, stats StatsReader, log *slog.Logger) (*HAProxyStats, error) {
+// NewStatsSource returns the source for one backend, reading through stats
+// (the backend's *Backend, which the cycle's target also uses).
+func NewStatsSource(cfg StatsConfig, backend string, stats StatsReader, log *slog.Logger) (*StatsSource, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -140,7 +145,10 @@ func NewHAProxyStats(cfg HAProxyStatsConfig, backend string, stats StatsReader, 
 	if cfg.RateWindow == 0 {
 		cfg.RateWindow = DefaultRateWindow
 	}
-	h := &HAProxyStats{cfg: cfg, backend: backend, stats: stats, log: orDiscard(log), now: time.Now}
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	h := &StatsSource{cfg: cfg, backend: backend, stats: stats, log: log}
 	h.history = history{window: cfg.RateWindow, minSpan: cfg.RateWindow, servers: map[string][]read{}}
 	if cfg.SampleInterval > 0 && cfg.SampleInterval < cfg.RateWindow {
 		h.history.minSpan = cfg.SampleInterval
@@ -149,11 +157,11 @@ func NewHAProxyStats(cfg HAProxyStatsConfig, backend string, stats StatsReader, 
 }
 
 // Fetch reads HAProxy once and returns one point per server whose reads span
-// the rate window (see HAProxyStatsConfig.RateWindow and SampleInterval): the
+// the rate window (see StatsConfig.RateWindow and SampleInterval): the
 // rate from its read rate_window ago to this one. A server whose counter went
 // down (HAProxy restarted), or that is new, has no point until its reads after
 // that span the window again.
-func (h *HAProxyStats) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (h *StatsSource) Fetch(ctx context.Context) (weighter.Loads, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cur, at, err := h.read(ctx)
@@ -178,7 +186,7 @@ func (h *HAProxyStats) Fetch(ctx context.Context) (weighter.Loads, error) {
 }
 
 // record adds one read to the history and logs the servers whose counter went down.
-func (h *HAProxyStats) record(cur map[string]ServerStat, at time.Time) {
+func (h *StatsSource) record(cur map[string]ServerStat, at time.Time) {
 	reads := make(map[string]read, len(cur))
 	for name, s := range cur {
 		reads[name] = read{at: at, counter: h.counter(s), sessions: s.CurrentSessions}
@@ -189,15 +197,13 @@ func (h *HAProxyStats) record(cur map[string]ServerStat, at time.Time) {
 	}
 }
 
-func (h *HAProxyStats) read(ctx context.Context) (map[string]ServerStat, time.Time, error) {
-	list, err := h.stats.Stats(ctx, h.backend)
-	at := h.now()
+func (h *StatsSource) read(ctx context.Context) (map[string]ServerStat, time.Time, error) {
+	list, at, err := h.stats.ReadStats(ctx)
 	if err != nil {
-		return nil, at, &Error{Kind: ErrUnreachable, Source: "haproxy", Query: "show stat " + h.backend, Err: err}
+		return nil, at, fmt.Errorf("haproxy: source unreachable (show stat %s): %w", h.backend, err)
 	}
 	if len(list) == 0 {
-		return nil, at, &Error{Kind: ErrNoData, Source: "haproxy", Query: "show stat " + h.backend,
-			Err: errors.New("the backend lists no servers")}
+		return nil, at, fmt.Errorf("haproxy: no data (show stat %s): %w", h.backend, ErrNoServers)
 	}
 	m := make(map[string]ServerStat, len(list))
 	for _, s := range list {
@@ -206,18 +212,18 @@ func (h *HAProxyStats) read(ctx context.Context) (map[string]ServerStat, time.Ti
 	return m, at, nil
 }
 
-func (h *HAProxyStats) wait(ctx context.Context) error {
+func (h *StatsSource) wait(ctx context.Context) error {
 	t := time.NewTimer(h.cfg.SampleInterval)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return nil
 	case <-ctx.Done():
-		return &Error{Kind: ErrUnreachable, Source: "haproxy", Query: "show stat " + h.backend, Err: ctx.Err()}
+		return fmt.Errorf("haproxy: source unreachable (show stat %s): %w", h.backend, ctx.Err())
 	}
 }
 
-func (h *HAProxyStats) gauge(cur map[string]ServerStat, at time.Time) weighter.Loads {
+func (h *StatsSource) gauge(cur map[string]ServerStat, at time.Time) weighter.Loads {
 	loads := make(weighter.Loads, len(cur))
 	for name, s := range cur {
 		loads[name] = weighter.Series{{Time: at, Value: float64(s.CurrentSessions)}}
@@ -225,7 +231,7 @@ func (h *HAProxyStats) gauge(cur map[string]ServerStat, at time.Time) weighter.L
 	return loads
 }
 
-func (h *HAProxyStats) counter(s ServerStat) uint64 {
+func (h *StatsSource) counter(s ServerStat) uint64 {
 	switch h.cfg.Counter {
 	case CounterBytesIn:
 		return s.BytesIn

@@ -1,4 +1,4 @@
-package sources_test
+package haproxy
 
 import (
 	"context"
@@ -15,68 +15,72 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// scriptedStats returns the next read of a script on each call.
+// scriptedStats returns the next read of a script on each call, stamped by
+// its clock (time.Now when unset).
 type scriptedStats struct {
 	mu    sync.Mutex
-	reads [][]sources.ServerStat
+	reads [][]ServerStat
 	err   error
 	calls int
+	now   func() time.Time
 }
 
-func (s *scriptedStats) Stats(context.Context, string) ([]sources.ServerStat, error) {
+func (s *scriptedStats) ReadStats(context.Context) ([]ServerStat, time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls++
+	at := time.Now()
+	if s.now != nil {
+		at = s.now()
+	}
 	if s.err != nil {
-		return nil, s.err
+		return nil, at, s.err
 	}
 	r := s.reads[0]
 	if len(s.reads) > 1 {
 		s.reads = s.reads[1:]
 	}
-	return r, nil
+	return r, at, nil
 }
 
-func newStatsSource(t *testing.T, counter string, r sources.StatsReader) *sources.HAProxyStats {
+func newStatsSource(t *testing.T, counter string, r StatsReader) *StatsSource {
 	t.Helper()
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: counter, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
+	src, err := NewStatsSource(StatsConfig{Counter: counter, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
 	require.NoError(t, err)
 	return src
 }
 
 func TestHAProxyStatsConfigValidate(t *testing.T) {
 	for _, c := range []string{"bytes_in", "bytes_out", "sessions_total", "current_sessions"} {
-		assert.NoError(t, sources.HAProxyStatsConfig{Counter: c}.Validate(), c)
+		assert.NoError(t, StatsConfig{Counter: c}.Validate(), c)
 	}
-	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "cpu"}.Validate(), `unknown counter "cpu"`)
-	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "bytes_in", SampleInterval: -time.Second}.Validate(), "negative")
-	assert.ErrorContains(t, sources.HAProxyStatsConfig{Counter: "bytes_in", RateWindow: -time.Second}.Validate(), "rate_window -1s is negative")
+	assert.ErrorContains(t, StatsConfig{Counter: "cpu"}.Validate(), `unknown counter "cpu"`)
+	assert.ErrorContains(t, StatsConfig{Counter: "bytes_in", SampleInterval: -time.Second}.Validate(), "negative")
+	assert.ErrorContains(t, StatsConfig{Counter: "bytes_in", RateWindow: -time.Second}.Validate(), "rate_window -1s is negative")
 	for _, c := range []string{"bytes_in", "bytes_out", "sessions_total"} {
-		assert.NoError(t, sources.HAProxyStatsConfig{Counter: c, PerConnection: true}.Validate(), c)
+		assert.NoError(t, StatsConfig{Counter: c, PerConnection: true}.Validate(), c)
 	}
-	err := sources.HAProxyStatsConfig{Counter: "current_sessions", PerConnection: true}.Validate()
+	err := StatsConfig{Counter: "current_sessions", PerConnection: true}.Validate()
 	assert.ErrorContains(t, err, "per_connection needs a rate counter (bytes_in, bytes_out or sessions_total), not current_sessions")
-	_, err = sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "current_sessions", PerConnection: true}, "be", &scriptedStats{}, nil)
+	_, err = NewStatsSource(StatsConfig{Counter: "current_sessions", PerConnection: true}, "be", &scriptedStats{}, nil)
 	assert.ErrorContains(t, err, "per_connection")
 }
 
 // TestHAProxyStatsPerConnection: the rate is divided by the mean of scur at the
 // two reads it comes from; a server empty at both reads has load 0.
 func TestHAProxyStatsPerConnection(t *testing.T) {
-	r := &scriptedStats{reads: [][]sources.ServerStat{
+	r := &scriptedStats{reads: [][]ServerStat{
 		{{Server: "a", CurrentSessions: 2}, {Server: "b", CurrentSessions: 1}, {Server: "c", CurrentSessions: 4},
 			{Server: "d", CurrentSessions: 0}, {Server: "e", CurrentSessions: 0}},
 		{{Server: "a", BytesOut: 800, CurrentSessions: 2}, {Server: "b", BytesOut: 800, CurrentSessions: 3},
 			{Server: "c", BytesOut: 800, CurrentSessions: 4}, {Server: "d", BytesOut: 500, CurrentSessions: 0},
 			{Server: "e", BytesOut: 0, CurrentSessions: 1}},
 	}}
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
+	src, err := NewStatsSource(StatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
 	require.NoError(t, err)
 	loads, err := src.Fetch(context.Background())
 	require.NoError(t, err)
@@ -91,7 +95,7 @@ func TestHAProxyStatsPerConnection(t *testing.T) {
 }
 
 func TestHAProxyStatsRatesAndResets(t *testing.T) {
-	r := &scriptedStats{reads: [][]sources.ServerStat{
+	r := &scriptedStats{reads: [][]ServerStat{
 		{{Server: "a", SessionsTotal: 10}, {Server: "b", SessionsTotal: 100}},
 		{{Server: "a", SessionsTotal: 20}, {Server: "b", SessionsTotal: 130}},
 		// HAProxy restarted: b's counter went down; c is new.
@@ -118,16 +122,16 @@ func TestHAProxyStatsRatesAndResets(t *testing.T) {
 }
 
 func TestHAProxyStatsGaugeAndErrors(t *testing.T) {
-	r := &scriptedStats{reads: [][]sources.ServerStat{{{Server: "a", CurrentSessions: 4}}}}
+	r := &scriptedStats{reads: [][]ServerStat{{{Server: "a", CurrentSessions: 4}}}}
 	loads, err := newStatsSource(t, "current_sessions", r).Fetch(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 4.0, loads["a"][0].Value)
 	assert.Equal(t, 1, r.calls, "a gauge needs one read")
 
 	_, err = newStatsSource(t, "bytes_in", &scriptedStats{err: errors.New("boom")}).Fetch(context.Background())
-	require.ErrorIs(t, err, sources.ErrUnreachable)
-	_, err = newStatsSource(t, "bytes_in", &scriptedStats{reads: [][]sources.ServerStat{{}}}).Fetch(context.Background())
-	require.ErrorIs(t, err, sources.ErrNoData)
+	require.ErrorContains(t, err, "haproxy: source unreachable (show stat be): boom")
+	_, err = newStatsSource(t, "bytes_in", &scriptedStats{reads: [][]ServerStat{{}}}).Fetch(context.Background())
+	require.ErrorIs(t, err, ErrNoServers)
 	// what a person reads: the command and why, not an empty url
 	assert.NotContains(t, err.Error(), "url")
 	assert.Contains(t, err.Error(), "lists no servers")
@@ -200,9 +204,9 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 		cfg += fmt.Sprintf("  server s%d %s\n", i+1, s.l.Addr())
 	}
 	h := testenv.StartHAProxy(t, cfg)
-	client, err := haproxy.New(haproxy.Config{Socket: h.Socket})
+	client, err := New(Config{Socket: h.Socket})
 	require.NoError(t, err)
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_in", SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client, nil)
+	src, err := NewStatsSource(StatsConfig{Counter: "bytes_in", SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client.Backend("be"), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -259,9 +263,9 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 		cfg += fmt.Sprintf("  server s%d %s maxconn %d\n", i+1, s.l.Addr(), i+1)
 	}
 	h := testenv.StartHAProxy(t, cfg)
-	client, err := haproxy.New(haproxy.Config{Socket: h.Socket})
+	client, err := New(Config{Socket: h.Socket})
 	require.NoError(t, err)
-	src, err := sources.NewHAProxyStats(sources.HAProxyStatsConfig{Counter: "bytes_in", PerConnection: true, SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client, nil)
+	src, err := NewStatsSource(StatsConfig{Counter: "bytes_in", PerConnection: true, SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client.Backend("be"), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -378,9 +382,9 @@ func minus(a, b []int64) []int64 {
 }
 
 // waitSessions polls until HAProxy counts n sessions open on the backend's servers.
-func waitSessions(t *testing.T, ctx context.Context, c *haproxy.Client, n int) {
+func waitSessions(t *testing.T, ctx context.Context, c *Client, n int) {
 	t.Helper()
-	got := waitBackendSum(t, ctx, c, func(s sources.ServerStat) uint64 { return s.CurrentSessions },
+	got := waitBackendSum(t, ctx, c, func(s ServerStat) uint64 { return s.CurrentSessions },
 		func(sum uint64) bool { return sum == uint64(n) })
 	if got != uint64(n) {
 		t.Fatalf("haproxy counts %d of %d sessions", got, n)
@@ -389,7 +393,7 @@ func waitSessions(t *testing.T, ctx context.Context, c *haproxy.Client, n int) {
 
 // waitBackendSum polls HAProxy until the sum of field over the backend's
 // servers satisfies done, or ctx ends; it returns the last sum seen.
-func waitBackendSum(t *testing.T, ctx context.Context, c *haproxy.Client, field func(sources.ServerStat) uint64, done func(uint64) bool) uint64 {
+func waitBackendSum(t *testing.T, ctx context.Context, c *Client, field func(ServerStat) uint64, done func(uint64) bool) uint64 {
 	t.Helper()
 	var sum uint64
 	for ctx.Err() == nil {
@@ -425,9 +429,9 @@ func waitOpen(t *testing.T, ctx context.Context, sinks []*sink, want ...int64) {
 
 // waitStats polls until HAProxy's counters account for total bytes (the sinks
 // may have read them a moment before HAProxy's counters are updated).
-func waitStats(t *testing.T, ctx context.Context, c *haproxy.Client, total int) {
+func waitStats(t *testing.T, ctx context.Context, c *Client, total int) {
 	t.Helper()
-	got := waitBackendSum(t, ctx, c, func(s sources.ServerStat) uint64 { return s.BytesIn },
+	got := waitBackendSum(t, ctx, c, func(s ServerStat) uint64 { return s.BytesIn },
 		func(sum uint64) bool { return sum >= uint64(total) })
 	if got < uint64(total) {
 		t.Fatalf("haproxy counted %d of %d bytes: %v", got, total, ctx.Err())
@@ -451,4 +455,4 @@ func waitSinks(t *testing.T, ctx context.Context, sinks []*sink, total int) {
 	t.Fatalf("sinks read %d of %d bytes", got, total)
 }
 
-var _ weighter.Source = (*sources.HAProxyStats)(nil)
+var _ weighter.Source = (*StatsSource)(nil)

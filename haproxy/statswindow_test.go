@@ -1,4 +1,4 @@
-package sources_test
+package haproxy
 
 import (
 	"context"
@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -34,16 +32,21 @@ func (c *fakeClock) at(start time.Time, d float64) {
 	c.t = start.Add(time.Duration(d * float64(time.Second)))
 }
 
-func windowSource(t *testing.T, cfg sources.HAProxyStatsConfig, r sources.StatsReader, clock func() time.Time) *sources.HAProxyStats {
+func windowSource(t *testing.T, cfg StatsConfig, r StatsReader, clock func() time.Time) *StatsSource {
 	t.Helper()
-	src, err := sources.NewHAProxyStats(cfg, "be", r, nil)
+	switch r := r.(type) { // stamp the reads with the test's clock
+	case *scriptedStats:
+		r.now = clock
+	case *Backend:
+		r.now = clock
+	}
+	src, err := NewStatsSource(cfg, "be", r, nil)
 	require.NoError(t, err)
-	sources.SetClock(src, clock)
 	return src
 }
 
-func stat(name string, bytesIn, scur uint64) sources.ServerStat {
-	return sources.ServerStat{Server: name, BytesIn: bytesIn, CurrentSessions: scur}
+func stat(name string, bytesIn, scur uint64) ServerStat {
+	return ServerStat{Server: name, BytesIn: bytesIn, CurrentSessions: scur}
 }
 
 // TestHAProxyStatsRateWindow: with the default window (10 s) and no
@@ -53,7 +56,7 @@ func stat(name string, bytesIn, scur uint64) sources.ServerStat {
 // connection it is divided by the time-weighted mean of scur over those reads.
 func TestHAProxyStatsRateWindow(t *testing.T) {
 	// Reads at 0, 3, 6, 9.5, 13, 15 s.
-	r := &scriptedStats{reads: [][]sources.ServerStat{
+	r := &scriptedStats{reads: [][]ServerStat{
 		{stat("a", 0, 2), stat("b", 0, 0)},
 		{stat("a", 300, 2), stat("b", 0, 0)},
 		{stat("a", 600, 4), stat("b", 50, 1)},
@@ -63,7 +66,7 @@ func TestHAProxyStatsRateWindow(t *testing.T) {
 	}}
 	clock := newFakeClock()
 	start := clock.now()
-	src := windowSource(t, sources.HAProxyStatsConfig{Counter: "bytes_in", PerConnection: true}, r, clock.now)
+	src := windowSource(t, StatsConfig{Counter: "bytes_in", PerConnection: true}, r, clock.now)
 	ctx := context.Background()
 	fetch := func(sec float64) weighter.Loads {
 		t.Helper()
@@ -100,7 +103,7 @@ func TestHAProxyStatsRateWindow(t *testing.T) {
 	mean = (4*3.5 + 3*3.5 + 2*2) / 9
 	assert.InDelta(t, 1500/9.0/mean, loads["a"][0].Value, 1e-9)
 	assert.Zero(t, loads["b"][0].Value, "no session at any read of the window")
-	assert.LessOrEqual(t, sources.HistoryLen(src, "a"), 4, "reads older than the window's base are dropped")
+	assert.LessOrEqual(t, historyLen(src, "a"), 4, "reads older than the window's base are dropped")
 }
 
 // TestHAProxyStatsRateWindowServersComeAndGo: a new server, one that left and
@@ -108,7 +111,7 @@ func TestHAProxyStatsRateWindow(t *testing.T) {
 // own reads span the window again; the others are not affected.
 func TestHAProxyStatsRateWindowServersComeAndGo(t *testing.T) {
 	// Reads every 5 s.
-	r := &scriptedStats{reads: [][]sources.ServerStat{
+	r := &scriptedStats{reads: [][]ServerStat{
 		{stat("a", 0, 1), stat("b", 0, 1), stat("c", 0, 1)},                           // 0
 		{stat("a", 50, 1), stat("b", 50, 1), stat("c", 50, 1)},                        // 5
 		{stat("a", 100, 1), stat("c", 100, 1), stat("d", 1000, 1)},                    // 10: b gone, d new
@@ -118,7 +121,7 @@ func TestHAProxyStatsRateWindowServersComeAndGo(t *testing.T) {
 	}}
 	clock := newFakeClock()
 	start := clock.now()
-	src := windowSource(t, sources.HAProxyStatsConfig{Counter: "bytes_in"}, r, clock.now)
+	src := windowSource(t, StatsConfig{Counter: "bytes_in"}, r, clock.now)
 	got := map[float64][]string{}
 	for _, sec := range []float64{0, 5, 10, 15, 20, 25} {
 		clock.at(start, sec)
@@ -141,7 +144,7 @@ func TestHAProxyStatsRateWindowServersComeAndGo(t *testing.T) {
 // waits it and reads again, and rates cover all the reads so far until they
 // span the window (for `once`, whose single cycle would otherwise hold).
 func TestHAProxyStatsSampleInterval(t *testing.T) {
-	r := &scriptedStats{reads: [][]sources.ServerStat{
+	r := &scriptedStats{reads: [][]ServerStat{
 		{stat("a", 0, 1)}, {stat("a", 100, 1)}, {stat("a", 300, 1)}, {stat("a", 1300, 1)},
 	}}
 	var mu sync.Mutex
@@ -152,7 +155,7 @@ func TestHAProxyStatsSampleInterval(t *testing.T) {
 		tick = tick.Add(time.Second)
 		return tick
 	}
-	src := windowSource(t, sources.HAProxyStatsConfig{Counter: "bytes_in", SampleInterval: time.Millisecond, RateWindow: 3 * time.Second}, r, clock)
+	src := windowSource(t, StatsConfig{Counter: "bytes_in", SampleInterval: time.Millisecond, RateWindow: 3 * time.Second}, r, clock)
 	want := []float64{100, 150, 1300.0 / 3} // over 1 s, 2 s, then the window (3 s)
 	for i, w := range want {
 		loads, err := src.Fetch(context.Background())
@@ -178,11 +181,11 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 		cfg += fmt.Sprintf("  server s%d %s\n", i+1, s.l.Addr())
 	}
 	h := testenv.StartHAProxy(t, cfg)
-	client, err := haproxy.New(haproxy.Config{Socket: h.Socket})
+	client, err := New(Config{Socket: h.Socket})
 	require.NoError(t, err)
 	clock := newFakeClock()
 	start := clock.now()
-	src := windowSource(t, sources.HAProxyStatsConfig{Counter: "bytes_in", PerConnection: true}, client, clock.now)
+	src := windowSource(t, StatsConfig{Counter: "bytes_in", PerConnection: true}, client.Backend("be"), clock.now)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -294,4 +297,11 @@ func waitOpenTotal(t *testing.T, ctx context.Context, sinks []*sink, n int64) {
 		time.Sleep(5 * time.Millisecond) // polling interval
 	}
 	t.Fatalf("sinks hold %d connections open, want %d", got, n)
+}
+
+// historyLen is the number of reads h keeps for server.
+func historyLen(h *StatsSource, server string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.history.servers[server])
 }
