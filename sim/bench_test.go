@@ -25,7 +25,7 @@ func BenchmarkSimulate(b *testing.B) {
 	b.ReportMetric(sc.Duration.Seconds()*float64(b.N)/b.Elapsed().Seconds(), "sim-s/s")
 }
 
-// BenchmarkDefaultComparison is what `haproxy-weighter simulate` does without arguments.
+// BenchmarkDefaultComparison is what haproxy-weighter-sim does without arguments.
 func BenchmarkDefaultComparison(b *testing.B) {
 	for b.Loop() {
 		if _, err := Run(DefaultScenario(), DefaultStrategies()); err != nil {

@@ -8,4 +8,8 @@
 //
 // Every strategy of one run sees the same connection stream (same arrival times,
 // lifetimes and rates), so their figures differ only by placement.
+//
+// The command haproxy-weighter-sim (cmd/haproxy-weighter-sim) runs it. The daemon,
+// cmd/haproxy-weighter, does not link this package or its plotting libraries (a
+// test there checks its imports).
 package sim

@@ -22,7 +22,7 @@ func Seeds(n int) []uint64 {
 	return out
 }
 
-// flagFields maps a simulate flag to the scenario field it sets.
+// flagFields maps a flag of haproxy-weighter-sim to the scenario field it sets.
 var flagFields = map[string]func(dst *Scenario, src Scenario){
 	"seed": func(d *Scenario, s Scenario) { d.Seed = s.Seed },
 	"duration": func(d *Scenario, s Scenario) {
@@ -40,7 +40,7 @@ var flagFields = map[string]func(dst *Scenario, src Scenario){
 	"delay":       func(d *Scenario, s Scenario) { d.Delay = s.Delay },
 }
 
-// Override copies the field behind the named simulate flag from src to dst (a
+// Override copies the field behind the named haproxy-weighter-sim flag from src to dst (a
 // scenario file's values give way to the flags the user set); other names are ignored.
 func Override(dst *Scenario, src Scenario, flag string) {
 	if set, ok := flagFields[flag]; ok {

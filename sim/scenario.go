@@ -62,7 +62,7 @@ type Event struct {
 	Over   time.Duration `yaml:"over"`   // ramp
 }
 
-// DefaultScenario is the scenario `haproxy-weighter simulate` runs without arguments:
+// DefaultScenario is the scenario haproxy-weighter-sim runs without arguments:
 // 8 servers, about 240 connections of lognormal rates (median 35/s, sigma 1.5, capped
 // at 5000/s) living 30 s on average, 10 s resolution, 5 s weighter interval, and one
 // of each event.

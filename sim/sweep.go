@@ -30,7 +30,8 @@ type Grid struct {
 	ConnectionLives []time.Duration
 }
 
-// DefaultGrid is the sweep recorded in docs/simulator-sweep.md.
+// DefaultGrid is the sweep `haproxy-weighter-sim --sweep` runs, recorded in
+// docs/simulator-sweep.md.
 func DefaultGrid() Grid {
 	return Grid{
 		Functions:       weighter.FunctionNames(),
