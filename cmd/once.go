@@ -1,8 +1,6 @@
 package cmd
 
 import (
-	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,13 +8,10 @@ import (
 	"math"
 	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -43,21 +38,11 @@ func init() {
 		if err != nil {
 			return err
 		}
-		wait := sampleOnce(cfg)
-		units, err := daemon.Build(cfg, log)
+		// run's start checks and cycle: a backend whose algorithm ignores or
+		// refuses runtime weights fails here too, dry run or not.
+		cycles, err := daemon.New(cfg, daemon.Options{Log: log}).RunOnce(cmd.Context(), apply)
 		if err != nil {
 			return err
-		}
-		cycles := make([]weighter.Cycle, len(units))
-		for i, u := range units {
-			// The source may use 4/5 of a cycle (the write keeps the rest), so
-			// the wait for a rate window is added twice, not once.
-			ctx, cancel := context.WithTimeout(cmd.Context(), cfg.CycleTimeout()+2*wait)
-			// run's start checks first: a backend whose algorithm ignores or
-			// refuses runtime weights fails here too, dry run or not.
-			cycles[i] = u.CheckedCycle(ctx, time.Now(), apply)
-			cancel()
-			u.Close()
 		}
 		if output == "json" {
 			err = printJSON(cmd.OutOrStdout(), cycles)
@@ -156,22 +141,4 @@ func printJSON(w io.Writer, cycles []weighter.Cycle) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
-}
-
-// sampleOnce lets the single cycle of `once` get a rate from HAProxy's own
-// counters. The daemon holds its first cycles until its reads span the source's
-// rate_window; one cycle instead waits that long and reads again (unless the
-// config sets sample_interval). It returns the wait, which the cycle's timeout
-// must allow for.
-func sampleOnce(cfg *config.Config) time.Duration {
-	var wait time.Duration
-	for i := range cfg.Backends {
-		h := cfg.Backends[i].Source.HAProxy
-		if h == nil || h.SampleInterval > 0 {
-			continue
-		}
-		h.SampleInterval = cmp.Or(h.RateWindow, sources.DefaultRateWindow)
-		wait = max(wait, h.SampleInterval)
-	}
-	return wait
 }

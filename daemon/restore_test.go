@@ -28,9 +28,7 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 
 	h.Restart()
 	waitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.snapshots["be"] != nil
+		return d.startWeights.has("be")
 	})
 	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: 5 * time.Second})
 	if err != nil {
@@ -69,9 +67,7 @@ func TestShutdownEndsWithHungHAProxy(t *testing.T) {
 	d := New(restoreConfig(t, h.Socket, "1h", "100ms"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	r := startDaemon(t, d, n)
 	waitFor(t, "the start-up weights", func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.snapshots["be"] != nil
+		return d.startWeights.has("be")
 	})
 	h.Freeze()
 	defer h.Thaw() // before t.Cleanup stops it
@@ -102,9 +98,7 @@ func TestRestoreFailureFailsTheExit(t *testing.T) {
 	d := New(restoreConfig(t, h.Socket, "1h", "2s"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	r := startDaemon(t, d, n)
 	waitFor(t, "the start-up weights", func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.snapshots["be"] != nil
+		return d.startWeights.has("be")
 	})
 	h.Kill()
 	err := r.stop()
@@ -169,9 +163,7 @@ backend kept
 	d := New(parse("be", "kept"), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse("kept"), nil }})
 	r := startDaemon(t, d, n)
 	waitFor(t, "start-up weights of both backends", func() bool {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		return d.snapshots["be"] != nil && d.snapshots["kept"] != nil
+		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
 
 	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: 5 * time.Second})
@@ -200,9 +192,7 @@ backend kept
 	}
 	// The snapshot is dropped just after the write: wait for both.
 	waitFor(t, "be's start-up weights back and its snapshot dropped after the reload removed it", func() bool {
-		d.mu.Lock()
-		_, kept := d.snapshots["be"]
-		d.mu.Unlock()
+		kept := d.startWeights.has("be")
 		got := weights("be")
 		return !kept && got["s1"] == 10 && got["s2"] == 20
 	})

@@ -41,9 +41,6 @@ type runner struct {
 	rand    func() float64 // in [0, 1)
 	after   func()         // called after each cycle (readiness)
 	done    chan struct{}  // closed when the runner's goroutine ends
-	// before, if set, runs under the cycle's timeout before each cycle; an
-	// error fails the cycle as haproxy_error (restore_on_exit snapshot).
-	before func(ctx context.Context) error
 
 	mu       sync.Mutex
 	started  time.Time
@@ -150,17 +147,9 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	return c
 }
 
-// cycle runs before, then (if it did not fail) one weighter cycle.
+// cycle runs one cycle of the backend as once does: start check, then the cycle.
 func (r *runner) cycle(ctx context.Context) weighter.Cycle {
-	now := r.clock.Now()
-	if r.before != nil {
-		if err := r.before(ctx); err != nil {
-			name := r.unit.Backend.Name
-			return weighter.Cycle{Backend: name, Plan: weighter.Plan{Backend: name, Time: now},
-				Result: weighter.ResultTargetError, Err: err, Applied: r.apply}
-		}
-	}
-	return weighter.RunCycle(ctx, r.unit.Backend, now, r.apply)
+	return r.unit.CheckedCycle(ctx, r.clock.Now(), r.apply)
 }
 
 // beat records that the loop turned without a cycle (the start-up read).
@@ -169,28 +158,4 @@ func (r *runner) beat() {
 	r.mu.Lock()
 	r.lastBeat = now
 	r.mu.Unlock()
-}
-
-// ready reports whether the backend had an ok cycle within 3 intervals, or
-// within the longest time two ok cycles can end apart (interval + jitter +
-// timeout) when that is longer: with timeout > 2 intervals, slow cycles that
-// all succeed would otherwise flap readiness.
-func (r *runner) ready(now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.readyLocked(now)
-}
-
-func (r *runner) readyLocked(now time.Time) bool {
-	window := max(3*r.timing.Interval,
-		time.Duration(float64(r.timing.Interval)*(1+r.timing.Jitter))+r.timing.Timeout)
-	return !r.lastOK.IsZero() && now.Sub(r.lastOK) <= window
-}
-
-// alive reports whether the runner's loop still turns: its last cycle ended
-// within an interval plus jitter plus a timeout (plus one more interval of slack).
-func (r *runner) alive(now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return now.Sub(r.lastBeat) <= 2*r.timing.Interval+r.timing.Timeout
 }

@@ -26,27 +26,14 @@ func (u *Unit) StartCheck(ctx context.Context) error {
 	return nil
 }
 
-// CheckedCycle is one cycle as the daemon runs it: the start check first
-// (`once` must refuse what `run` refuses, dry run or not), then the cycle.
+// CheckedCycle is one cycle as run's runners and RunOnce both run it: the
+// start check first (`once` must refuse what `run` refuses, dry run or not),
+// then the cycle.
 func (u *Unit) CheckedCycle(ctx context.Context, now time.Time, apply bool) weighter.Cycle {
 	if err := u.StartCheck(ctx); err != nil {
 		return checkFailed(u.Backend.Name, now, apply, err)
 	}
 	return weighter.RunCycle(ctx, u.Backend, now, apply)
-}
-
-// startChecked returns a runner's before hook that runs the unit's start
-// check, then next (may be nil).
-func startChecked(u *Unit, next func(context.Context) error) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if err := u.StartCheck(ctx); err != nil {
-			return err
-		}
-		if next != nil {
-			return next(ctx)
-		}
-		return nil
-	}
 }
 
 // checkFailed is the cycle of a backend whose start check failed: a target

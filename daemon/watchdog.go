@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"time"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
 )
@@ -44,4 +45,12 @@ func (d *Daemon) stuck() *runner {
 		}
 	}
 	return nil
+}
+
+// alive reports whether the runner's loop still turns: its last cycle ended
+// within an interval plus jitter plus a timeout (plus one more interval of slack).
+func (r *runner) alive(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return now.Sub(r.lastBeat) <= 2*r.timing.Interval+r.timing.Timeout
 }

@@ -1,0 +1,43 @@
+package daemon
+
+import (
+	"fmt"
+	"time"
+)
+
+// Ready reports whether every backend had an ok cycle within 3 intervals, and if not, which did not.
+func (d *Daemon) Ready() (bool, string) {
+	g := d.current()
+	if g == nil {
+		return false, "starting"
+	}
+	now := d.clock.Now()
+	for _, r := range g.runners {
+		if !r.ready(now) {
+			return false, fmt.Sprintf("backend %s: no successful cycle within 3 intervals", r.unit.Backend.Name)
+		}
+	}
+	return true, ""
+}
+
+// updateReady exports Ready as the ready gauge; runners call it after each cycle.
+func (d *Daemon) updateReady() {
+	ok, _ := d.Ready()
+	d.metrics.SetReady(ok)
+}
+
+// ready reports whether the backend had an ok cycle within 3 intervals, or
+// within the longest time two ok cycles can end apart (interval + jitter +
+// timeout) when that is longer: with timeout > 2 intervals, slow cycles that
+// all succeed would otherwise flap readiness.
+func (r *runner) ready(now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.readyLocked(now)
+}
+
+func (r *runner) readyLocked(now time.Time) bool {
+	window := max(3*r.timing.Interval,
+		time.Duration(float64(r.timing.Interval)*(1+r.timing.Jitter))+r.timing.Timeout)
+	return !r.lastOK.IsZero() && now.Sub(r.lastOK) <= window
+}

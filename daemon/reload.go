@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"context"
+	"reflect"
+	"slices"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+)
+
+// reloadConfig replaces the configuration, or keeps the old one in force
+// when the new one does not load or build.
+func (d *Daemon) reloadConfig(ctx context.Context) {
+	if d.reload == nil {
+		return
+	}
+	cfg, err := d.reload()
+	var units []*Unit
+	if err == nil {
+		units, err = Build(cfg, d.log)
+	}
+	if err != nil {
+		d.log.Error("config reload rejected, keeping the old configuration", "err", err)
+		d.metrics.SetReloadSuccess(false)
+		return
+	}
+	old := d.config()
+	if cfg.Listen != old.Listen {
+		d.log.Warn("listen address changes need a restart", "listen", old.Listen)
+	}
+	prev := d.current()
+	stuck := prev.stop()
+	// A stuck runner may still use its Controller and Source: its backend starts afresh.
+	keepControllers(slices.DeleteFunc(slices.Clone(prev.units), func(u *Unit) bool {
+		return slices.Contains(stuck, u.Backend.Name)
+	}), units)
+	removed := d.forgetRemoved(old, cfg, stuck)
+	if old.RestoreOnExit {
+		// The daemon lets go of a backend the reload removed: with
+		// restore_on_exit its weights (drains included) must not outlive that
+		// either. Its runner has stopped, so nothing writes there any more.
+		// A failure is logged; the daemon goes on with the new configuration.
+		_ = d.startWeights.restore(ctx, old.CycleTimeout(), removed, "restore of a backend removed by the reload")
+	}
+	d.mu.Lock()
+	d.cfg = cfg
+	d.mu.Unlock()
+	d.start(ctx, units, prev)
+	d.log.Info("config reloaded", "backends", len(cfg.Backends))
+	d.metrics.SetReloadSuccess(true)
+}
+
+// forgetRemoved drops the series of the backends of old that next no longer
+// has, and returns those whose runner stopped: a stuck one may still write.
+func (d *Daemon) forgetRemoved(old, next *config.Config, stuck []string) (removed []string) {
+	for _, b := range old.Backends {
+		if !slices.ContainsFunc(next.Backends, func(n config.Backend) bool { return n.Name == b.Name }) {
+			d.metrics.Forget(b.Name)
+			if !slices.Contains(stuck, b.Name) {
+				removed = append(removed, b.Name)
+			}
+		}
+	}
+	return removed
+}
+
+// keepControllers hands each backend whose target kind and policy a reload left
+// unchanged its old Controller, so the daemon does not forget what it wrote and
+// drained: a weight 0 it set would otherwise look like an operator's drain and
+// stay, and a weight reset behind its back would no longer be re-applied. A
+// backend whose source a reload left unchanged keeps its old Source too: the
+// HAProxy stats source would otherwise forget its reads and hold the weights
+// for a whole rate_window. The old runners have stopped, so nothing else uses
+// the old Controllers and Sources.
+func keepControllers(old, next []*Unit) {
+	prev := make(map[string]*Unit, len(old))
+	for _, u := range old {
+		prev[u.Backend.Name] = u
+	}
+	for _, u := range next {
+		o, ok := prev[u.Backend.Name]
+		if ok && o.Kind == u.Kind && o.Backend.Controller.Policy() == u.Backend.Controller.Policy() {
+			u.Backend.Controller = o.Backend.Controller
+		}
+		if ok && sameSource(o, u) {
+			u.Backend.Source = o.Backend.Source
+		}
+	}
+}
+
+// sameSource reports whether a and b were built from the same source
+// configuration (and, for the HAProxy stats source, the same socket). Units
+// not built by Build never match.
+func sameSource(a, b *Unit) bool {
+	if a.source.Kind() == "" || !reflect.DeepEqual(a.source, b.source) {
+		return false
+	}
+	return a.source.HAProxy == nil || a.socket == b.socket
+}

@@ -1,0 +1,137 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// restorer is a target that can keep its current weights and later put them
+// back (haproxy.Backend; IPVS cannot, so restore_on_exit leaves it alone).
+type restorer interface {
+	weighter.Target
+	Snapshot(ctx context.Context) (map[string]int, error)
+	Restore(ctx context.Context) error
+}
+
+// startWeights keeps, per backend, the target that holds the weights the
+// backend had before the daemon's first write to it, for restore_on_exit. It
+// belongs to the daemon, not to a configuration: a reload that keeps a
+// backend keeps them (by then the backend's weights are the daemon's own).
+type startWeights struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	kept map[string]*restoringTarget
+}
+
+func newStartWeights(log *slog.Logger) *startWeights {
+	return &startWeights{log: log, kept: map[string]*restoringTarget{}}
+}
+
+// wrap returns t decorated so that it keeps the backend's start-up weights
+// before it is read or written; a target that cannot restore is returned as is.
+func (s *startWeights) wrap(backend string, t weighter.Target) weighter.Target {
+	r, ok := t.(restorer)
+	if !ok {
+		return t
+	}
+	return &restoringTarget{restorer: r, backend: backend, start: s}
+}
+
+// has reports whether the backend's start-up weights are kept.
+func (s *startWeights) has(backend string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kept[backend] != nil
+}
+
+// restore writes back the start-up weights of the named backends that have
+// them, within timeout. A restored backend's weights are dropped, so a
+// backend configured again later starts from what it has then; one that
+// failed keeps them. The error names each backend that failed.
+func (s *startWeights) restore(ctx context.Context, timeout time.Duration, names []string, why string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	var errs []error
+	for _, name := range names {
+		s.mu.Lock()
+		t := s.kept[name]
+		s.mu.Unlock()
+		if t == nil {
+			continue
+		}
+		if err := t.Restore(ctx); err != nil {
+			s.log.Error(why+" failed, the daemon's last weights stay", "backend", name, "err", err)
+			errs = append(errs, fmt.Errorf("%s: backend %s: %w", why, name, err))
+			continue
+		}
+		s.mu.Lock()
+		delete(s.kept, name)
+		s.mu.Unlock()
+		s.log.Info("weights restored", "backend", name, "why", why)
+	}
+	return errors.Join(errs...)
+}
+
+// restoringTarget is a Target that, for restore_on_exit, keeps its backend's
+// weights before anything is read from or written to it, and can put them
+// back. Until they are kept every call fails, so nothing is written that could
+// not be restored: a backend whose HAProxy was down at start keeps them when
+// HAProxy answers. Keeping them at the first read, not the first write, takes
+// the weights as the operator left them, before the daemon plans from them.
+type restoringTarget struct {
+	restorer
+	backend string
+	start   *startWeights
+}
+
+// Servers keeps the start-up weights, then reads the servers.
+func (t *restoringTarget) Servers(ctx context.Context) ([]weighter.ServerState, error) {
+	if err := t.keep(ctx); err != nil {
+		return nil, err
+	}
+	return t.restorer.Servers(ctx)
+}
+
+// SetWeights keeps the start-up weights, then writes.
+func (t *restoringTarget) SetWeights(ctx context.Context, changes []weighter.Change) error {
+	if err := t.keep(ctx); err != nil {
+		return err
+	}
+	return t.restorer.SetWeights(ctx, changes)
+}
+
+// keep snapshots the target unless the backend's start-up weights are kept
+// already (by this target, or by the one a reload replaced).
+func (t *restoringTarget) keep(ctx context.Context) error {
+	if t.start.has(t.backend) {
+		return nil
+	}
+	weights, err := t.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("read start-up weights for restore_on_exit, writing nothing until then: %w", err)
+	}
+	t.start.mu.Lock()
+	t.start.kept[t.backend] = t
+	t.start.mu.Unlock()
+	t.start.log.Info("start-up weights kept for restore_on_exit", "backend", t.backend, "servers", len(weights))
+	return nil
+}
+
+// restore writes back the start-up weights of the backends still configured.
+func (d *Daemon) restore(ctx context.Context) error {
+	cfg := d.config()
+	if !cfg.RestoreOnExit {
+		return nil
+	}
+	names := make([]string, 0, len(cfg.Backends))
+	for _, b := range cfg.Backends {
+		names = append(names, b.Name)
+	}
+	return d.startWeights.restore(ctx, cfg.CycleTimeout(), names, "restore_on_exit")
+}

@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// Run starts every backend and blocks until ctx ends; then it stops the
+// cycles and restores the start-up weights if configured. It returns an error
+// when a restore failed, so that the process exits non-zero: a supervisor or
+// operator must learn that HAProxy kept the daemon's weights (drains
+// included) after it stopped. A value on hup reloads the configuration.
+func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
+	units, err := Build(d.cfg, d.log)
+	if err != nil {
+		return err
+	}
+	d.metrics.SetReloadSuccess(true)
+	if d.cfg.Listen != "" {
+		stop, err := d.serve(ctx, d.cfg.Listen, d.handler(d.reg))
+		if err != nil {
+			closeAll(units)
+			return err
+		}
+		defer stop()
+	}
+	read := d.start(ctx, units, nil)
+	select { // READY=1 once the current weights were read (or tried to be)
+	case <-read:
+	case <-ctx.Done():
+	}
+	d.notifier.Notify("READY=1")
+	go d.watchdog(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			d.notifier.Notify("STOPPING=1")
+			d.log.Info("stopping")
+			d.current().stop()
+			return d.restore(ctx)
+		case <-hup:
+			d.reloadConfig(ctx)
+		}
+	}
+}
+
+// start starts one runner per backend. Each first checks its backend and
+// reads its weights, in its own goroutine: a backend whose HAProxy or IPVS does
+// not answer holds back no other, and start-up and reload last at most one
+// cycle timeout, not one per backend. The returned channel is closed when
+// every start-up read is done. A backend prev (the group a reload replaces)
+// also ran keeps its readiness.
+func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan struct{} {
+	cfg := d.config()
+	t := Timing{Interval: cfg.Interval, Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
+	gctx, cancel := context.WithCancel(ctx)
+	g := &group{units: units, cancel: cancel, wait: t.Timeout + d.grace}
+	for _, u := range units {
+		if cfg.RestoreOnExit {
+			// Before this target's first read, hence before any write, it
+			// keeps the weights to restore (a target that cannot is left as is).
+			u.Backend.Target = d.startWeights.wrap(u.Backend.Name, u.Backend.Target)
+		}
+		d.metrics.Init(u.Backend.Name)
+		r := newRunner(u, t, d.clock, d.metrics, d.log)
+		r.after = d.updateReady
+		if prev != nil {
+			r.inherit(prev.runner(u.Backend.Name))
+		}
+		g.runners = append(g.runners, r)
+	}
+	d.mu.Lock()
+	d.group = g
+	d.mu.Unlock()
+	var reads sync.WaitGroup
+	for _, r := range g.runners {
+		reads.Add(1)
+		g.wg.Go(func() {
+			defer close(r.done)
+			d.initialRead(gctx, r.unit, t.Timeout)
+			r.beat() // the loop turned: with timeout > 2 intervals, read + first cycle outlast alive's bound
+			reads.Done()
+			r.run(ctx, gctx)
+		})
+	}
+	read := make(chan struct{})
+	go func() { reads.Wait(); close(read) }()
+	return read
+}
+
+// initialRead checks the target and logs its current weights.
+// A failure is logged, not fatal: the backend's cycles retry every interval.
+func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(stop, timeout)
+	defer cancel()
+	log := d.log.With("backend", u.Backend.Name)
+	failed := func(msg string, err error) {
+		if stop.Err() != nil { // reload or shutdown, not the backend's fault
+			log.Debug(msg, "err", err)
+			return
+		}
+		log.Error(msg, "err", err)
+	}
+	if err := u.StartCheck(ctx); err != nil {
+		failed("backend check failed; each cycle retries it and writes nothing until it passes", err)
+		return
+	}
+	servers, err := u.Backend.Target.Servers(ctx)
+	if err != nil {
+		failed("read current weights failed; cycling anyway, each cycle retries", err)
+		return
+	}
+	weights := make([]string, len(servers))
+	for i, s := range servers {
+		weights[i] = fmt.Sprintf("%s=%d", s.Name, s.Weight)
+	}
+	log.Info("current weights", "servers", len(servers), "weights", weights)
+}
