@@ -13,10 +13,10 @@ import (
 
 // FuzzParseGraphite feeds arbitrary bytes to the render reply decoder and the
 // name mapping after it: no panic, and what comes out is usable by the weighter.
-// Seeds: testdata/fuzz/FuzzParseGraphite and the recorded replies in testdata/.
+// Seeds: testdata/fuzz/FuzzParseGraphite and the recorded replies in ../testdata/.
 func FuzzParseGraphite(f *testing.F) {
-	for _, name := range []string{"graphite-persecond-alias.json", "graphite-nulls.json"} {
-		body, err := os.ReadFile(filepath.Join("testdata", name))
+	for _, name := range []string{"graphite-web-1.1.8/render-persecond-alias.json", "graphite-web-1.1.8/render-nulls.json"} {
+		body, err := os.ReadFile(filepath.Join("..", "testdata", name))
 		if err != nil {
 			f.Fatal(err)
 		}
