@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -20,23 +22,30 @@ type configFlags struct {
 	limitingFactor float64
 	aggressiveness float64
 	listen         string
-	cmd            *cobra.Command
+	// source holds the source kinds' flags (sourcekind), by name.
+	source map[string]*string
+	cmd    *cobra.Command
 }
 
 func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
-	cf := &configFlags{cmd: c}
+	cf := &configFlags{cmd: c, source: map[string]*string{}}
 	p := weighter.DefaultPolicy()
 	fs := c.Flags()
 	fs.StringVarP(&cf.path, "config", "c", "", "configuration file (YAML); without it, the flags below describe one backend")
 	fs.StringVar(&cf.f.Socket, "socket", config.DefaultSocket, "HAProxy admin socket: unix path or host:port")
 	fs.StringVar(&cf.f.Backend, "backend", "", "HAProxy backend to weight")
-	fs.StringVar(&cf.f.PrometheusURL, "prometheus-url", "", "Prometheus base URL (load source)")
-	fs.StringVar(&cf.f.Query, "query", "", "PromQL query returning one series per server")
-	fs.StringVar(&cf.f.ServerLabel, "server-label", "", "label naming the server in the query result (default server)")
-	fs.StringVar(&cf.f.GraphiteURL, "graphite-url", "", "Graphite base URL (load source)")
-	fs.StringVar(&cf.f.Target, "target", "", "Graphite render target returning one series per server")
-	fs.StringVar(&cf.f.HAProxyCounter, "haproxy-counter", "", "use HAProxy's own statistics as load: bytes_in, bytes_out, sessions_total, current_sessions")
-	fs.BoolVar(&cf.f.PerConnection, "per-connection", false, "with --haproxy-counter (a rate): divide each server's rate by its open sessions")
+	for _, k := range sourcekind.All() {
+		for _, f := range k.Flags {
+			v := new(string)
+			if f.Bool {
+				fs.Var(boolString{v}, f.Name, f.Usage)
+				fs.Lookup(f.Name).NoOptDefVal = "true"
+			} else {
+				fs.StringVar(v, f.Name, "", f.Usage)
+			}
+			cf.source[f.Name] = v
+		}
+	}
 	fs.StringVar(&cf.f.Function, "function", "", "weighting function: "+strings.Join(weighter.FunctionNames(), ", ")+" (default "+p.Function+")")
 	fs.Float64Var(&cf.limitingFactor, "limiting-factor", p.LimitingFactor, "no server counts as lighter than mean/limiting-factor")
 	fs.Float64Var(&cf.aggressiveness, "aggressiveness", p.Aggressiveness, "exponent of the load ratio")
@@ -64,6 +73,10 @@ func (cf *configFlags) load() (*config.Config, error) {
 	if fs.Changed("listen") {
 		cf.f.Listen = &cf.listen
 	}
+	cf.f.Source = map[string]string{}
+	for name, v := range cf.source {
+		cf.f.Source[name] = *v
+	}
 	if !fs.Changed("interval") {
 		cf.f.Interval = 0
 	} else if cf.f.Interval <= 0 { // FromFlags takes 0 as "not given"
@@ -71,7 +84,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 	}
 	if cf.path == "" {
 		if cf.f.Backend == "" {
-			return nil, usageError{errors.New("give --config FILE, or --backend and a source (--prometheus-url, --graphite-url or --haproxy-counter)")}
+			return nil, usageError{fmt.Errorf("give --config FILE, or --backend and a source (%s)", sourceFlags())}
 		}
 		if !fs.Changed("socket") {
 			cf.f.Socket = ""
@@ -84,8 +97,11 @@ func (cf *configFlags) load() (*config.Config, error) {
 		}
 		return cfg, nil
 	}
-	if anyChanged(fs.Changed, "socket", "backend", "prometheus-url", "query", "server-label",
-		"graphite-url", "target", "haproxy-counter", "per-connection", "function", "limiting-factor", "aggressiveness") {
+	backendFlags := []string{"socket", "backend", "function", "limiting-factor", "aggressiveness"}
+	for name := range cf.source {
+		backendFlags = append(backendFlags, name)
+	}
+	if anyChanged(fs.Changed, backendFlags...) {
 		return nil, usageError{errors.New("--config and backend flags (--backend, --socket, --query, ...) cannot be mixed")}
 	}
 	cfg, err := config.Load(cf.path)
@@ -104,6 +120,40 @@ func (cf *configFlags) load() (*config.Config, error) {
 	}
 	return cfg, nil
 }
+
+// sourceFlags names each source kind's first flag: "--prometheus-url, --graphite-url or --haproxy-counter".
+func sourceFlags() string {
+	var names []string
+	for _, k := range sourcekind.All() {
+		names = append(names, "--"+k.Flags[0].Name)
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// boolString is a flag without a value ("--per-connection") kept as "true"
+// or "", as the source kinds' flags are given to config.FromFlags.
+type boolString struct{ v *string }
+
+func (b boolString) String() string {
+	if b.v == nil || *b.v == "" {
+		return "false"
+	}
+	return *b.v
+}
+
+func (b boolString) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.v = ""
+	if on {
+		*b.v = "true"
+	}
+	return nil
+}
+
+func (b boolString) Type() string { return "bool" }
 
 func anyChanged(changed func(string) bool, names ...string) bool {
 	for _, n := range names {

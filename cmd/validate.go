@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 )
 
 func init() {
@@ -46,20 +46,17 @@ exits 0 when the file is valid.`,
 	rootCmd.AddCommand(c)
 }
 
-// buildSources makes the HTTP sources as run does, without contacting them, so
-// that what only their constructors check (TLS files) fails here and not at start.
+// buildSources makes the sources as run does, without contacting them, so
+// that what only their constructors check (TLS files) fails here and not at
+// start. A source that reads HAProxy has nothing to build without the socket.
 // Each problem is one "file: backend name: message" line.
 func buildSources(path string, cfg *config.Config) error {
 	var problems []error
 	for _, b := range cfg.Backends {
-		var err error
-		switch {
-		case b.Source.Prometheus != nil:
-			_, err = sources.NewPrometheus(*b.Source.Prometheus, nil)
-		case b.Source.Graphite != nil:
-			_, err = sources.NewGraphite(*b.Source.Graphite, nil)
+		if b.Source.NeedsHAProxy() {
+			continue
 		}
-		if err != nil {
+		if _, err := b.Source.Build(sourcekind.Env{Backend: b.Name}); err != nil {
 			problems = append(problems, fmt.Errorf("%s: backend %s: %w", path, b.Name, err))
 		}
 	}

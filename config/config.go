@@ -9,15 +9,11 @@ package config
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net"
-	"slices"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
-	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -59,38 +55,15 @@ type Backend struct {
 	IPVS *lvs.Config `yaml:"ipvs"`
 	// Policy holds the weighting function and the guards around it.
 	weighter.Policy `yaml:",inline"`
-
-	line int // where the backend starts in the file, for messages
 }
 
-// Source selects exactly one load source.
-type Source struct {
-	Prometheus *sources.PrometheusConfig `yaml:"prometheus"`
-	Graphite   *sources.GraphiteConfig   `yaml:"graphite"`
-	HAProxy    *haproxy.StatsConfig      `yaml:"haproxy"`
-}
-
-// Kind names the configured source ("prometheus", "graphite", "haproxy"), or "" if none.
-func (s Source) Kind() string {
-	switch {
-	case s.Prometheus != nil:
-		return "prometheus"
-	case s.Graphite != nil:
-		return "graphite"
-	case s.HAProxy != nil:
-		return "haproxy"
-	}
-	return ""
-}
-
-func (s Source) count() int {
-	n := 0
-	for _, set := range []bool{s.Prometheus != nil, s.Graphite != nil, s.HAProxy != nil} {
-		if set {
-			n++
-		}
-	}
-	return n
+// UnmarshalYAML decodes a backend over the policy defaults. yaml.v3 builds
+// list items from zero values, so the defaults are set here rather than
+// before decoding.
+func (b *Backend) UnmarshalYAML(unmarshal func(any) error) error {
+	*b = Backend{Policy: weighter.DefaultPolicy()}
+	type plain Backend // without this method, so that unmarshal does not come back here
+	return unmarshal((*plain)(b))
 }
 
 // Default returns a configuration with every top-level default and no backends.
@@ -111,43 +84,46 @@ func (c *Config) CycleTimeout() time.Duration {
 	return c.Interval
 }
 
-// Validate checks the values that decoding alone cannot.
+// Validate checks the values that decoding alone cannot. Each problem is a
+// *FieldError naming the key it is about.
 func (c *Config) Validate() error {
-	var problems []error
+	var problems []*FieldError
+	add := func(err error, keys ...any) { problems = append(problems, fieldErr(err, keys...)) }
 	if c.Interval < MinInterval {
 		// 1ms is a typo for 1m far more often than a wish: it would cycle
 		// back to back against HAProxy and the metrics source.
-		problems = append(problems, fmt.Errorf("interval: must be at least %s, got %s", MinInterval, c.Interval))
+		add(fmt.Errorf("interval: must be at least %s, got %s", MinInterval, c.Interval), "interval")
 	}
 	if c.Timeout < 0 {
-		problems = append(problems, fmt.Errorf("timeout: must not be negative, got %s", c.Timeout))
+		add(fmt.Errorf("timeout: must not be negative, got %s", c.Timeout), "timeout")
 	}
 	if !(c.Jitter >= 0 && c.Jitter < 1) { // written so that NaN fails too
-		problems = append(problems, fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter))
+		add(fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter), "jitter")
 	}
 	if err := checkListen(c.Listen); err != nil {
-		problems = append(problems, err)
+		add(err, "listen")
 	}
 	if len(c.Backends) == 0 {
-		problems = append(problems, errors.New("backends: at least one backend is required"))
+		add(errors.New("backends: at least one backend is required"), "backends")
 	}
 	if c.usesHAProxy() {
-		if err := c.HAProxy.Validate(); err != nil {
-			problems = append(problems, err)
-		}
+		problems = append(problems, attributed(configType, c.HAProxy.Validate())...)
 	}
 	seen := map[string]bool{}
 	for i := range c.Backends {
 		b := &c.Backends[i]
-		if err := b.Validate(); err != nil {
-			problems = append(problems, b.wrap(i, err))
-		}
+		found := b.validate()
 		if b.Name != "" && seen[b.Name] {
-			problems = append(problems, b.wrap(i, fmt.Errorf("name: duplicate backend %q", b.Name)))
+			found = append(found, fieldErr(fmt.Errorf("name: duplicate backend %q", b.Name), "name"))
 		}
 		seen[b.Name] = true
+		for _, p := range found {
+			p.keys = append([]any{"backends", i}, p.keys...)
+			p.within = b.label(i)
+			problems = append(problems, p)
+		}
 	}
-	return errors.Join(problems...)
+	return joinFields(problems)
 }
 
 // checkListen rejects what net.Listen would, so that validate (and a reload)
@@ -173,7 +149,7 @@ func checkListen(addr string) error {
 // usesHAProxy reports whether any backend needs the HAProxy socket.
 func (c *Config) usesHAProxy() bool {
 	for _, b := range c.Backends {
-		if b.IPVS == nil || b.Source.HAProxy != nil {
+		if b.IPVS == nil || b.Source.NeedsHAProxy() {
 			return true
 		}
 	}
@@ -181,92 +157,36 @@ func (c *Config) usesHAProxy() bool {
 }
 
 // Validate checks one backend: name, exactly one source, the policy.
-func (b *Backend) Validate() error {
-	var problems []error
+func (b *Backend) Validate() error { return joinFields(b.validate()) }
+
+// validate returns the backend's problems, their keys relative to the backend.
+func (b *Backend) validate() []*FieldError {
+	var problems []*FieldError
 	if b.Name == "" {
-		problems = append(problems, errors.New("name: missing"))
+		problems = append(problems, fieldErr(errors.New("name: missing"), "name"))
 	} else if b.IPVS == nil {
 		// Sent on the runtime socket in every command: a space or ';' would
 		// split the command, and run would fail (or worse) at every cycle.
 		if err := haproxy.ValidName(b.Name); err != nil {
-			problems = append(problems, fmt.Errorf("name: %w", err))
+			problems = append(problems, fieldErr(fmt.Errorf("name: %w", err), "name"))
 		}
 	}
-	switch b.Source.count() {
-	case 0:
-		problems = append(problems, errors.New("source: missing (one of prometheus, graphite, haproxy)"))
-	case 1:
-		if err := b.validateSource(); err != nil {
-			problems = append(problems, fmt.Errorf("source: %w", err))
-		}
-		if b.IPVS == nil {
-			problems = append(problems, b.validateServerMap()...)
-		}
-	default:
-		problems = append(problems, errors.New("source: more than one of prometheus, graphite, haproxy"))
-	}
+	problems = append(problems, b.Source.validate(b.IPVS != nil)...)
 	if b.IPVS != nil {
-		if err := b.IPVS.Validate(); err != nil {
-			problems = append(problems, err)
-		}
-		if b.Source.HAProxy != nil {
-			problems = append(problems, errors.New("source.haproxy: HAProxy statistics cannot feed an IPVS service"))
-		}
+		problems = append(problems, attributed(backendType, b.IPVS.Validate())...)
 	}
-	if err := b.Policy.Validate(); err != nil {
-		problems = append(problems, err)
-	}
-	return errors.Join(problems...)
+	return append(problems, attributed(backendType, b.Policy.Validate())...)
 }
 
-func (b *Backend) validateSource() error {
-	switch {
-	case b.Source.Prometheus != nil:
-		return b.Source.Prometheus.Validate()
-	case b.Source.Graphite != nil:
-		return b.Source.Graphite.Validate()
-	default:
-		return b.Source.HAProxy.Validate()
-	}
-}
-
-// validateServerMap refuses server_map targets that HAProxy's runtime socket
-// cannot carry as server names: each would fail every write to the backend.
-func (b *Backend) validateServerMap() []error {
-	var kind string
-	var table map[string]string
-	switch {
-	case b.Source.Prometheus != nil:
-		kind, table = "prometheus", b.Source.Prometheus.ServerMap
-	case b.Source.Graphite != nil:
-		kind, table = "graphite", b.Source.Graphite.ServerMap
-	}
-	var problems []error
-	for _, k := range slices.Sorted(maps.Keys(table)) {
-		if table[k] == "" {
-			continue // the source's own check says it maps to an empty name
-		}
-		if err := haproxy.ValidName(table[k]); err != nil {
-			problems = append(problems, fmt.Errorf("source: %s: server_map: %s: server name %q: %w", kind, k, table[k], err))
-		}
-	}
-	return problems
-}
-
-// wrap prefixes err with the backend's position, so each joined message says where.
-// A name HAProxy could not take is quoted: it may hold a line break, which
-// would split the one line each problem gets.
-func (b *Backend) wrap(i int, err error) error {
-	label := fmt.Sprintf("backends[%d]", i)
+// label names backend i in messages. A name HAProxy could not take is
+// quoted: it may hold a line break, which would split the one line each
+// problem gets.
+func (b *Backend) label(i int) string {
 	switch {
 	case b.Name != "" && haproxy.ValidName(b.Name) != nil:
-		label = fmt.Sprintf("backends[%d] (%q)", i, b.Name)
+		return fmt.Sprintf("backends[%d] (%q)", i, b.Name)
 	case b.Name != "":
-		label = fmt.Sprintf("backends[%d] (%s)", i, b.Name)
+		return fmt.Sprintf("backends[%d] (%s)", i, b.Name)
 	}
-	var msgs []error
-	for _, e := range errs.Leaves(err) {
-		msgs = append(msgs, &lineError{line: b.line, err: fmt.Errorf("%s: %w", label, e)})
-	}
-	return errors.Join(msgs...)
+	return fmt.Sprintf("backends[%d]", i)
 }

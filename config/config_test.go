@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -74,13 +76,13 @@ func TestGoodConfigDefaultsAndEnv(t *testing.T) {
 	if ingest.Policy != want {
 		t.Errorf("be_ingest policy %+v, want defaults with avg and L=3: %+v", ingest.Policy, want)
 	}
-	if p := ingest.Source.Prometheus; p == nil || p.ServerLabel != "server" || p.Timeout != 5*time.Second {
+	if p := ingest.Source.Config().(*sources.PrometheusConfig); p == nil || p.ServerLabel != "server" || p.Timeout != 5*time.Second {
 		t.Errorf("prometheus source defaults lost: %+v", p)
 	}
 	if udp.Function != "normalised-exponential" || udp.LimitingFactor != 4 || udp.Source.Kind() != "graphite" {
 		t.Errorf("be_udp: %+v", udp)
 	}
-	if g := udp.Source.Graphite; g.URL != "https://graphite.example/s3cr3t" || g.From != "-5min" {
+	if g := udp.Source.Config().(*sources.GraphiteConfig); g.URL != "https://graphite.example/s3cr3t" || g.From != "-5min" {
 		t.Errorf("graphite: url %q from %q", g.URL, g.From)
 	}
 }
@@ -94,8 +96,8 @@ func TestEnvInCommentIgnored(t *testing.T) {
 
 func TestFromFlagsMatchesFile(t *testing.T) {
 	lf := 4.0
-	c, err := FromFlags(Flags{Socket: "/tmp/admin.sock", Backend: "be_ingest", PrometheusURL: "http://127.0.0.1:9090",
-		Query: "rate(datapoints_received_total[15s])", ServerLabel: "server", Interval: 5 * time.Second, LimitingFactor: &lf})
+	c, err := FromFlags(Flags{Socket: "/tmp/admin.sock", Backend: "be_ingest", Source: map[string]string{"prometheus-url": "http://127.0.0.1:9090",
+		"query": "rate(datapoints_received_total[15s])", "server-label": "server"}, Interval: 5 * time.Second, LimitingFactor: &lf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,25 +120,25 @@ backends:
 }
 
 func TestFromFlagsPerConnection(t *testing.T) {
-	c, err := FromFlags(Flags{Backend: "b", HAProxyCounter: "bytes_in", PerConnection: true})
+	c, err := FromFlags(Flags{Backend: "b", Source: map[string]string{"haproxy-counter": "bytes_in", "per-connection": "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h := c.Backends[0].Source.HAProxy; h == nil || h.Counter != "bytes_in" || !h.PerConnection {
+	if h := c.Backends[0].Source.Config().(*haproxy.StatsConfig); h == nil || h.Counter != "bytes_in" || !h.PerConnection {
 		t.Errorf("haproxy source %+v", h)
 	}
-	_, err = FromFlags(Flags{Backend: "b", HAProxyCounter: "current_sessions", PerConnection: true})
+	_, err = FromFlags(Flags{Backend: "b", Source: map[string]string{"haproxy-counter": "current_sessions", "per-connection": "true"}})
 	if err == nil || !strings.HasPrefix(err.Error(), "--per-connection needs a rate counter") {
 		t.Errorf("per-connection with a gauge: %v", err)
 	}
 }
 
 func TestFromFlagsErrors(t *testing.T) {
-	_, err := FromFlags(Flags{Backend: "b", PrometheusURL: "http://x", Query: "up", HAProxyCounter: "bytes_in"})
+	_, err := FromFlags(Flags{Backend: "b", Source: map[string]string{"prometheus-url": "http://x", "query": "up", "haproxy-counter": "bytes_in"}})
 	if err == nil || err.Error() != "more than one load source: give one of --prometheus-url, --graphite-url or --haproxy-counter" {
 		t.Errorf("two sources: %v", err)
 	}
-	if _, err := FromFlags(Flags{PrometheusURL: "http://x"}); err == nil || !strings.Contains(err.Error(), "--backend") {
+	if _, err := FromFlags(Flags{Source: map[string]string{"prometheus-url": "http://x"}}); err == nil || !strings.Contains(err.Error(), "--backend") {
 		t.Errorf("no backend: %v", err)
 	}
 }
@@ -144,7 +146,7 @@ func TestFromFlagsErrors(t *testing.T) {
 // A source's problems were joined under one prefix, and only the first line
 // was phrased for the flags; each line names its flag.
 func TestFromFlagsEveryProblemNamesItsFlag(t *testing.T) {
-	_, err := FromFlags(Flags{Backend: "b", PrometheusURL: "ftp://x", LimitingFactor: new(float64)})
+	_, err := FromFlags(Flags{Backend: "b", Source: map[string]string{"prometheus-url": "ftp://x"}, LimitingFactor: new(float64)})
 	want := "--prometheus-url: must be an absolute http or https URL\n--query: must be set\n--limiting-factor must be > 1, got 0"
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)

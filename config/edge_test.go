@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
 )
 
 // A second YAML document used to be dropped without a word: a config built by
@@ -49,11 +52,11 @@ func TestAliasAndMergeKeepSourceDefaults(t *testing.T) {
 	for _, b := range c.Backends {
 		switch b.Source.Kind() {
 		case "prometheus":
-			if p := b.Source.Prometheus; p.ServerLabel != "server" || p.Timeout != 5*time.Second {
+			if p := b.Source.Config().(*sources.PrometheusConfig); p.ServerLabel != "server" || p.Timeout != 5*time.Second {
 				t.Errorf("%s: prometheus defaults lost: %+v", b.Name, p)
 			}
 		case "graphite":
-			if g := b.Source.Graphite; g.From != "-5min" || g.Timeout != 5*time.Second || g.Retries != 2 {
+			if g := b.Source.Config().(*sources.GraphiteConfig); g.From != "-5min" || g.Timeout != 5*time.Second || g.Retries != 2 {
 				t.Errorf("%s: graphite defaults lost: %+v", b.Name, g)
 			}
 		default:
@@ -83,7 +86,7 @@ func TestEnvReferenceMalformed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q := c.Backends[0].Source.Prometheus.Query; q != `label_replace(up, "server", "${1}$2", "instance", "(.*):$")` {
+	if q := c.Backends[0].Source.Config().(*sources.PrometheusConfig).Query; q != `label_replace(up, "server", "${1}$2", "instance", "(.*):$")` {
 		t.Errorf("query %q", q)
 	}
 }
@@ -92,11 +95,11 @@ func TestEnvReferenceMalformed(t *testing.T) {
 // named group) is meant literally and must not be looked up in the environment.
 func TestFromFlagsNoEnvExpansion(t *testing.T) {
 	target := `template(servers.${host}.rate, host="*")`
-	c, err := FromFlags(Flags{Backend: "b", GraphiteURL: "http://127.0.0.1:8080", Target: target})
+	c, err := FromFlags(Flags{Backend: "b", Source: map[string]string{"graphite-url": "http://127.0.0.1:8080", "target": target}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Backends[0].Source.Graphite.Target; got != target {
+	if got := c.Backends[0].Source.Config().(*sources.GraphiteConfig).Target; got != target {
 		t.Errorf("target %q, want %q", got, target)
 	}
 }
@@ -175,7 +178,7 @@ func TestBareZeroDuration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := c.Backends[0]; c.Timeout != 0 || b.MaxAge != 0 || b.Smoothing != 0 || b.Source.HAProxy.SampleInterval != 0 {
+	if b := c.Backends[0]; c.Timeout != 0 || b.MaxAge != 0 || b.Smoothing != 0 || b.Source.Config().(*haproxy.StatsConfig).SampleInterval != 0 {
 		t.Errorf("timeout %s max_age %s smoothing %s", c.Timeout, b.MaxAge, b.Smoothing)
 	}
 	// Other numbers have no obvious unit and stay errors; interval must still be positive.
@@ -242,7 +245,7 @@ func TestEnvValuesKeepTheirMeaning(t *testing.T) {
 	} {
 		c, err := Parse("c.yml", []byte(cfg(tc.ref)), lookup)
 		if assert.NoError(t, err, tc.ref) {
-			assert.Equal(t, tc.want, c.Backends[0].Source.Prometheus.BasicAuth.Password, tc.ref)
+			assert.Equal(t, tc.want, c.Backends[0].Source.Config().(*sources.PrometheusConfig).BasicAuth.Password, tc.ref)
 		}
 	}
 	for _, ref := range []string{"${HASH}", "${COLON}", "${NEWLINE}", "${TRAIL}", `'${NEWLINE}'`} {

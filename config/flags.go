@@ -1,27 +1,27 @@
 package config
 
 import (
+	"cmp"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // Flags describe a single backend on the command line, without a file.
 // Empty strings and nil pointers mean "not given".
 type Flags struct {
-	Socket         string
-	Backend        string
-	PrometheusURL  string
-	Query          string
-	ServerLabel    string
-	GraphiteURL    string
-	Target         string
-	HAProxyCounter string
-	PerConnection  bool
+	Socket  string
+	Backend string
+	// Source holds the source kinds' flags (sourcekind.Kind.Flags) given a
+	// value, by flag name: "prometheus-url" → "http://…"; a flag that takes no
+	// value ("per-connection") holds "true".
+	Source         map[string]string
 	Function       string
 	LimitingFactor *float64
 	Aggressiveness *float64
@@ -29,83 +29,76 @@ type Flags struct {
 	Listen         *string
 }
 
-// FromFlags builds a one-backend configuration from flags. It goes through the
-// same decoder and validation as a file, so both say the same things.
+// FromFlags builds a one-backend configuration from flags, over the same
+// defaults and through the same validation as a file, so both say the same
+// things; problems are worded by flag (FlagsError).
 func FromFlags(f Flags) (*Config, error) {
 	if f.Backend == "" {
 		return nil, errors.New("--backend is required without --config")
 	}
-	doc := map[string]any{}
+	cfg := Default()
 	if f.Socket != "" {
-		doc["haproxy"] = map[string]any{"socket": f.Socket}
+		cfg.HAProxy.Socket = f.Socket
 	}
 	if f.Interval != 0 {
-		doc["interval"] = f.Interval.String()
+		cfg.Interval = f.Interval
 	}
 	if f.Listen != nil {
-		doc["listen"] = *f.Listen
+		cfg.Listen = *f.Listen
 	}
-	b := map[string]any{"name": f.Backend, "source": f.source()}
-	setIf(b, "function", f.Function)
+	b := Backend{Name: f.Backend, Policy: weighter.DefaultPolicy()}
+	b.Function = cmp.Or(f.Function, b.Function)
 	if f.LimitingFactor != nil {
-		b["limiting_factor"] = *f.LimitingFactor
+		b.LimitingFactor = *f.LimitingFactor
 	}
 	if f.Aggressiveness != nil {
-		b["aggressiveness"] = *f.Aggressiveness
-	}
-	doc["backends"] = []any{b}
-	data, err := yaml.Marshal(doc)
-	if err != nil {
-		return nil, err
+		b.Aggressiveness = *f.Aggressiveness
 	}
 	// No environment expansion: a ${...} in a flag (a Graphite template, a
 	// PromQL named group) is meant literally, and the shell has expanded the rest.
-	cfg, err := parse(data, nil)
-	if err != nil {
+	for _, k := range sourcekind.All() {
+		var c any
+		for _, fl := range k.Flags {
+			if v := f.Source[fl.Name]; v != "" {
+				c = cmp.Or(c, k.Default())
+				fl.Set(c, v)
+			}
+		}
+		switch {
+		case c == nil:
+		case b.Source.kind == nil:
+			b.Source = newSource(k, c)
+		default:
+			b.Source.more++ // several is left to validation ("more than one")
+		}
+	}
+	cfg.Backends = []Backend{b}
+	if err := cfg.Validate(); err != nil {
 		return nil, FlagsError(err)
 	}
-	return cfg, nil
-}
-
-// flagNames maps the start of a validation message about a key of the
-// configuration FromFlags builds to the flag that set the key. Messages
-// keep their own form: "limiting_factor must be" becomes "--limiting-factor
-// must be", "interval: must be" becomes "--interval: must be".
-var flagNames = []struct{ key, flag string }{
-	{"source: missing (one of prometheus, graphite, haproxy)", "no load source: give --prometheus-url, --graphite-url or --haproxy-counter"},
-	{"source: more than one of prometheus, graphite, haproxy", "more than one load source: give one of --prometheus-url, --graphite-url or --haproxy-counter"},
-	{"source: prometheus: url:", "--prometheus-url:"},
-	{"source: prometheus: query:", "--query:"},
-	{"source: prometheus: server_label:", "--server-label:"},
-	{"source: graphite: url:", "--graphite-url:"},
-	{"source: graphite: target:", "--target:"},
-	{"source: haproxy source: per_connection", "--per-connection"},
-	{"source: haproxy source:", "--haproxy-counter:"},
-	{"haproxy: socket", "--socket"},
-	{"interval:", "--interval:"},
-	{"listen:", "--listen:"},
-	{"name:", "--backend:"},
-	{"function ", "--function "},
-	{"limiting_factor ", "--limiting-factor "},
-	{"aggressiveness ", "--aggressiveness "},
+	return &cfg, nil
 }
 
 // FlagsError rewrites the validation problems of a configuration that
 // flags made (FromFlags, or --interval and --listen over a file) in terms
-// of the flags: a "flags:9:" line of YAML the user never wrote, or a
-// "backends[0] (b):" position, would only puzzle. One line per problem.
+// of the flags: a backend's position ("backends[0] (b):") would only
+// puzzle, and "limiting_factor must be" reads "--limiting-factor must be".
+// One line per problem.
 func FlagsError(err error) error {
+	names := flagNames()
 	var out []error
 	for _, leaf := range errs.Leaves(err) {
+		msg := leaf.Error()
+		var fe *FieldError
+		if errors.As(leaf, &fe) {
+			msg = fe.Err.Error() // without the backend's position
+		}
 		// A source joins its problems under one prefix ("source: prometheus:
 		// url: …\nquery: …"): each line gets the prefix back before mapping.
-		lines := strings.Split(leaf.Error(), "\n")
-		if m := backendMsg.FindStringSubmatch(lines[0]); m != nil {
-			lines[0] = m[2]
-		}
+		lines := strings.Split(msg, "\n")
 		prefix := ""
-		for _, p := range []string{"source: prometheus: ", "source: graphite: "} {
-			if strings.HasPrefix(lines[0], p) {
+		for _, k := range sourcekind.All() {
+			if p := "source: " + k.Name + ": "; strings.HasPrefix(lines[0], p) {
 				prefix = p
 			}
 		}
@@ -113,51 +106,54 @@ func FlagsError(err error) error {
 			if i > 0 {
 				line = prefix + line
 			}
-			out = append(out, errors.New(flagMessage(line)))
+			out = append(out, errors.New(flagMessage(names, line)))
 		}
 	}
 	return errors.Join(out...)
 }
 
-func flagMessage(msg string) string {
-	for _, n := range flagNames {
+type flagName struct{ key, flag string }
+
+// flagNames maps the start of a message about a key FromFlags sets to the
+// flag that set it; messages keep their own form: "limiting_factor must be"
+// becomes "--limiting-factor must be", "interval: must be" "--interval: must be".
+func flagNames() []flagName {
+	kinds := sourcekind.All()
+	var each []string
+	var names []flagName
+	for _, k := range kinds {
+		each = append(each, "--"+k.Flags[0].Name)
+		for _, f := range k.Flags {
+			flag := "--" + f.Name
+			if strings.HasSuffix(f.Message, ":") {
+				flag += ":"
+			}
+			names = append(names, flagName{"source: " + f.Message, flag})
+		}
+	}
+	// The longest first: "haproxy source: per_connection" before "haproxy source:".
+	slices.SortStableFunc(names, func(a, b flagName) int { return len(b.key) - len(a.key) })
+	list := strings.Join(each[:len(each)-1], ", ") + " or " + each[len(each)-1]
+	all := sourcekind.Names(", ")
+	return append([]flagName{
+		{fmt.Sprintf("source: missing (one of %s)", all), "no load source: give " + list},
+		{fmt.Sprintf("source: more than one of %s", all), "more than one load source: give one of " + list},
+	}, append(names,
+		flagName{"haproxy: socket", "--socket"},
+		flagName{"interval:", "--interval:"},
+		flagName{"listen:", "--listen:"},
+		flagName{"name:", "--backend:"},
+		flagName{"function ", "--function "},
+		flagName{"limiting_factor ", "--limiting-factor "},
+		flagName{"aggressiveness ", "--aggressiveness "},
+	)...)
+}
+
+func flagMessage(names []flagName, msg string) string {
+	for _, n := range names {
 		if strings.HasPrefix(msg, n.key) {
 			return n.flag + strings.TrimPrefix(msg, n.key)
 		}
 	}
 	return msg
-}
-
-// source picks the source from whichever source flags were given; several is
-// left to validation ("more than one").
-func (f Flags) source() map[string]any {
-	src := map[string]any{}
-	if f.PrometheusURL != "" || f.Query != "" || f.ServerLabel != "" {
-		p := map[string]any{}
-		setIf(p, "url", f.PrometheusURL)
-		setIf(p, "query", f.Query)
-		setIf(p, "server_label", f.ServerLabel)
-		src["prometheus"] = p
-	}
-	if f.GraphiteURL != "" || f.Target != "" {
-		g := map[string]any{}
-		setIf(g, "url", f.GraphiteURL)
-		setIf(g, "target", f.Target)
-		src["graphite"] = g
-	}
-	if f.HAProxyCounter != "" || f.PerConnection {
-		h := map[string]any{}
-		setIf(h, "counter", f.HAProxyCounter)
-		if f.PerConnection {
-			h["per_connection"] = true
-		}
-		src["haproxy"] = h
-	}
-	return src
-}
-
-func setIf(m map[string]any, key, v string) {
-	if v != "" {
-		m[key] = v
-	}
 }

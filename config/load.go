@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/readlimit"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
-	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // Load reads, expands, decodes and validates the configuration file at path.
@@ -51,84 +51,265 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 }
 
 func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
-	expanded := data
 	if lookup != nil {
 		var err error
-		if expanded, err = expandEnv(data, lookup); err != nil {
+		if data, err = expandEnv(data, lookup); err != nil {
 			return nil, err
 		}
 	}
-	expanded = zeroDurations(expanded)
-	cfg := Default()
-	// First pass, strict: unknown keys and malformed values, with their lines.
-	dec := yaml.NewDecoder(bytes.NewReader(expanded))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil {
+	doc := document{cfg: Default()}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true) // an unknown key is a typo, refused with its line
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty configuration")
 		}
-		return nil, tabHint(expanded, decodeError(expanded, err))
+		return nil, tabHint(data, decodeError(data, err))
 	}
 	if err := onlyOneDocument(dec); err != nil {
-		return nil, decodeError(expanded, err)
+		return nil, decodeError(data, err)
 	}
-	// Second pass: yaml.v3 builds slice elements from zero values, so each
-	// backend is decoded again over weighter.DefaultPolicy() to get its defaults.
-	if err := decodeBackends(expanded, &cfg); err != nil {
-		return nil, decodeError(expanded, err)
+	if err := doc.cfg.Validate(); err != nil {
+		return nil, locate(doc.root.node, err)
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, locateKeys(expanded, err)
-	}
-	return &cfg, nil
+	return &doc.cfg, nil
 }
 
-// backendMsg splits "backends[1] (name): function ..." into 1 and "function ...".
-var backendMsg = regexp.MustCompile(`^backends\[(\d+)\](?: \(.*?\))?: (.*)$`)
+// document is the file: the node tree, kept to give problems their lines,
+// and the configuration decoded from it.
+type document struct {
+	root nodeRef
+	cfg  Config
+}
 
-// locateKeys gives each problem the line of the key it names: a top-level one
-// ("interval: must be positive") had none, a backend's one had the line where
-// the backend starts rather than that of its bad key.
-func locateKeys(data []byte, err error) error {
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) != nil || root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
+// UnmarshalYAML keeps the tree, lets a bare 0 stand for a zero duration,
+// and decodes the tree. It takes unmarshal (rather than a node) because
+// that decodes with the decoder's own strictness, which Node.Decode drops.
+func (d *document) UnmarshalYAML(unmarshal func(any) error) error {
+	if err := unmarshal(&d.root); err != nil {
 		return err
 	}
-	seq := backendsNode(&root)
-	var out []error
-	for _, e := range errs.Leaves(err) {
-		var le *lineError
-		if !errors.As(e, &le) {
-			if line := keyLine(root.Content[0], e.Error()); line > 0 {
-				e = &lineError{line: line, err: e}
-			}
-		} else if m := backendMsg.FindStringSubmatch(e.Error()); m != nil && seq != nil {
-			if i, _ := strconv.Atoi(m[1]); i < len(seq.Content) {
-				if line := keyLine(seq.Content[i], m[2]); line > 0 {
-					e = &lineError{line: line, err: le.err}
-				}
+	zeroDurations(d.root.node, configType)
+	return unmarshal(&d.cfg)
+}
+
+// nodeRef takes hold of the node it is decoded from. Within an UnmarshalYAML
+// that takes unmarshal, decoding into a yaml.Node itself would decode the
+// mapping into the Node struct's fields.
+type nodeRef struct{ node *yaml.Node }
+
+func (r *nodeRef) UnmarshalYAML(n *yaml.Node) error {
+	r.node = n
+	return nil
+}
+
+var (
+	configType   = reflect.TypeFor[Config]()
+	backendType  = reflect.TypeFor[Backend]()
+	sourceType   = reflect.TypeFor[Source]()
+	durationType = reflect.TypeFor[time.Duration]()
+)
+
+// zeroDurations rewrites, in the tree, a bare 0 where t takes a duration
+// (max_age: 0) as 0s. yaml.v3 takes no number without a unit as a duration,
+// yet "0 = off" is how the README and every reader put it, and 0 is the one
+// number whose unit does not matter. Other numbers stay errors (is 10 seconds
+// or minutes?). An anchored 0 is left alone: its aliases may be integers.
+func zeroDurations(n *yaml.Node, t reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == durationType:
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!int" && n.Value == "0" && n.Style == 0 && n.Anchor == "" {
+			n.Tag, n.Value = "!!str", "0s"
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for _, c := range n.Content {
+			zeroDurations(c, t.Elem())
+		}
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
+		for _, kv := range pairs(n) {
+			zeroDurations(kv[1], t.Elem())
+		}
+	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
+		for _, kv := range pairs(n) {
+			if ft, ok := fieldType(t, kv[0].Value); ok {
+				zeroDurations(kv[1], ft)
 			}
 		}
-		out = append(out, e)
+	}
+}
+
+// fieldType is the type of the value under key in struct t: a field, one of
+// an inline struct, or, in a Source, the configuration of the kind named key.
+func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == sourceType {
+		return kindType(key)
+	}
+	if t.Kind() != reflect.Struct {
+		return nil, false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+		case strings.Contains(opts, "inline"):
+			if ft, ok := fieldType(f.Type, key); ok {
+				return ft, true
+			}
+		case name == key || name == "" && strings.ToLower(f.Name) == key:
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// pairs lists a mapping's keys and values, those a merge key (<<: *base)
+// brings in last: a key written beside the merge wins, as in the decoder.
+func pairs(n *yaml.Node) [][2]*yaml.Node {
+	n = resolve(n)
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var own, merged [][2]*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], resolve(n.Content[i+1])
+		switch {
+		case k.ShortTag() != "!!merge":
+			own = append(own, [2]*yaml.Node{k, n.Content[i+1]})
+		case v.Kind == yaml.SequenceNode:
+			for _, c := range v.Content {
+				merged = append(merged, pairs(c)...)
+			}
+		default:
+			merged = append(merged, pairs(v)...)
+		}
+	}
+	return append(own, merged...)
+}
+
+func resolve(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// FieldError is a problem of the configuration at one key.
+type FieldError struct {
+	// Path is where in the configuration: "interval", "backends[1].source.prometheus.query".
+	Path string
+	// Line is the line in the file of the deepest key of Path written there;
+	// 0 when unknown (flags, or a problem of the whole file).
+	Line int
+	// Err says what is wrong, starting with the key ("query: must be set").
+	Err error
+
+	keys   []any  // Path's parts: mapping keys (string) and list indexes (int)
+	within string // the backend's label ("backends[1] (be_ingest)"), shown before Err
+}
+
+func (e *FieldError) Error() string {
+	if e.within != "" {
+		return e.within + ": " + e.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func fieldErr(err error, keys ...any) *FieldError {
+	return &FieldError{Err: err, keys: keys}
+}
+
+// attributed turns the problems a validator outside this package reports (a
+// policy, the socket, an IPVS service, a source kind) into FieldErrors of
+// struct t. Their contract is that each message starts with the key it is
+// about ("limiting_factor must be > 1", "haproxy: socket is required"), and
+// only keys of t are taken from it.
+func attributed(t reflect.Type, err error) []*FieldError {
+	if err == nil {
+		return nil
+	}
+	var out []*FieldError
+	for _, leaf := range errs.Leaves(err) {
+		var keys []any
+		for rest, ft := leaf.Error(), t; ; {
+			word, next, _ := strings.Cut(rest, " ")
+			key := strings.TrimSuffix(word, ":")
+			var ok bool
+			if ft, ok = fieldType(ft, key); !ok {
+				break
+			}
+			keys, rest = append(keys, key), next
+		}
+		out = append(out, fieldErr(leaf, keys...))
+	}
+	return out
+}
+
+// joinFields joins problems after giving each its Path.
+func joinFields(problems []*FieldError) error {
+	var out []error
+	for _, p := range problems {
+		var b strings.Builder
+		for _, k := range p.keys {
+			if i, ok := k.(int); ok {
+				fmt.Fprintf(&b, "[%d]", i)
+			} else if b.Len() > 0 {
+				fmt.Fprintf(&b, ".%s", k)
+			} else {
+				b.WriteString(k.(string))
+			}
+		}
+		p.Path = b.String()
+		out = append(out, p)
 	}
 	return errors.Join(out...)
 }
 
-// keyLine follows the keys a message starts with ("haproxy: socket is
-// required") down the mappings and returns the line of the deepest one found.
-func keyLine(node *yaml.Node, msg string) int {
+// locate gives each FieldError of err the line of its path in the tree.
+func locate(root *yaml.Node, err error) error {
+	for _, leaf := range errs.Leaves(err) {
+		var fe *FieldError
+		if errors.As(leaf, &fe) && fe.Line == 0 {
+			fe.Line = lineOf(root, fe.keys)
+		}
+	}
+	return err
+}
+
+// lineOf follows keys down the tree and returns the line of the deepest one
+// written (a missing key has the line of the mapping it is missing from).
+func lineOf(n *yaml.Node, keys []any) int {
 	line := 0
-	for node != nil && node.Kind == yaml.MappingNode {
-		word, rest, _ := strings.Cut(msg, " ")
-		word = strings.TrimSuffix(word, ":")
-		var value *yaml.Node
-		for i := 0; i+1 < len(node.Content); i += 2 {
-			if node.Content[i].Value == word {
-				line, value = node.Content[i].Line, node.Content[i+1]
-				break
+	if n == nil {
+		return 0
+	}
+	for _, k := range keys {
+		var next *yaml.Node
+		if i, ok := k.(int); ok {
+			if n = resolve(n); n.Kind == yaml.SequenceNode && i < len(n.Content) {
+				next = n.Content[i]
+				line = next.Line
+			}
+		} else {
+			for _, kv := range pairs(n) {
+				if kv[0].Value == k {
+					next, line = kv[1], kv[0].Line
+					break
+				}
 			}
 		}
-		node, msg = value, rest
+		if next == nil {
+			break
+		}
+		n = next
 	}
 	return line
 }
@@ -145,7 +326,7 @@ func tabHint(data []byte, err error) error {
 	if n < 1 || n > len(lines) || !strings.Contains(lines[n-1], "\t") {
 		return err
 	}
-	return &lineError{line: n, err: fmt.Errorf("%s (a tab: indent with spaces)", m[2])}
+	return &FieldError{Line: n, Err: fmt.Errorf("%s (a tab: indent with spaces)", m[2])}
 }
 
 // onlyOneDocument rejects a further non-empty YAML document: Decode reads only
@@ -161,255 +342,15 @@ func onlyOneDocument(dec *yaml.Decoder) error {
 			return err
 		}
 		if len(doc.Content) > 0 && doc.Content[0].Tag != "!!null" {
-			return &lineError{line: doc.Line, err: errors.New("a second YAML document (after ---) is not read: keep the whole configuration in one document")}
+			return &FieldError{Line: doc.Line, Err: errors.New("a second YAML document (after ---) is not read: keep the whole configuration in one document")}
 		}
 	}
 }
 
-// decodeBackends re-decodes every backend over the policy defaults and records its line.
-func decodeBackends(data []byte, cfg *Config) error {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return err
-	}
-	seq := backendsNode(&root)
-	if seq == nil {
-		return nil
-	}
-	for i, item := range seq.Content {
-		if i >= len(cfg.Backends) {
-			break
-		}
-		b := Backend{Policy: weighter.DefaultPolicy(), Source: sourceDefaults(item)}
-		if err := item.Decode(&b); err != nil {
-			return err
-		}
-		b.line = item.Line
-		cfg.Backends[i] = b
-	}
-	return nil
-}
-
-// sourceDefaults pre-fills the source a backend names with that source's
-// defaults, so keys absent from the file keep them. It decodes the node rather
-// than looking for the keys, so a source given through an alias or a merge key
-// (<<: *base) gets its defaults too.
-func sourceDefaults(backend *yaml.Node) Source {
-	var probe struct {
-		Source Source `yaml:"source"`
-	}
-	_ = backend.Decode(&probe) // the strict first pass has reported any error
-	var s Source
-	if probe.Source.Prometheus != nil {
-		d := sources.DefaultPrometheusConfig()
-		s.Prometheus = &d
-	}
-	if probe.Source.Graphite != nil {
-		d := sources.DefaultGraphiteConfig()
-		s.Graphite = &d
-	}
-	return s
-}
-
-// mappingValue returns the value under key in mapping node m, or nil.
-func mappingValue(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
-}
-
-// backendsNode finds the sequence under the top-level "backends" key.
-func backendsNode(root *yaml.Node) *yaml.Node {
-	if root.Kind != yaml.DocumentNode || len(root.Content) == 0 {
-		return nil
-	}
-	if seq := mappingValue(root.Content[0], "backends"); seq != nil && seq.Kind == yaml.SequenceNode {
-		return seq
-	}
-	return nil
-}
-
-var (
-	envRef   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
-	envStart = regexp.MustCompile(`\$\{[A-Za-z_][A-Za-z0-9_]*`) // envRef without its closing brace
-)
-
-// expandEnv replaces ${NAME} outside comments; an unset NAME is an error (a
-// secret silently replaced by "" would only show up as a 401 much later).
-// The expansion is textual but not blind: each reference's value is written
-// the way its place in the YAML needs it (escaped inside "…", its quotes
-// doubled inside '…'), and a value that would change the YAML's structure in
-// an unquoted place (a newline, " #", ": ", a flow or tag character — a
-// password like "p#ss, w0rd" would cut or split the value) is an error that
-// says to quote the reference.
-func expandEnv(data []byte, lookup func(string) (string, bool)) ([]byte, error) {
-	lines := strings.SplitAfter(string(data), "\n")
-	var problems []error
-	for i, line := range lines {
-		if strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		if err := malformedRef(line); err != nil {
-			problems = append(problems, &lineError{line: i + 1, err: err})
-		}
-		var out strings.Builder
-		last := 0
-		for _, loc := range envRef.FindAllStringSubmatchIndex(line, -1) {
-			ctx := scalarContext(line[:loc[0]])
-			if ctx.kind == inComment {
-				break
-			}
-			name := line[loc[2]:loc[3]]
-			v, ok := lookup(name)
-			if !ok {
-				problems = append(problems, &lineError{line: i + 1, err: fmt.Errorf("environment variable %s is not set", name)})
-			}
-			written, err := inContext(v, ctx)
-			if err != nil {
-				problems = append(problems, &lineError{line: i + 1, err: fmt.Errorf("environment variable %s %w: write the reference in quotes (key: \"${%s}\")", name, err, name)})
-			}
-			out.WriteString(line[last:loc[0]])
-			out.WriteString(written)
-			last = loc[1]
-		}
-		out.WriteString(line[last:])
-		lines[i] = out.String()
-	}
-	return []byte(strings.Join(lines, "")), errors.Join(problems...)
-}
-
-// Where a reference stands in its line.
-const (
-	unquoted = iota
-	inDoubleQuotes
-	inSingleQuotes
-	inComment
-)
-
-// place is where a reference stands: in a plain (unquoted) value, a "…" or
-// '…' scalar, or a comment; for a plain value, whether inside a flow
-// collection ({…} or […]) and whether at the start of the value.
-type place struct {
-	kind          int
-	flow, atStart bool
-}
-
-// scalarContext reads the YAML line up to a reference and says where the
-// reference stands. A quote opens a quoted scalar only where a scalar starts
-// (line start, after ": ", "- ", "[", "{" or ","): the quote of "it's" inside
-// a plain value is a character like any other.
-func scalarContext(prefix string) place {
-	p := place{kind: unquoted, atStart: true}
-	depth := 0
-	for i := 0; i < len(prefix); i++ {
-		c := prefix[i]
-		switch p.kind {
-		case inDoubleQuotes:
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				p.kind = unquoted
-			}
-			continue
-		case inSingleQuotes:
-			if c == '\'' { // '' inside '…' closes and reopens: the same as an escaped quote
-				p.kind = unquoted
-			}
-			continue
-		}
-		switch {
-		case c == '#' && (i == 0 || prefix[i-1] == ' ' || prefix[i-1] == '\t'):
-			p.kind = inComment
-			return p
-		case p.atStart && c == '"':
-			p.kind, p.atStart = inDoubleQuotes, false
-		case p.atStart && c == '\'':
-			p.kind, p.atStart = inSingleQuotes, false
-		case c == ' ' || c == '\t':
-			// spaces keep a scalar start open
-		case c == '[' || c == '{':
-			depth, p.atStart = depth+1, true
-		case (c == ']' || c == '}') && depth > 0:
-			depth, p.atStart = depth-1, false
-		case c == ',' && depth > 0:
-			p.atStart = true
-		case (c == ':' || c == '-') && i+1 < len(prefix) && (prefix[i+1] == ' ' || prefix[i+1] == '\t'):
-			p.atStart = true
-		default:
-			p.atStart = false
-		}
-	}
-	p.flow = depth > 0
-	return p
-}
-
-// inContext returns v as it must be written at place p, or an error saying
-// why it cannot be written there unquoted.
-func inContext(v string, p place) (string, error) {
-	switch p.kind {
-	case inDoubleQuotes:
-		q := strconv.Quote(v) // Go's escapes are YAML's: \" \\ \n \t \uXXXX
-		return q[1 : len(q)-1], nil
-	case inSingleQuotes:
-		if strings.ContainsAny(v, "\n\r") {
-			return v, errors.New("holds a line break, which '…' cannot keep")
-		}
-		return strings.ReplaceAll(v, "'", "''"), nil
-	}
-	syntax := errors.New("holds characters YAML reads as syntax in an unquoted value")
-	switch {
-	case strings.ContainsAny(v, "\n\r"):
-		return v, errors.New("holds a line break")
-	case strings.Contains(v, " #") || strings.Contains(v, "\t#") || strings.Contains(v, ": ") || strings.HasSuffix(v, ":"):
-		return v, syntax // would start a comment or a mapping
-	case p.flow && strings.ContainsAny(v, ",[]{}"):
-		return v, syntax // would end the flow value
-	case p.atStart && v != "" && (strings.ContainsRune(",[]{}#&*!|>'\"%@` \t", rune(v[0])) ||
-		strings.ContainsRune("-?:", rune(v[0])) && (len(v) == 1 || v[1] == ' ' || v[1] == '\t')):
-		return v, syntax // would start something else than a plain value
-	case strings.TrimRight(v, " \t") != v:
-		return v, errors.New("ends in spaces, which YAML drops from an unquoted value")
-	}
-	return v, nil
-}
-
-// malformedRef finds a ${NAME that is not closed right after the name (a typo,
-// or a shell form like ${NAME:-default}): left as is, it would end up in a URL
-// or a secret and fail much later, far from the cause. ${1} (PromQL's
-// label_replace group) does not start a name and stays as written.
-func malformedRef(line string) error {
-	for _, loc := range envStart.FindAllStringIndex(line, -1) {
-		end := loc[1]
-		if end < len(line) && line[end] == '}' {
-			continue
-		}
-		if end < len(line) && line[end] != '\n' && line[end] != '\r' {
-			end++
-		}
-		return fmt.Errorf("%q is not a ${NAME} reference: unclosed, or a shell form like ${NAME:-default}, which is not supported", line[loc[0]:end])
-	}
-	return nil
-}
-
-// lineError is an error known to come from one line of the file.
-type lineError struct {
-	line int
-	err  error
-}
-
-func (e *lineError) Error() string { return e.err.Error() }
-
-func (e *lineError) Unwrap() error { return e.err }
-
+// yaml.v3's own messages, which locateYAML rewords.
 var (
 	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	unknownField = regexp.MustCompile("^field (\\S+) not found in type \\S+$")
+	unknownField = regexp.MustCompile("^field (\\S+) not found in type .+$")
 	badDuration  = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into time\\.Duration$")
 	quotedValue  = regexp.MustCompile(" `[^`]*`")
 )
@@ -432,14 +373,11 @@ func located(name string, err error) error {
 }
 
 func locateOne(name string, err error) string {
-	var le *lineError
-	if errors.As(err, &le) && le.line > 0 {
-		return fmt.Sprintf("%s:%d: %v", name, le.line, err)
+	var fe *FieldError
+	if errors.As(err, &fe) && fe.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", name, fe.Line, err)
 	}
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		return locateYAML(name, err.Error())
-	}
-	return fmt.Sprintf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+	return locateYAML(name, err.Error())
 }
 
 // locateYAML turns yaml.v3's "line N: msg" into "name:N: msg" with plainer wording.

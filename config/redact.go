@@ -64,7 +64,7 @@ func decodeError(data []byte, err error) error {
 		// password starting with * written unquoted, is read as an alias.
 		text := errors.New("an alias (*name) refers to an anchor (&name) that is not defined: quote a value that starts with *")
 		if line := aliasLine(data, badAlias.FindStringSubmatch(msg)[1]); line > 0 {
-			return &lineError{line: line, err: text}
+			return &FieldError{Line: line, Err: text}
 		}
 		return text
 	case badMapKey.MatchString(msg):
@@ -90,9 +90,9 @@ func typeError(root *yaml.Node, parsed bool, msg string) error {
 	err := located1(root, parsed, text, func(n *yaml.Node) bool {
 		return n.Line == line && n.ShortTag() == tag && (value == "" || shortened(n.Value) == value)
 	})
-	var le *lineError
-	if !errors.As(err, &le) { // the node was not found: the line is still known
-		err = &lineError{line: line, err: err}
+	var fe *FieldError
+	if !errors.As(err, &fe) { // the node was not found: the line is still known
+		err = &FieldError{Line: line, Err: err}
 	}
 	return err
 }
@@ -108,9 +108,9 @@ func located1(root *yaml.Node, parsed bool, text string, match func(*yaml.Node) 
 	case line == 0:
 		return errors.New(text)
 	case key == "":
-		return &lineError{line: line, err: errors.New(text)}
+		return &FieldError{Line: line, Err: errors.New(text)}
 	}
-	return &lineError{line: line, err: fmt.Errorf("%s: %s", key, text)}
+	return &FieldError{Line: line, Err: fmt.Errorf("%s: %s", key, text)}
 }
 
 // findNode walks the tree for the first node match accepts and returns the

@@ -2,15 +2,15 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync/atomic"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -19,9 +19,10 @@ type Unit struct {
 	Backend *weighter.Backend
 	// Kind is "haproxy" or "ipvs".
 	Kind string
-	// haproxy is set for HAProxy backends: start-up check, snapshot and restore.
-	haproxy *haproxy.Backend
-	ipvs    *lvs.Service
+	// target is Backend.Target as built, before any decorator: what it can
+	// do besides weights (a start check, closing) it says by implementing
+	// checker and io.Closer.
+	target weighter.Target
 	// source and socket are what Source was built from, so that a reload
 	// can tell whether it may keep the running Source (and its state).
 	source config.Source
@@ -30,21 +31,24 @@ type Unit struct {
 	checked atomic.Bool
 }
 
+// checker is a target that can verify at start that it exists and accepts
+// runtime weights (haproxy.Backend, lvs.Service).
+type checker interface {
+	Check(ctx context.Context) error
+}
+
 // Check verifies at start that the target exists and accepts runtime weights.
 func (u *Unit) Check(ctx context.Context) error {
-	switch {
-	case u.haproxy != nil:
-		return u.haproxy.Check(ctx)
-	case u.ipvs != nil:
-		return u.ipvs.Check(ctx)
+	if c, ok := u.target.(checker); ok {
+		return c.Check(ctx)
 	}
 	return nil
 }
 
 // Close releases what the unit holds (the IPVS netlink connection).
 func (u *Unit) Close() error {
-	if u.ipvs != nil {
-		return u.ipvs.Close()
+	if c, ok := u.target.(io.Closer); ok {
+		return c.Close()
 	}
 	return nil
 }
@@ -55,7 +59,7 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 	var client *haproxy.Client
 	var units []*Unit
 	for _, b := range cfg.Backends {
-		if client == nil && (b.IPVS == nil || b.Source.HAProxy != nil) {
+		if client == nil && (b.IPVS == nil || b.Source.NeedsHAProxy()) {
 			c, err := haproxy.New(cfg.HAProxy)
 			if err != nil {
 				closeAll(units) // IPVS services opened for earlier backends
@@ -80,41 +84,27 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger) (*Uni
 		return nil, err
 	}
 	u := &Unit{Backend: &weighter.Backend{Name: b.Name, Controller: ctl}}
+	var stats haproxy.StatsReader // nil, not a nil *haproxy.Backend, for IPVS
 	if b.IPVS != nil {
 		svc, err := lvs.New(*b.IPVS, log)
 		if err != nil {
 			return nil, err
 		}
-		u.Kind, u.ipvs, u.Backend.Target = "ipvs", svc, svc
+		u.Kind, u.target = "ipvs", svc
 	} else {
 		hb := client.Backend(b.Name)
-		u.Kind, u.haproxy, u.Backend.Target = "haproxy", hb, hb
+		u.Kind, u.target, stats = "haproxy", hb, hb
 	}
-	src, err := buildSource(b, u.haproxy, log)
+	u.Backend.Target = u.target
+	// HAProxy's own statistics are read through the backend's target, so the
+	// one `show stat` of a cycle serves both.
+	src, err := b.Source.Build(sourcekind.Env{Backend: b.Name, Stats: stats, Log: log})
 	if err != nil {
 		u.Close()
 		return nil, err
 	}
 	u.Backend.Source = src
 	return u, nil
-}
-
-// buildSource builds the backend's source. HAProxy's own statistics are read
-// through the backend's target, so the one `show stat` of a cycle serves both.
-func buildSource(b config.Backend, target *haproxy.Backend, log *slog.Logger) (weighter.Source, error) {
-	s := b.Source
-	switch {
-	case s.Prometheus != nil:
-		return sources.NewPrometheus(*s.Prometheus, log)
-	case s.Graphite != nil:
-		return sources.NewGraphite(*s.Graphite, log)
-	case s.HAProxy != nil:
-		if target == nil {
-			return nil, errors.New("source haproxy: HAProxy statistics need an HAProxy backend")
-		}
-		return haproxy.NewStatsSource(*s.HAProxy, b.Name, target, log)
-	}
-	return nil, errors.New("no source configured")
 }
 
 func closeAll(units []*Unit) {

@@ -66,7 +66,7 @@ backend be_first
 		t.Fatal(err)
 	}
 	// Loads 10 and 40: a cycle that ran would write s1 a higher weight than s2.
-	u := &Unit{Kind: "haproxy", haproxy: hb,
+	u := &Unit{Kind: "haproxy", target: hb,
 		Backend: &weighter.Backend{Name: "be_first", Source: &fakeSource{}, Target: hb, Controller: ctl}}
 	var logs testenv.SyncBuffer
 	reg := prometheus.NewRegistry()

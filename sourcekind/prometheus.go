@@ -1,0 +1,27 @@
+package sourcekind
+
+import (
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+func init() {
+	Register(Spec[sources.PrometheusConfig]{
+		Name:     "prometheus",
+		Rank:     10,
+		Default:  sources.DefaultPrometheusConfig,
+		Validate: sources.PrometheusConfig.Validate,
+		New: func(c sources.PrometheusConfig, env Env) (weighter.Source, error) {
+			return sources.NewPrometheus(c, env.Log)
+		},
+		ServerMap: func(c sources.PrometheusConfig) map[string]string { return c.ServerMap },
+		Flags: []Flag[sources.PrometheusConfig]{
+			{Name: "prometheus-url", Key: "url", Usage: "Prometheus base URL (load source)",
+				Set: func(c *sources.PrometheusConfig, v string) { c.URL = v }},
+			{Name: "query", Key: "query", Usage: "PromQL query returning one series per server",
+				Set: func(c *sources.PrometheusConfig, v string) { c.Query = v }},
+			{Name: "server-label", Key: "server_label", Usage: "label naming the server in the query result (default server)",
+				Set: func(c *sources.PrometheusConfig, v string) { c.ServerLabel = v }},
+		},
+	})
+}
