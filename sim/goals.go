@@ -38,6 +38,7 @@ var flagFields = map[string]func(dst *Scenario, src Scenario){
 	"rate-window": func(d *Scenario, s Scenario) { d.RateWindow = s.RateWindow },
 	"interval":    func(d *Scenario, s Scenario) { d.Interval = s.Interval },
 	"delay":       func(d *Scenario, s Scenario) { d.Delay = s.Delay },
+	"fast-signal": func(d *Scenario, s Scenario) { d.FastSignal = s.FastSignal },
 }
 
 // Override copies the field behind the named haproxy-weighter-sim flag from src to dst (a

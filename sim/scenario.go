@@ -30,6 +30,24 @@ type Scenario struct {
 	// multiple of the scenario's mean per-server load.
 	AgentCapacity float64 `yaml:"agent_capacity"`
 	Events        []Event `yaml:"events"`
+
+	// The fresh-data model (RunFleet, docs/fresh-by-default.md). Left out, a
+	// scenario is one balancer in front of identical servers, as above.
+
+	// Costs is each server's cost per datapoint (default 1): its true load is
+	// cost × the rates of its connections + background.
+	Costs map[string]float64 `yaml:"costs,omitempty"`
+	// Background is each server's load that does not pass through HAProxy, as a
+	// share of the mean per-server load (0.3 = +30 % of the mean).
+	Background map[string]float64 `yaml:"background,omitempty"`
+	// Balancers are the shares of the clients each balancer in front of the same
+	// servers receives (each with its own HAProxy placement and daemon); empty is
+	// one balancer.
+	Balancers []float64 `yaml:"balancers,omitempty"`
+	// FastSignal is the local signal the fast pipelines read every cycle: live
+	// (show sess all stream totals, the default), contstats (show stat with
+	// option contstats: 5 s lumps per connection) or closed (show stat without).
+	FastSignal string `yaml:"fast_signal,omitempty"`
 }
 
 // Distribution is a heavy-tailed per-connection rate distribution.

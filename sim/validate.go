@@ -34,6 +34,9 @@ func (sc Scenario) Validate() error {
 	if err := sc.Rate.Validate(); err != nil {
 		return fmt.Errorf("scenario: %w", err)
 	}
+	if err := sc.validateFleet(); err != nil {
+		return err
+	}
 	for i, ev := range sc.Events {
 		if err := ev.validate(sc); err != nil {
 			return fmt.Errorf("scenario: event %d (%s): %w", i+1, ev.Kind, err)

@@ -18,6 +18,8 @@ import (
 type simulateFlags struct {
 	scenario, output, plot string
 	sweep, perConn         bool
+	fresh                  bool   // the fresh-data comparison over sim.FreshScenarios
+	pipelines, external    string // fresh-data model: pipelines to run, external metric
 	seeds, top             int
 	sc                     sim.Scenario
 	policy                 weighter.Policy
@@ -35,6 +37,9 @@ func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.IntVar(&f.seeds, "seeds", 2, "sweep: seeds per scenario")
 	fl.IntVar(&f.top, "top", 25, "sweep: rows to print")
 	fl.BoolVar(&f.perConn, "per-conn", false, "custom row: feed the weighter load per open connection")
+	fl.StringVar(&f.pipelines, "pipelines", "", "run the fresh-data model (balancers, server costs, background, fast signals calibrated by the external metric) with these pipelines, comma-separated, or all")
+	fl.BoolVar(&f.fresh, "fresh", false, "compare --pipelines (default all) over the six fresh-data scenarios with --seeds seeds; print Markdown (docs/fresh-by-default.md)")
+	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m or graphite-10s-delay-20s (sets resolution, rate window and delay)")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
 }
@@ -52,6 +57,7 @@ func addScenarioFlags(fl *pflag.FlagSet, sc *sim.Scenario) {
 	fl.DurationVar(&sc.RateWindow, "rate-window", sc.RateWindow, "window of the rate the weighter sees")
 	fl.DurationVar(&sc.Interval, "interval", sc.Interval, "weighter interval")
 	fl.DurationVar(&sc.Delay, "delay", sc.Delay, "ingestion delay before a metric point is visible to the weighter")
+	fl.StringVar(&sc.FastSignal, "fast-signal", sc.FastSignal, "fresh-data model: fast signal read every cycle: live (show sess all), contstats or closed (show stat)")
 }
 
 func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
@@ -68,6 +74,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
 	if f.output != "table" && f.output != "json" {
 		return usageError{fmt.Errorf("unknown --output %q (want table or json)", f.output)}
+	}
+	if f.fresh || f.pipelines != "" {
+		return runFresh(cmd, f)
 	}
 	if f.sweep {
 		scenarios := sim.GoalScenarios()
@@ -141,4 +150,70 @@ func policyFlagsError(fs *pflag.FlagSet, err error) error {
 		out = append(out, errors.New(msg))
 	}
 	return usageError{errors.Join(out...)}
+}
+
+// runFresh runs the fresh-data model: one scenario with --pipelines, or with
+// --fresh the comparison over sim.FreshScenarios.
+func runFresh(cmd *cobra.Command, f *simulateFlags) error {
+	list := f.pipelines
+	if list == "" {
+		list = "all"
+	}
+	pipelines, err := sim.SelectPipelines(list)
+	if err != nil {
+		return usageError{fmt.Errorf("--pipelines: %w", err)}
+	}
+	var ext *sim.External
+	if f.external != "" {
+		e, err := sim.ExternalNamed(f.external)
+		if err != nil {
+			return usageError{fmt.Errorf("--external: %w", err)}
+		}
+		ext = &e
+	}
+	out := cmd.OutOrStdout()
+	if f.fresh {
+		scenarios := sim.FreshScenarios()
+		for i := range scenarios {
+			if ext != nil {
+				ext.Apply(&scenarios[i])
+			}
+			cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&scenarios[i], f.sc, flag.Name) })
+		}
+		res, err := sim.CompareFresh(scenarios, sim.Seeds(f.seeds), pipelines)
+		if err != nil {
+			return err
+		}
+		return res.WriteMarkdown(out)
+	}
+	sc := sim.DefaultScenario()
+	if f.scenario != "" {
+		data, err := readlimit.ReadFile(f.scenario, 1<<20)
+		if err != nil {
+			return fmt.Errorf("read scenario: %w", err)
+		}
+		if sc, err = sim.ParseScenario(data); err != nil {
+			return fmt.Errorf("%s: %w", f.scenario, err)
+		}
+	}
+	if ext != nil {
+		ext.Apply(&sc)
+	}
+	cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&sc, f.sc, flag.Name) })
+	if err := sc.Validate(); err != nil {
+		return err
+	}
+	rep, err := sim.RunFleet(sc, pipelines)
+	if err != nil {
+		return err
+	}
+	if f.plot != "" {
+		if err := rep.WritePlot(f.plot); err != nil {
+			return err
+		}
+	}
+	if f.output == "json" {
+		return rep.WriteJSON(out)
+	}
+	return rep.WriteTable(out)
 }

@@ -1,0 +1,545 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Fast signals: what HAProxy tells a daemon on the balancer every cycle about the
+// load its own connections put on each server.
+const (
+	// SignalLive is `show sess all`: every open stream's byte total, advancing
+	// continuously; the rate over the last interval is exact.
+	SignalLive = "live"
+	// SignalContstats is `show stat` with `option contstats`: an open
+	// connection's bytes reach the server's counter in lumps every contstatsTick
+	// seconds, each connection at its own phase (from when it was placed).
+	SignalContstats = "contstats"
+	// SignalClosed is `show stat` without contstats: a connection's bytes are
+	// counted when it closes.
+	SignalClosed = "closed"
+)
+
+// contstatsTick is how often an open connection's counters advance with option
+// contstats (measured on HAProxy 2.6: about every 5 s).
+const contstatsTick = 5.0
+
+// signal is the scenario's fast signal (live when unset).
+func (sc Scenario) signal() string {
+	if sc.FastSignal == "" {
+		return SignalLive
+	}
+	return sc.FastSignal
+}
+
+// shares is the balancers' client shares (one balancer when unset).
+func (sc Scenario) shares() []float64 {
+	if len(sc.Balancers) == 0 {
+		return []float64{1}
+	}
+	return sc.Balancers
+}
+
+func (sc Scenario) validateFleet() error {
+	for name, c := range sc.Costs {
+		if !(c > 0) || math.IsInf(c, 0) {
+			return fmt.Errorf("scenario: costs: %s must be a positive number", name)
+		}
+	}
+	for name, b := range sc.Background {
+		if !(b >= 0) || math.IsInf(b, 0) {
+			return fmt.Errorf("scenario: background: %s must not be negative", name)
+		}
+	}
+	for _, s := range sc.Balancers {
+		if !(s > 0) || math.IsInf(s, 0) {
+			return errors.New("scenario: balancers: every share must be positive")
+		}
+	}
+	switch sc.FastSignal {
+	case "", SignalLive, SignalContstats, SignalClosed:
+	default:
+		return fmt.Errorf("scenario: fast_signal %q (want %s, %s or %s)", sc.FastSignal, SignalLive, SignalContstats, SignalClosed)
+	}
+	return nil
+}
+
+// owners assigns every arrival of the stream to a balancer by the scenario's
+// shares, from its own random stream (the arrivals stay those of newStream).
+func owners(sc Scenario, str *stream) []int {
+	shares := sc.shares()
+	out := make([]int, len(str.arrivals))
+	if len(shares) == 1 {
+		return out
+	}
+	total := 0.0
+	for _, s := range shares {
+		total += s
+	}
+	rng := rand.New(rand.NewPCG(sc.Seed, 0xba1a))
+	for i := range out {
+		u, k := rng.Float64()*total, 0
+		for k < len(shares)-1 && u >= shares[k] {
+			u -= shares[k]
+			k++
+		}
+		out[i] = k
+	}
+	return out
+}
+
+// fastRead is one cycle's reading of a server's fast signal on one balancer.
+type fastRead struct {
+	t       float64
+	counter float64 // cumulative local datapoints as the signal shows them
+	connSec float64 // cumulative session-seconds as the signal measures them
+	scur    int
+}
+
+// balancer is one HAProxy in front of the shared servers, with its own daemon.
+type balancer struct {
+	b     *backend
+	since []float64 // per connection: when it joined its current server
+	ctrl  *weighter.Controller
+	cal   *weighter.Calibrator
+	reads [][]fastRead // per server, oldest first
+}
+
+// fleet simulates one pipeline over a scenario with several balancers, server
+// costs and background load.
+type fleet struct {
+	sc        Scenario
+	pl        Pipeline
+	str       *stream
+	owner     []int
+	lbs       []*balancer
+	cost      []float64 // per server
+	bg        []float64 // per server, datapoints/s of cost-1 traffic
+	joined    []float64
+	events    []Event
+	nextArr   int
+	mon       *monitor   // the external metric's rate window and delay
+	samples   [][]sample // the external metric's scrapes of the true counters
+	signal    string
+	agentCap  float64
+	agentLast []float64
+	agentAt   float64
+	tr        trace
+	onStep    func(f *fleet, now float64) // test hook
+}
+
+func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error) {
+	f := &fleet{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal()}
+	if pl.Signal != "" {
+		f.signal = pl.Signal
+	}
+	mean := float64(sc.Connections) * str.meanRate / float64(sc.Servers) // per server, cost 1
+	for i := range sc.Servers {
+		f.addServerState(fmt.Sprintf("s%d", i+1), 0, mean)
+	}
+	f.agentCap = sc.AgentCapacity * mean
+	if len(sc.Costs) > 0 || len(sc.Background) > 0 {
+		c, b := 0.0, 0.0
+		for i := range sc.Servers {
+			c += f.cost[i] / float64(sc.Servers)
+			b += f.bg[i] / float64(sc.Servers)
+		}
+		f.agentCap = sc.AgentCapacity * (mean*c + b)
+	}
+	for _, ev := range sc.Events {
+		if ev.Kind == EventAdd || ev.Kind == EventRemove {
+			f.events = append(f.events, ev)
+		}
+	}
+	slices.SortStableFunc(f.events, func(a, b Event) int { return cmpFloat(a.At.Seconds(), b.At.Seconds()) })
+	pick := pickLeastconn
+	if pl.Kind == KindOracle {
+		pick = f.pickOracle
+	}
+	for range sc.shares() {
+		lb := &balancer{b: newBackend(sc.Servers, initialWeight, pick)}
+		if pl.Kind == KindWeighter {
+			ctrl, err := weighter.NewController(pl.Policy)
+			if err != nil {
+				return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
+			}
+			lb.ctrl = ctrl
+			if pl.Input == InputCalibrated {
+				cp := pl.Calibration
+				if cp.Window == 0 {
+					cp.Window = sc.RateWindow
+				}
+				if lb.cal, err = weighter.NewCalibrator(cp); err != nil {
+					return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
+				}
+			}
+		}
+		f.lbs = append(f.lbs, lb)
+	}
+	return f, nil
+}
+
+// addServerState records a server's cost, background and join time.
+func (f *fleet) addServerState(name string, now, mean float64) {
+	c := 1.0
+	if v, ok := f.sc.Costs[name]; ok {
+		c = v
+	}
+	f.cost = append(f.cost, c)
+	f.bg = append(f.bg, f.sc.Background[name]*mean)
+	f.joined = append(f.joined, now)
+}
+
+// trueLoad is server i's load now: cost × its connections' rates on every
+// balancer + background.
+func (f *fleet) trueLoad(i int) float64 {
+	sum := 0.0
+	for _, lb := range f.lbs {
+		sum += lb.b.servers[i].load
+	}
+	return f.cost[i]*sum + f.bg[i]
+}
+
+// trueCounter is server i's cumulative true load at now.
+func (f *fleet) trueCounter(i int, now float64) float64 {
+	sum := 0.0
+	for _, lb := range f.lbs {
+		sum += lb.b.counter(i, now)
+	}
+	return f.cost[i]*sum + f.bg[i]*(now-f.joined[i])
+}
+
+// pickOracle places a connection on the server with the least true load.
+func (f *fleet) pickOracle(servers []*server) int {
+	best, bestLoad := -1, 0.0
+	for i, s := range servers {
+		if !s.up {
+			continue
+		}
+		if l := f.trueLoad(i); best < 0 || l < bestLoad {
+			best, bestLoad = i, l
+		}
+	}
+	return best
+}
+
+func (f *fleet) run() (trace, error) {
+	sc := f.sc
+	step := sc.Step.Seconds()
+	n := int(sc.Duration / sc.Step)
+	every := func(d time.Duration) int { return int(d / sc.Step) }
+	win, res, ivl, agt := every(sc.Window), every(sc.Resolution), every(sc.Interval), every(sc.AgentEvery)
+	if err := f.advance(0); err != nil {
+		return f.tr, err
+	}
+	f.scrape(0)
+	last := f.snapshot(0)
+	for k := 1; k <= n; k++ {
+		now := float64(k) * step
+		if err := f.advance(now); err != nil {
+			return f.tr, err
+		}
+		if f.onStep != nil {
+			f.onStep(f, now)
+		}
+		if k%win == 0 {
+			last = f.sampleWindow(now, last)
+		}
+		if k%res == 0 {
+			f.scrape(now)
+		}
+		switch {
+		case f.pl.Kind == KindWeighter && k%ivl == 0:
+			for _, lb := range f.lbs {
+				f.cycle(lb, now)
+			}
+		case f.pl.Kind == KindAgent && k%agt == 0:
+			f.agentReport(now)
+		}
+	}
+	return f.tr, nil
+}
+
+// advance processes, in time order, every arrival, departure and server event up to t.
+func (f *fleet) advance(t float64) error {
+	for {
+		arr, ev := math.Inf(1), math.Inf(1)
+		dep, which := math.Inf(1), -1
+		for j, lb := range f.lbs {
+			if e := lb.b.nextEnd(); e < dep {
+				dep, which = e, j
+			}
+		}
+		if f.nextArr < len(f.str.arrivals) {
+			arr = f.str.arrivals[f.nextArr].At
+		}
+		if len(f.events) > 0 {
+			ev = f.events[0].At.Seconds()
+		}
+		switch {
+		case ev <= t && ev <= arr && ev <= dep:
+			if err := f.serverEvent(f.events[0], ev); err != nil {
+				return err
+			}
+			f.events = f.events[1:]
+		case dep <= t && dep <= arr:
+			f.lbs[which].b.closeUntil(dep)
+		case arr <= t:
+			a := f.str.arrivals[f.nextArr]
+			lb := f.lbs[f.owner[f.nextArr]]
+			f.nextArr++
+			lb.b.open(a.Rate, a.At+a.Life, a.At)
+			lb.since = append(lb.since, a.At)
+		default:
+			return nil
+		}
+	}
+}
+
+func (f *fleet) serverEvent(ev Event, now float64) error {
+	if ev.Kind == EventAdd {
+		for _, lb := range f.lbs {
+			lb.b.addServer(initialWeight, now)
+		}
+		mean := float64(f.sc.Connections) * f.str.meanRate / float64(f.sc.Servers)
+		f.addServerState(f.lbs[0].b.servers[len(f.lbs[0].b.servers)-1].name, now, mean)
+		return nil
+	}
+	i := slices.IndexFunc(f.lbs[0].b.servers, func(s *server) bool { return s.name == ev.Server })
+	if i < 0 || !f.lbs[0].b.servers[i].up {
+		return fmt.Errorf("event remove at %v: no server %q up", ev.At, ev.Server)
+	}
+	for _, lb := range f.lbs {
+		var moved []int
+		for id, c := range lb.b.conns {
+			if c.open && c.server == i {
+				moved = append(moved, id)
+			}
+		}
+		lb.b.remove(i, now)
+		for _, id := range moved {
+			lb.since[id] = now
+		}
+	}
+	return nil
+}
+
+func (f *fleet) snapshot(at float64) snapshot {
+	s := snapshot{at: at}
+	for i := range f.lbs[0].b.servers {
+		s.counter = append(s.counter, f.trueCounter(i, at))
+		s.picked = append(s.picked, f.picked(i))
+	}
+	return s
+}
+
+func (f *fleet) picked(i int) int {
+	n := 0
+	for _, lb := range f.lbs {
+		n += lb.b.servers[i].picked
+	}
+	return n
+}
+
+// sampleWindow records the true loads of the window ending now.
+func (f *fleet) sampleWindow(now float64, prev snapshot) snapshot {
+	w := window{end: now}
+	next := snapshot{at: now}
+	for i, s := range f.lbs[0].b.servers {
+		c, p := f.trueCounter(i, now), f.picked(i)
+		c0, p0, from := 0.0, 0, math.Max(prev.at, f.joined[i])
+		if i < len(prev.counter) {
+			c0, p0 = prev.counter[i], prev.picked[i]
+		}
+		load := math.NaN()
+		if s.up && now > from {
+			load = (c - c0) / (now - from)
+		}
+		w.loads = append(w.loads, load)
+		w.picked = append(w.picked, p-p0)
+		next.counter = append(next.counter, c)
+		next.picked = append(next.picked, p)
+	}
+	f.tr.windows = append(f.tr.windows, w)
+	return next
+}
+
+// scrape records the external metric: every up server's true counter.
+func (f *fleet) scrape(now float64) {
+	servers := f.lbs[0].b.servers
+	for len(f.samples) < len(servers) {
+		f.samples = append(f.samples, nil)
+	}
+	for i, s := range servers {
+		if s.up {
+			f.samples[i] = append(f.samples[i], sample{t: now, counter: f.trueCounter(i, now)})
+		}
+	}
+}
+
+// external is what the external source returns at now: the newest rate points
+// of the true load visible by then, per up server.
+func (f *fleet) external(now float64) weighter.Loads {
+	out := weighter.Loads{}
+	for i, s := range f.lbs[0].b.servers {
+		if s.up && i < len(f.samples) {
+			out[s.name] = f.mon.series(f.samples[i], now, epoch)
+		}
+	}
+	return out
+}
+
+// agentReport runs every server's agent-check: its own true load over the last
+// report interval against its capacity; every balancer applies the same percentage.
+func (f *fleet) agentReport(now float64) {
+	f.tr.cycles += len(f.lbs)
+	for i, s := range f.lbs[0].b.servers {
+		c := f.trueCounter(i, now)
+		if i >= len(f.agentLast) {
+			f.agentLast = append(f.agentLast, c)
+			continue
+		}
+		load := (c - f.agentLast[i]) / (now - f.agentAt)
+		f.agentLast[i] = c
+		if !s.up {
+			continue
+		}
+		pct := math.Ceil(100 - 100*load/f.agentCap)
+		pct = math.Min(math.Max(pct, 0), 100)
+		w := initialWeight * int(pct) / 100
+		for _, lb := range f.lbs {
+			if w != lb.b.servers[i].weight {
+				lb.b.setWeight(i, w)
+				f.tr.writes++
+			}
+		}
+	}
+	f.agentAt = now
+}
+
+// read is the fast signal of every up server of lb at now, appended to its readings.
+func (f *fleet) read(lb *balancer, now float64) {
+	b := lb.b
+	pending := make([]float64, len(b.servers)) // bytes the signal does not show yet
+	if f.signal != SignalLive {
+		for _, d := range b.departing {
+			c := b.conns[d.id]
+			age := now - lb.since[d.id]
+			if f.signal == SignalContstats {
+				age = math.Mod(age, contstatsTick)
+			}
+			pending[c.server] += c.rate * age
+		}
+	}
+	for len(lb.reads) < len(b.servers) {
+		lb.reads = append(lb.reads, nil)
+	}
+	keep := math.Max(f.pl.fastWindow(f.sc), f.sc.Interval.Seconds()) + 1e-9
+	for i, s := range b.servers {
+		if !s.up {
+			continue
+		}
+		r := fastRead{t: now, counter: b.counter(i, now) - pending[i], scur: s.active}
+		rs := lb.reads[i]
+		switch {
+		case f.signal == SignalLive:
+			r.connSec = b.connSeconds(i, now)
+		case len(rs) > 0:
+			p := rs[len(rs)-1]
+			r.connSec = p.connSec + float64(p.scur+r.scur)/2*(now-p.t)
+		}
+		rs = append(rs, r)
+		cut := 0
+		for cut < len(rs)-2 && now-rs[cut+1].t >= keep {
+			cut++
+		}
+		lb.reads[i] = append(rs[:0], rs[cut:]...)
+	}
+}
+
+// fastOver is server i's local load and mean open connections over the fast
+// window ending at the newest reading; false before two readings exist.
+func (lb *balancer) fastOver(i int, w float64) (load, sessions float64, ok bool) {
+	rs := lb.reads[i]
+	if len(rs) < 2 {
+		return 0, 0, false
+	}
+	r1 := rs[len(rs)-1]
+	r0 := rs[0]
+	for _, r := range rs {
+		if r.t <= r1.t-w+1e-9 {
+			r0 = r
+		}
+	}
+	dt := r1.t - r0.t
+	return (r1.counter - r0.counter) / dt, (r1.connSec - r0.connSec) / dt, true
+}
+
+// cycle is one daemon cycle on one balancer: read the fast signal, calibrate it
+// with the external points, plan with the real Controller, apply and commit.
+func (f *fleet) cycle(lb *balancer, now float64) {
+	wall := simTime(epoch, now)
+	f.read(lb, now)
+	var states []weighter.ServerState
+	var names []string
+	index := map[string]int{}
+	counters := map[string]float64{}
+	for i, s := range lb.b.servers {
+		if !s.up {
+			continue
+		}
+		index[s.name] = i
+		names = append(names, s.name)
+		states = append(states, weighter.ServerState{
+			Name: s.name, Weight: s.weight, InitialWeight: initialWeight,
+			Admin: weighter.AdminReady, Operational: "up", Sessions: s.active,
+		})
+		counters[s.name] = lb.reads[i][len(lb.reads[i])-1].counter
+	}
+	var loads weighter.Loads
+	if f.pl.Input == InputExternal {
+		loads = f.external(now)
+	} else {
+		var cals map[string]weighter.Calibration
+		if lb.cal != nil {
+			lb.cal.Local(wall, counters)
+			lb.cal.External(f.external(now))
+			lb.cal.Forget(names)
+			cals = lb.cal.Factors(wall, names)
+		}
+		loads = weighter.Loads{}
+		for _, name := range names {
+			local, sessions, ok := lb.fastOver(index[name], f.pl.fastWindow(f.sc))
+			if !ok {
+				continue
+			}
+			cal := weighter.Calibration{Factor: 1}
+			if c, ok := cals[name]; ok {
+				cal = c
+			}
+			loads[name] = weighter.Series{{Time: wall, Value: cal.Apply(local, sessions)}}
+		}
+	}
+	plan := lb.ctrl.Plan(wall, loads, states)
+	changes := plan.Changes()
+	for _, ch := range changes {
+		lb.b.setWeight(index[ch.Server], ch.Weight)
+	}
+	lb.ctrl.Commit(changes)
+	f.tr.cycles++
+	f.tr.writes += len(changes)
+}
+
+func (f *fleet) fallbacks() int {
+	n := 0
+	for _, lb := range f.lbs {
+		n += lb.b.fallbacks
+	}
+	return n
+}

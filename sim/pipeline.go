@@ -1,0 +1,181 @@
+package sim
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Pipeline inputs: what the weighter is fed each cycle.
+const (
+	// InputExternal is the external metric alone (plain load), as the README's
+	// Prometheus and Graphite examples set it up.
+	InputExternal = "external"
+	// InputFast is the fast local signal alone: each server's local load per open
+	// connection over the fast window.
+	InputFast = "fast"
+	// InputCalibrated is the fast signal corrected by the external metric
+	// (weighter.Calibrator): factor × local / sessions, or (offset + local) / sessions.
+	InputCalibrated = "calibrated"
+)
+
+// Pipeline is one strategy of the fresh-data model (RunFleet): a baseline
+// (leastconn, agent-check, oracle), or a daemon on every balancer with its inputs.
+type Pipeline struct {
+	Name   string
+	Kind   string // KindLeastconn, KindAgent, KindOracle or KindWeighter
+	Input  string // weighter only
+	Signal string // fast signal; "" = the scenario's
+	// FastWindow is the span of the fast rate and session mean; 0 = the interval.
+	FastWindow  time.Duration
+	Calibration weighter.CalibrationPolicy // Window 0 = the scenario's rate window
+	Policy      weighter.Policy
+	Default     bool // the pipeline recommended as the shipped default
+}
+
+func (pl Pipeline) fastWindow(sc Scenario) float64 {
+	if pl.FastWindow > 0 {
+		return pl.FastWindow.Seconds()
+	}
+	return sc.Interval.Seconds()
+}
+
+// FleetBaselines are the strategies every fresh-data comparison includes.
+func FleetBaselines() []Pipeline {
+	return []Pipeline{
+		{Name: "leastconn", Kind: KindLeastconn},
+		{Name: "agent-check", Kind: KindAgent},
+		{Name: "oracle", Kind: KindOracle},
+	}
+}
+
+// RecommendedPipeline is the fresh-by-default pipeline: the default policy fed
+// the live fast signal per connection, times the ratio calibration with
+// weighter.DefaultCalibration (window = the external metric's rate window).
+const RecommendedPipeline = "fast×ratio"
+
+// CandidatePipelines are the daemons compared on fresh data, all with
+// weighter.DefaultPolicy() under HAProxy leastconn.
+func CandidatePipelines() []Pipeline {
+	def := weighter.DefaultPolicy()
+	cal := func(mode string, half time.Duration) weighter.CalibrationPolicy {
+		c := weighter.DefaultCalibration(0)
+		c.Mode, c.HalfLife = mode, half
+		return c
+	}
+	w := func(name, input string) Pipeline {
+		return Pipeline{Name: name, Kind: KindWeighter, Input: input, Policy: def}
+	}
+	out := []Pipeline{
+		w("external", InputExternal),
+		w("fast", InputFast),
+	}
+	for _, c := range []struct {
+		name string
+		cp   weighter.CalibrationPolicy
+	}{
+		{"fast×ratio", cal(weighter.CalibrateRatio, 5*time.Minute)},
+		{"fast×ratio hl=1m", cal(weighter.CalibrateRatio, time.Minute)},
+		{"fast×ratio-ewma", cal(weighter.CalibrateRatioEWMA, 5*time.Minute)},
+		{"fast×ratio last", cal(weighter.CalibrateRatio, 0)},
+		{"fast+offset", cal(weighter.CalibrateOffset, 0)},
+		{"fast+offset hl=1m", cal(weighter.CalibrateOffset, time.Minute)},
+	} {
+		p := w(c.name, InputCalibrated)
+		p.Calibration = c.cp
+		p.Default = c.name == RecommendedPipeline
+		out = append(out, p)
+	}
+	for _, sig := range []string{SignalContstats, SignalClosed} {
+		for _, base := range []string{"fast", RecommendedPipeline} {
+			p := out[slices.IndexFunc(out, func(p Pipeline) bool { return p.Name == base })]
+			p.Name, p.Signal, p.Default = base+" "+sig, sig, false
+			out = append(out, p)
+			if sig == SignalContstats {
+				p.Name, p.FastWindow = base+" "+sig+" 10s", 10*time.Second
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// SelectPipelines returns the baselines and the candidates named in list
+// (comma-separated; "all" = every candidate).
+func SelectPipelines(list string) ([]Pipeline, error) {
+	out := FleetBaselines()
+	all := CandidatePipelines()
+	if list == "all" {
+		return append(out, all...), nil
+	}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(all, func(p Pipeline) bool { return p.Name == name })
+		if i < 0 {
+			var names []string
+			for _, p := range all {
+				names = append(names, p.Name)
+			}
+			return nil, fmt.Errorf("unknown pipeline %q (want all or some of: %s)", name, strings.Join(names, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// RunFleet simulates every pipeline over the scenario (balancers, costs,
+// background, fast signals, external metric) on the same connection stream, in
+// parallel, and scores the servers' true loads. leastconn and oracle are added
+// when missing (the gap figures need them).
+func RunFleet(sc Scenario, pipelines []Pipeline) (*Report, error) {
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, p := range pipelines {
+		have[p.Kind] = true
+	}
+	pipelines = slices.Clone(pipelines)
+	for _, b := range FleetBaselines() {
+		if (b.Kind == KindLeastconn || b.Kind == KindOracle) && !have[b.Kind] {
+			pipelines = append(pipelines, b)
+		}
+	}
+	str := newStream(sc)
+	own := owners(sc, str)
+	rep := &Report{Scenario: sc, Strategies: make([]Figures, len(pipelines)), traces: make([]trace, len(pipelines))}
+	errs := make([]error, len(pipelines))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i, pl := range pipelines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			f, err := newFleet(sc, pl, str, own)
+			if err == nil {
+				rep.traces[i], err = f.run()
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("pipeline %s: %w", pl.Name, err)
+				return
+			}
+			rep.Strategies[i] = score(sc, Strategy{Name: pl.Name, Default: pl.Default}, rep.traces[i], f.fallbacks())
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+		rep.names = append(rep.names, pipelines[i].Name)
+	}
+	rep.fillGaps()
+	return rep, nil
+}
