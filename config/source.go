@@ -46,7 +46,7 @@ func newSource(k *sourcekind.Kind, cfg any) Source {
 	return s
 }
 
-// Kind names the configured kind ("prometheus", …), or "" if none.
+// Kind is the configured kind's key under source:, or "" if none.
 func (s Source) Kind() string {
 	if s.kind == nil {
 		return ""
@@ -54,7 +54,7 @@ func (s Source) Kind() string {
 	return s.kind.Name
 }
 
-// Config is a pointer to the kind's configuration (*sources.PrometheusConfig, …), or nil.
+// Config is a pointer to the kind's configuration (its Spec's type), or nil.
 func (s Source) Config() any {
 	if s.HAProxy != nil {
 		return s.HAProxy

@@ -1,0 +1,60 @@
+package config
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
+)
+
+// Each problem is a FieldError carrying where it is (path and line) as
+// values, which callers (FlagsError, the messages) read without parsing text.
+func TestProblemsCarryPathAndLine(t *testing.T) {
+	data := "interval: 1ms\nbackends:\n  - name: be\n    source:\n      prometheus:\n        url: http://127.0.0.1:9090\n" +
+		"        server_map: {n.1: \"s 1\"}\n    limiting_factor: 1\n"
+	_, err := Parse("c.yml", []byte(data), noEnv)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	type where struct {
+		Path string
+		Line int
+	}
+	var got []where
+	for _, leaf := range errs.Leaves(errors.Unwrap(ce)) {
+		var fe *FieldError
+		require.ErrorAs(t, leaf, &fe)
+		got = append(got, where{fe.Path, fe.Line})
+	}
+	assert.Equal(t, []where{
+		{"interval", 1},
+		{"backends[0].source.prometheus.query", 5}, // not written: the line of the mapping it is missing from
+		{"backends[0].source.prometheus.server_map.n.1", 7},
+		{"backends[0].limiting_factor", 8},
+	}, got)
+}
+
+// A source written through a merge key gets its kind's defaults and its
+// problems' lines; a bare 0 is a zero duration wherever the type takes one
+// (the socket's timeout too), and an anchored 0 is left to the decoder, as its
+// aliases may stand where an integer is wanted.
+func TestMergeKeysAndZeroDurations(t *testing.T) {
+	data := "haproxy: {socket: /run/s.sock, timeout: 0}\nbase: &p {url: \"http://127.0.0.1:9090\", query: up, timeout: 0}\n"
+	_, err := Parse("c.yml", []byte(data+"backends:\n  - name: be\n    source: {prometheus: {<<: *p}}\n"), noEnv)
+	assert.EqualError(t, err, `c.yml:2: unknown key "base"`)
+
+	data = "haproxy: {socket: /run/s.sock, timeout: 0}\nbackends:\n  - name: be\n    source:\n      prometheus: &p {url: \"http://127.0.0.1:9090\", query: up, range: 0}\n" +
+		"  - name: be2\n    source: {prometheus: {<<: *p, server_label: instance}}\n"
+	c, err := Parse("c.yml", []byte(data), noEnv)
+	require.NoError(t, err)
+	p := c.Backends[1].Source.Config().(*sources.PrometheusConfig)
+	assert.Equal(t, "instance", p.ServerLabel)
+	assert.Equal(t, "up", p.Query)
+	assert.Equal(t, sources.DefaultPrometheusConfig().Timeout, p.Timeout)
+
+	_, err = Parse("c.yml", []byte("interval: &z 0\nbackends:\n  - name: be\n    max_weight: *z\n    source: {haproxy: {counter: bytes_in}}\n"), noEnv)
+	assert.EqualError(t, err, "c.yml:1: interval: invalid duration (want e.g. 10s, 1m30s)")
+}
