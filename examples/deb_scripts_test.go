@@ -335,6 +335,10 @@ func TestDebScriptsLifecycle(t *testing.T) {
 	requireDebRoot(t)
 	debA, debB := buildDebs(t)
 	root := debRoot(t)
+	// HAProxy's group, as Debian's haproxy package creates it: the service user joins it.
+	if !fileHas(t, root, "/etc/group", "haproxy:") {
+		inRoot(t, root, "groupadd", "--system", "haproxy")
+	}
 
 	// A fresh install creates the user but neither enables nor starts the service: the
 	// shipped config names a placeholder backend.
@@ -367,6 +371,9 @@ func TestDebScriptsLifecycle(t *testing.T) {
 	}
 	if v := inRoot(t, root, "dpkg-query", "-W", "-f", "${Version}", "haproxy-weighter"); v != debVersionB {
 		t.Errorf("upgrade: installed version %q, want %s", v, debVersionB)
+	}
+	if groups := inRoot(t, root, "id", "-nG", "haproxy-weighter"); !strings.Contains(" "+strings.TrimSpace(groups)+" ", " haproxy ") {
+		t.Errorf("upgrade: user haproxy-weighter is in groups %q, want haproxy among them", groups)
 	}
 
 	calls = rootDpkg(t, root, "-r", "haproxy-weighter")

@@ -13,7 +13,7 @@ conf=/etc/haproxy-weighter/config.yaml
 
 if [ "$1" = "configure" ]; then
     # The service user; it reaches HAProxy's admin socket through the haproxy group
-    # (SupplementaryGroups in the unit). adduser --system is a no-op for an existing system user.
+    # (SupplementaryGroups in the unit).
     if ! getent passwd haproxy-weighter >/dev/null; then
         adduser --system --quiet --group --no-create-home --home /nonexistent haproxy-weighter
     fi
