@@ -79,7 +79,7 @@ func (s *startWeights) restore(ctx context.Context, timeout time.Duration, names
 }
 
 // restoringTarget is a Target that, for restore_on_exit, keeps its backend's
-// weights before anything is read from or written to it, and can put them
+// weights before anything is read or written through it, and can put them
 // back. Until they are kept every call fails, so nothing is written that could
 // not be restored: a backend whose HAProxy was down at start keeps them when
 // HAProxy answers. Keeping them at the first read, not the first write, takes
