@@ -7,8 +7,6 @@ import (
 	"io"
 	"os"
 	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -64,7 +62,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("empty configuration")
 		}
-		return nil, tabHint(data, decodeError(data, err))
+		return nil, decodeError(data, err)
 	}
 	if err := onlyOneDocument(dec); err != nil {
 		return nil, decodeError(data, err)
@@ -200,135 +198,6 @@ func resolve(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// FieldError is a problem of the configuration at one key.
-type FieldError struct {
-	// Path is where in the configuration: "interval", "backends[1].source.prometheus.query".
-	Path string
-	// Line is the line in the file of the deepest key of Path written there;
-	// 0 when unknown (flags, or a problem of the whole file).
-	Line int
-	// Err says what is wrong, starting with the key ("query: must be set").
-	Err error
-
-	keys   []any  // Path's parts: mapping keys (string) and list indexes (int)
-	within string // the backend's label ("backends[1] (be_ingest)"), shown before Err
-}
-
-func (e *FieldError) Error() string {
-	if e.within != "" {
-		return e.within + ": " + e.Err.Error()
-	}
-	return e.Err.Error()
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-func fieldErr(err error, keys ...any) *FieldError {
-	return &FieldError{Err: err, keys: keys}
-}
-
-// attributed turns the problems a validator outside this package reports (a
-// policy, the socket, an IPVS service, a source kind) into FieldErrors of
-// struct t. Their contract is that each message starts with the key it is
-// about ("limiting_factor must be > 1", "haproxy: socket is required"), and
-// only keys of t are taken from it.
-func attributed(t reflect.Type, err error) []*FieldError {
-	if err == nil {
-		return nil
-	}
-	var out []*FieldError
-	for _, leaf := range errs.Leaves(err) {
-		var keys []any
-		for rest, ft := leaf.Error(), t; ; {
-			word, next, _ := strings.Cut(rest, " ")
-			key := strings.TrimSuffix(word, ":")
-			var ok bool
-			if ft, ok = fieldType(ft, key); !ok {
-				break
-			}
-			keys, rest = append(keys, key), next
-		}
-		out = append(out, fieldErr(leaf, keys...))
-	}
-	return out
-}
-
-// joinFields joins problems after giving each its Path.
-func joinFields(problems []*FieldError) error {
-	var out []error
-	for _, p := range problems {
-		var b strings.Builder
-		for _, k := range p.keys {
-			if i, ok := k.(int); ok {
-				fmt.Fprintf(&b, "[%d]", i)
-			} else if b.Len() > 0 {
-				fmt.Fprintf(&b, ".%s", k)
-			} else {
-				b.WriteString(k.(string))
-			}
-		}
-		p.Path = b.String()
-		out = append(out, p)
-	}
-	return errors.Join(out...)
-}
-
-// locate gives each FieldError of err the line of its path in the tree.
-func locate(root *yaml.Node, err error) error {
-	for _, leaf := range errs.Leaves(err) {
-		var fe *FieldError
-		if errors.As(leaf, &fe) && fe.Line == 0 {
-			fe.Line = lineOf(root, fe.keys)
-		}
-	}
-	return err
-}
-
-// lineOf follows keys down the tree and returns the line of the deepest one
-// written (a missing key has the line of the mapping it is missing from).
-func lineOf(n *yaml.Node, keys []any) int {
-	line := 0
-	if n == nil {
-		return 0
-	}
-	for _, k := range keys {
-		var next *yaml.Node
-		if i, ok := k.(int); ok {
-			if n = resolve(n); n.Kind == yaml.SequenceNode && i < len(n.Content) {
-				next = n.Content[i]
-				line = next.Line
-			}
-		} else {
-			for _, kv := range pairs(n) {
-				if kv[0].Value == k {
-					next, line = kv[1], kv[0].Line
-					break
-				}
-			}
-		}
-		if next == nil {
-			break
-		}
-		n = next
-	}
-	return line
-}
-
-// tabHint names the tab behind yaml.v3's "found character that cannot start
-// any token": it is invisible in most editors and in the message.
-func tabHint(data []byte, err error) error {
-	m := yamlLine.FindStringSubmatch(err.Error())
-	if m == nil || m[2] != "found character that cannot start any token" {
-		return err
-	}
-	n, _ := strconv.Atoi(m[1])
-	lines := strings.Split(string(data), "\n")
-	if n < 1 || n > len(lines) || !strings.Contains(lines[n-1], "\t") {
-		return err
-	}
-	return &FieldError{Line: n, Err: fmt.Errorf("%s (a tab: indent with spaces)", m[2])}
-}
-
 // onlyOneDocument rejects a further non-empty YAML document: Decode reads only
 // the first, so the rest of a concatenated file would be dropped unseen.
 func onlyOneDocument(dec *yaml.Decoder) error {
@@ -347,56 +216,18 @@ func onlyOneDocument(dec *yaml.Decoder) error {
 	}
 }
 
-// yaml.v3's own messages, which locateYAML rewords.
-var (
-	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-	unknownField = regexp.MustCompile("^field (\\S+) not found in type .+$")
-	badDuration  = regexp.MustCompile("^cannot unmarshal !!\\w+ `(.*)` into time\\.Duration$")
-	quotedValue  = regexp.MustCompile(" `[^`]*`")
-)
-
-// located rewrites err as "name:line: message" lines, one per problem.
+// located writes each problem of err as "name:line: message", or "name:
+// message" when it has no line.
 func located(name string, err error) error {
 	var msgs []string
-	var te *yaml.TypeError
-	switch {
-	case errors.As(err, &te):
-		for _, m := range te.Errors {
-			msgs = append(msgs, locateYAML(name, m))
-		}
-	default:
-		for _, e := range errs.Leaves(err) {
-			msgs = append(msgs, locateOne(name, e))
+	for _, e := range errs.Leaves(err) {
+		if fe := (*FieldError)(nil); errors.As(e, &fe) && fe.Line > 0 {
+			msgs = append(msgs, fmt.Sprintf("%s:%d: %v", name, fe.Line, e))
+		} else {
+			msgs = append(msgs, fmt.Sprintf("%s: %v", name, e))
 		}
 	}
 	return &Error{File: name, Msgs: msgs, err: err}
-}
-
-func locateOne(name string, err error) string {
-	var fe *FieldError
-	if errors.As(err, &fe) && fe.Line > 0 {
-		return fmt.Sprintf("%s:%d: %v", name, fe.Line, err)
-	}
-	return locateYAML(name, err.Error())
-}
-
-// locateYAML turns yaml.v3's "line N: msg" into "name:N: msg" with plainer wording.
-func locateYAML(name, msg string) string {
-	m := yamlLine.FindStringSubmatch(msg)
-	if m == nil {
-		return fmt.Sprintf("%s: %s", name, strings.TrimPrefix(msg, "yaml: "))
-	}
-	line, _ := strconv.Atoi(m[1])
-	text := m[2]
-	if f := unknownField.FindStringSubmatch(text); f != nil {
-		text = fmt.Sprintf("unknown key %q", f[1])
-	} else if badDuration.MatchString(text) {
-		text = "invalid duration (want e.g. 10s, 1m30s)"
-	}
-	// decodeError has rewritten the messages that quote a value; should one
-	// get here all the same, the value is cut out rather than shown.
-	text = quotedValue.ReplaceAllString(text, "")
-	return fmt.Sprintf("%s:%d: %s", name, line, text)
 }
 
 // Error lists every problem found in a configuration, one "file:line: message" each.

@@ -24,20 +24,25 @@ var (
 	badBinary    = regexp.MustCompile(`^(?:yaml: )?!!binary value contains invalid base64 data$`)
 	badAlias     = regexp.MustCompile(`^(?:yaml: )?unknown anchor '(?s:(.*))' referenced$`)
 	badMapKey    = regexp.MustCompile(`^(?:yaml: )?invalid map key: `)
+	yamlLine     = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+	unknownField = regexp.MustCompile("^field (\\S+) not found in type .+$")
+	quotedValue  = regexp.MustCompile(" `[^`]*`")
 )
 
-// decodeError rewrites an error of yaml.v3 decoding data so that no value of
-// the file shows in it: each problem names its key and line instead. The
-// original error is not wrapped, as it holds the value; errors that hold none
-// (syntax errors, unknown keys) come back as they were.
+// decodeError rewrites an error of yaml.v3 decoding data as FieldErrors at
+// their lines, so that no value of the file shows in it: each problem names
+// its key instead. The original error is not wrapped, as it holds the value.
 func decodeError(data []byte, err error) error {
+	if fe := (*FieldError)(nil); errors.As(err, &fe) {
+		return err // ours, already at its line
+	}
 	var root yaml.Node
 	parsed := yaml.Unmarshal(data, &root) == nil
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var out []error
 		for _, msg := range te.Errors {
-			out = append(out, typeError(&root, parsed, msg))
+			out = append(out, typeError(data, &root, parsed, msg))
 		}
 		return errors.Join(out...)
 	}
@@ -70,16 +75,37 @@ func decodeError(data []byte, err error) error {
 	case badMapKey.MatchString(msg):
 		return errors.New("invalid map key: a list or a mapping cannot be a key")
 	}
-	return err
+	return yamlMessage(data, msg)
+}
+
+// yamlMessage turns one of yaml.v3's messages that hold no value ("line 3:
+// field x not found in type …", a syntax error) into a FieldError at its
+// line, in plainer words.
+func yamlMessage(data []byte, msg string) error {
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return errors.New(strings.TrimPrefix(msg, "yaml: "))
+	}
+	line, _ := strconv.Atoi(m[1])
+	text := m[2]
+	lines := strings.Split(string(data), "\n")
+	if f := unknownField.FindStringSubmatch(text); f != nil {
+		text = fmt.Sprintf("unknown key %q", f[1])
+	} else if text == "found character that cannot start any token" && line >= 1 && line <= len(lines) && strings.Contains(lines[line-1], "\t") {
+		text += " (a tab: indent with spaces)" // invisible in most editors and in the message
+	}
+	// The messages that quote a value are rewritten above; should one get
+	// here all the same, the value is cut out rather than shown.
+	return &FieldError{Line: line, Err: errors.New(quotedValue.ReplaceAllString(text, ""))}
 }
 
 // typeError rewrites one of yaml.v3's "line N: cannot unmarshal …" messages;
 // others ("field x not found", "mapping key already defined") name keys, not
-// values, and are left to locateYAML.
-func typeError(root *yaml.Node, parsed bool, msg string) error {
+// values.
+func typeError(data []byte, root *yaml.Node, parsed bool, msg string) error {
 	m := typeMismatch.FindStringSubmatch(msg)
 	if m == nil {
-		return errors.New(msg)
+		return yamlMessage(data, msg)
 	}
 	line, _ := strconv.Atoi(m[1])
 	tag, value, into := m[2], m[3], m[4]
