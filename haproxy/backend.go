@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
-
-	"github.com/haproxytech/client-native/v5/runtime"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -122,15 +119,11 @@ func (b *Backend) validate(changes []weighter.Change) error {
 	if err := checkName("backend", b.name); err != nil {
 		return err
 	}
+	// The weight range (0..256) is weighter.ValidWeight, the rule HAProxy
+	// applies; TestWeightRuleMatchesClientNative keeps it in step with
+	// client-native's, which the daemon does not link (it would add 2 MB).
 	return weighter.RefuseBatch("backend "+b.name, changes, func(ch weighter.Change) error {
-		if err := checkName("server", ch.Server); err != nil {
-			return err
-		}
-		// client-native's check is the same rule HAProxy applies; keep both in step.
-		if weighter.ValidWeight(ch.Weight) && !runtime.ServerWeightValid(strconv.Itoa(ch.Weight)) {
-			return fmt.Errorf("%w: %d refused by client-native", ErrInvalidWeight, ch.Weight)
-		}
-		return nil
+		return checkName("server", ch.Server)
 	})
 }
 

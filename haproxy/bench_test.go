@@ -95,3 +95,14 @@ func setWeightsEach(ctx context.Context, b *Backend, changes []weighter.Change) 
 	}
 	return errors.Join(errs...)
 }
+
+// TestWeightRuleMatchesClientNative: the batch check's weight rule
+// (weighter.ValidWeight) accepts exactly the integer weights client-native's
+// SetServerWeight accepts, which mirror HAProxy's own.
+func TestWeightRuleMatchesClientNative(t *testing.T) {
+	for w := -300; w <= 600; w++ {
+		if got, want := weighter.ValidWeight(w), runtime.ServerWeightValid(strconv.Itoa(w)); got != want {
+			t.Errorf("weight %d: ValidWeight %v, client-native %v", w, got, want)
+		}
+	}
+}

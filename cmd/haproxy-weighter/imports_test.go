@@ -31,6 +31,11 @@ func TestDaemonDoesNotLinkTheSimulator(t *testing.T) {
 		if simulatorOnly(p) {
 			t.Errorf("the daemon imports %s", p)
 		}
+		// client-native is for tests and benchmarks: it adds 2 MB of generated
+		// models and validation to a binary that runs on every balancer.
+		if strings.HasPrefix(p, "github.com/haproxytech/client-native/") {
+			t.Errorf("the daemon imports %s", p)
+		}
 	}
 }
 
