@@ -100,6 +100,7 @@ type fastRead struct {
 	counter float64 // cumulative local datapoints as the signal shows them
 	connSec float64 // cumulative session-seconds as the signal measures them
 	scur    int
+	lagScur int // scur one contstats tick earlier (LagSessions)
 }
 
 // balancer is one HAProxy in front of the shared servers, with its own daemon.
@@ -256,6 +257,9 @@ func (f *fleet) run() (trace, error) {
 		}
 		switch {
 		case f.pl.Kind == KindWeighter && k%ivl == 0:
+			for _, lb := range f.lbs { // every balancer reads its HAProxy, then plans
+				f.read(lb, now)
+			}
 			for _, lb := range f.lbs {
 				f.cycle(lb, now)
 			}
@@ -453,6 +457,18 @@ func (f *fleet) read(lb *balancer, now float64) {
 		case len(rs) > 0:
 			p := rs[len(rs)-1]
 			r.connSec = p.connSec + float64(p.scur+r.scur)/2*(now-p.t)
+			if f.pl.LagSessions && f.signal == SignalContstats {
+				// Count the sessions of one contstats tick ago: a connection
+				// shows no bytes before its first tick.
+				lag := r.scur
+				for _, q := range rs {
+					if q.t <= now-contstatsTick+1e-9 {
+						lag = q.scur
+					}
+				}
+				r.connSec = p.connSec + float64(p.lagScur+lag)/2*(now-p.t)
+				r.lagScur = lag
+			}
 		}
 		rs = append(rs, r)
 		cut := 0
@@ -485,7 +501,6 @@ func (lb *balancer) fastOver(i int, w float64) (load, sessions float64, ok bool)
 // with the external points, plan with the real Controller, apply and commit.
 func (f *fleet) cycle(lb *balancer, now float64) {
 	wall := simTime(epoch, now)
-	f.read(lb, now)
 	var states []weighter.ServerState
 	var names []string
 	index := map[string]int{}
@@ -500,7 +515,9 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 			Name: s.name, Weight: s.weight, InitialWeight: initialWeight,
 			Admin: weighter.AdminReady, Operational: "up", Sessions: s.active,
 		})
-		counters[s.name] = lb.reads[i][len(lb.reads[i])-1].counter
+		for _, other := range f.fastFrom(lb) {
+			counters[s.name] += other.reads[i][len(other.reads[i])-1].counter
+		}
 	}
 	var loads weighter.Loads
 	if f.pl.Input == InputExternal {
@@ -515,7 +532,11 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 		}
 		loads = weighter.Loads{}
 		for _, name := range names {
-			local, sessions, ok := lb.fastOver(index[name], f.pl.fastWindow(f.sc))
+			local, sessions, ok := 0.0, 0.0, true
+			for _, other := range f.fastFrom(lb) {
+				l, s, good := other.fastOver(index[name], f.pl.fastWindow(f.sc))
+				local, sessions, ok = local+l, sessions+s, ok && good
+			}
 			if !ok {
 				continue
 			}
@@ -534,6 +555,15 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 	lb.ctrl.Commit(changes)
 	f.tr.cycles++
 	f.tr.writes += len(changes)
+}
+
+// fastFrom is the balancers whose fast signal lb's daemon reads: its own, or
+// with a fleet-wide pipeline every balancer's (summed).
+func (f *fleet) fastFrom(lb *balancer) []*balancer {
+	if f.pl.FleetWide {
+		return f.lbs
+	}
+	return []*balancer{lb}
 }
 
 func (f *fleet) fallbacks() int {

@@ -36,6 +36,13 @@ type Pipeline struct {
 	Calibration weighter.CalibrationPolicy // Window 0 = the scenario's rate window
 	Policy      weighter.Policy
 	Default     bool // the pipeline recommended as the shipped default
+	// FleetWide makes every daemon read every balancer's fast signal and use the
+	// sums (local load and sessions): what several balancers need to act on the
+	// servers' whole fresh load, not only their own share of it.
+	FleetWide bool
+	// LagSessions divides a contstats rate by the sessions open one tick (5 s)
+	// earlier, as a connection shows no bytes before its first tick.
+	LagSessions bool
 }
 
 func (pl Pipeline) fastWindow(sc Scenario) float64 {
@@ -91,6 +98,14 @@ func CandidatePipelines() []Pipeline {
 		p.Default = c.name == RecommendedPipeline
 		out = append(out, p)
 	}
+	slow := out[1]
+	slow.Name, slow.FastWindow = "fast 10s", 10*time.Second
+	out = append(out, slow)
+	for _, base := range []string{"fast", RecommendedPipeline} {
+		p := out[slices.IndexFunc(out, func(p Pipeline) bool { return p.Name == base })]
+		p.Name, p.FleetWide, p.Default = "fleet"+strings.TrimPrefix(base, "fast"), true, false
+		out = append(out, p)
+	}
 	for _, sig := range []string{SignalContstats, SignalClosed} {
 		for _, base := range []string{"fast", RecommendedPipeline} {
 			p := out[slices.IndexFunc(out, func(p Pipeline) bool { return p.Name == base })]
@@ -99,6 +114,10 @@ func CandidatePipelines() []Pipeline {
 			if sig == SignalContstats {
 				p.Name, p.FastWindow = base+" "+sig+" 10s", 10*time.Second
 				out = append(out, p)
+				if base == "fast" {
+					p.Name, p.LagSessions = base+" "+sig+" lagged 10s", true
+					out = append(out, p)
+				}
 			}
 		}
 	}
