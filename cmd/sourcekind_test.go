@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func registerTick(t *testing.T) *[]string {
 			return tickSource{env.Backend}, nil
 		},
 		Flags: []sourcekind.Flag[tickConfig]{{Name: "tick-level", Key: "level", Usage: "the tick level",
-			Set: func(c *tickConfig, v string) { c.Level = len(v) - 10 }}},
+			Set: func(c *tickConfig, v string) { c.Level, _ = strconv.Atoi(v) }}},
 	})
 	t.Cleanup(func() { sourcekind.Unregister("tick") })
 	return &built
@@ -86,7 +87,7 @@ func TestSourceKindRegistryIsTheOnlyList(t *testing.T) {
 		}
 	}
 
-	_, err = config.FromFlags(config.Flags{Backend: "be", Source: map[string]string{"tick-level": "short"}})
+	_, err = config.FromFlags(config.Flags{Backend: "be", Source: map[string]string{"tick-level": "-1"}})
 	assert.EqualError(t, err, "--tick-level: must not be negative")
 	_, err = config.FromFlags(config.Flags{Backend: "be"})
 	assert.EqualError(t, err, "no load source: give --prometheus-url, --graphite-url, --haproxy-counter or --tick-level")

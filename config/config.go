@@ -171,9 +171,12 @@ func (b *Backend) validate() []*FieldError {
 			problems = append(problems, fieldErr(fmt.Errorf("name: %w", err), "name"))
 		}
 	}
-	problems = append(problems, b.Source.validate(b.IPVS != nil)...)
+	problems = append(problems, b.Source.validate(b.IPVS == nil)...)
 	if b.IPVS != nil {
 		problems = append(problems, attributed(backendType, b.IPVS.Validate())...)
+		if b.Source.NeedsHAProxy() {
+			problems = append(problems, fieldErr(fmt.Errorf("source.%s: HAProxy statistics cannot feed an IPVS service", b.Source.Kind())))
+		}
 	}
 	return append(problems, attributed(backendType, b.Policy.Validate())...)
 }

@@ -109,10 +109,12 @@ func lineOf(n *yaml.Node, keys []any) int {
 				next = n.Content[i]
 				line = next.Line
 			}
-		} else {
-			for _, kv := range pairs(n) {
-				if kv[0].Value == k {
-					next, line = kv[1], kv[0].Line
+		} else if n = resolve(n); n.Kind == yaml.MappingNode {
+			// Keys written here only: a problem of a key a merge brings in
+			// (<<: *base) stays at the mapping that merges it, not in the base.
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == k {
+					next, line = n.Content[i+1], n.Content[i].Line
 					break
 				}
 			}

@@ -58,3 +58,15 @@ func TestMergeKeysAndZeroDurations(t *testing.T) {
 	_, err = Parse("c.yml", []byte("interval: &z 0\nbackends:\n  - name: be\n    max_weight: *z\n    source: {haproxy: {counter: bytes_in}}\n"), noEnv)
 	assert.EqualError(t, err, "c.yml:1: interval: invalid duration (want e.g. 10s, 1m30s)")
 }
+
+// A source's several problems come as one message of several lines; it is
+// at the line of its first key like a single problem (the backend's line
+// before, as the pattern that found the key read one line only).
+func TestSourceProblemsAtTheSourceLine(t *testing.T) {
+	_, err := Parse("c.yml", []byte("backends:\n  - name: b\n    source: {prometheus: {url: 'ftp://x'}}\n"), noEnv)
+	assert.EqualError(t, err, "c.yml:3: backends[0] (b): source: prometheus: url: must be an absolute http or https URL\nquery: must be set")
+	// A problem of what a merge key brings in is at the backend that merges it.
+	data := "backends:\n  - &b\n    name: a\n    source: {prometheus: {url: 'http://x', query: up, range: 1m}}\n  - <<: *b\n    name: c\n"
+	_, err = Parse("c.yml", []byte(data), noEnv)
+	assert.ErrorContains(t, err, "c.yml:5: backends[1] (c): source: prometheus: step: must be > 0 with range")
+}

@@ -60,7 +60,9 @@ func FromFlags(f Flags) (*Config, error) {
 		var c any
 		for _, fl := range k.Flags {
 			if v := f.Source[fl.Name]; v != "" {
-				c = cmp.Or(c, k.Default())
+				if c == nil {
+					c = k.Default()
+				}
 				fl.Set(c, v)
 			}
 		}

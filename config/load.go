@@ -126,10 +126,6 @@ func zeroDurations(n *yaml.Node, t reflect.Type) {
 		for _, c := range n.Content {
 			zeroDurations(c, t.Elem())
 		}
-	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode:
-		for _, kv := range pairs(n) {
-			zeroDurations(kv[1], t.Elem())
-		}
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
 		for _, kv := range pairs(n) {
 			if ft, ok := fieldType(t, kv[0].Value); ok {

@@ -114,8 +114,9 @@ func (s *Source) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
-// validate checks the source of a backend, its problems at paths under "source".
-func (s Source) validate(ipvs bool) []*FieldError {
+// validate checks the source of a backend, and its server_map for an HAProxy
+// backend; its problems are at paths under "source".
+func (s Source) validate(haproxyNames bool) []*FieldError {
 	names := sourcekind.Names(", ")
 	switch {
 	case s.kind == nil:
@@ -127,10 +128,7 @@ func (s Source) validate(ipvs bool) []*FieldError {
 	if err := s.kind.Validate(s.Config()); err != nil {
 		problems = append(problems, attributed(backendType, fmt.Errorf("source: %w", err))...)
 	}
-	if ipvs && s.kind.ReadsHAProxy {
-		problems = append(problems, fieldErr(fmt.Errorf("source.%s: HAProxy statistics cannot feed an IPVS service", s.kind.Name)))
-	}
-	if !ipvs {
+	if haproxyNames {
 		problems = append(problems, s.validateServerMap()...)
 	}
 	return problems
