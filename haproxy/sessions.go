@@ -323,7 +323,7 @@ var lineNames = [lineCount]string{"header", "frontend", "backend", "server", "ta
 
 // isMessage tells a short line of text from binary garbage.
 func isMessage(line string) bool {
-	if len(line) == 0 || len(line) > 200 {
+	if len(line) == 0 || len(line) > 200 || line[0] == ' ' {
 		return false
 	}
 	for _, r := range line {
@@ -383,14 +383,20 @@ func parseSessionLine(line string, s *Session, coarse *[2]time.Duration) (int, e
 	}
 	word, _, _ := strings.Cut(rest, " ")
 	switch key {
-	case "frontend":
-		s.Frontend = word
-		return lineFrontend, nil
-	case "backend":
-		s.Backend = noneName(word)
-		return lineBackend, nil
-	case "server":
-		s.Server = noneName(word)
+	case "frontend", "backend", "server":
+		name, err := proxyName(key, word)
+		if err != nil {
+			return 0, err
+		}
+		switch key {
+		case "frontend":
+			s.Frontend = name
+			return lineFrontend, nil
+		case "backend":
+			s.Backend = name
+			return lineBackend, nil
+		}
+		s.Server = name
 		return lineServer, nil
 	case "task":
 		age, ok := fieldValue(rest, "age=")
@@ -439,12 +445,17 @@ func fieldValue(s, prefix string) (string, bool) {
 	return v, v != ""
 }
 
-// noneName maps HAProxy's placeholders for "not chosen yet" to "".
-func noneName(name string) string {
+// proxyName checks a frontend, backend or server name from the dump and maps
+// HAProxy's placeholders for "not chosen yet" to "". An empty or impossible
+// name is an error: it must not pass for "no server".
+func proxyName(kind, name string) (string, error) {
 	if name == "<NONE>" || name == "<none>" {
-		return ""
+		return "", nil
 	}
-	return name
+	if err := checkName(kind, name); err != nil {
+		return "", err
+	}
+	return name, nil
 }
 
 // parseHumanTime parses HAProxy's human_time(): at most two units out of
