@@ -100,7 +100,7 @@ func TestParseSessionDump(t *testing.T) {
 			servers: []string{"0x1a/s1", "0x2b/s2"}, torn: 1},
 		{name: "torn first", dump: tornLine + a + "\n", servers: []string{"0x1a/s1"}, torn: 1},
 		{name: "torn after a partial block drops it",
-			dump: a + strings.Join(strings.SplitAfter(b, "\n")[:6], "") + tornLine + "\n",
+			dump:    a + strings.Join(strings.SplitAfter(b, "\n")[:6], "") + tornLine + "\n",
 			servers: []string{"0x1a/s1"}, torn: 1},
 		{name: "reused address: the later entry wins",
 			dump:    a + strings.Replace(b, "0x2b", "0x1a", 1) + "\n",
