@@ -62,6 +62,9 @@ func (sc Scenario) validateFleet() error {
 			return errors.New("scenario: balancers: every share must be positive")
 		}
 	}
+	if o := sc.ExternalOutage; o != nil && (o.From < 0 || o.To <= o.From) {
+		return errors.New("scenario: external_outage needs 0 <= from < to")
+	}
 	switch sc.FastSignal {
 	case "", SignalLive, SignalContstats, SignalClosed:
 	default:
@@ -391,6 +394,9 @@ func (f *fleet) scrape(now float64) {
 // of the true load visible by then, per up server.
 func (f *fleet) external(now float64) weighter.Loads {
 	out := weighter.Loads{}
+	if o := f.sc.ExternalOutage; o != nil && now >= o.From.Seconds() && now < o.To.Seconds() {
+		return out
+	}
 	for i, s := range f.lbs[0].b.servers {
 		if s.up && i < len(f.samples) {
 			out[s.name] = f.mon.series(f.samples[i], now, epoch)

@@ -24,6 +24,8 @@ func Externals() []External {
 		{Name: "prometheus-15s-30s", Resolution: 15 * time.Second, RateWindow: 30 * time.Second},
 		{Name: "prometheus-15s-1m", Resolution: 15 * time.Second, RateWindow: time.Minute},
 		{Name: "graphite-10s-delay-20s", Resolution: 10 * time.Second, RateWindow: 10 * time.Second, Delay: 20 * time.Second},
+		{Name: "graphite-10s-delay-30s", Resolution: 10 * time.Second, RateWindow: 10 * time.Second, Delay: 30 * time.Second},
+		{Name: "graphite-60s-delay-60s", Resolution: time.Minute, RateWindow: time.Minute, Delay: time.Minute},
 	}
 }
 

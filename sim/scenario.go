@@ -48,6 +48,15 @@ type Scenario struct {
 	// (show sess all stream totals, the default), contstats (show stat with
 	// option contstats: 5 s lumps per connection) or closed (show stat without).
 	FastSignal string `yaml:"fast_signal,omitempty"`
+	// ExternalOutage is when the external source answers nothing (down,
+	// unreachable): the calibration is held, then expires.
+	ExternalOutage *Outage `yaml:"external_outage,omitempty"`
+}
+
+// Outage is a span of simulated time.
+type Outage struct {
+	From time.Duration `yaml:"from"`
+	To   time.Duration `yaml:"to"`
 }
 
 // Distribution is a heavy-tailed per-connection rate distribution.

@@ -39,7 +39,7 @@ func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.BoolVar(&f.perConn, "per-conn", false, "custom row: feed the weighter load per open connection")
 	fl.StringVar(&f.pipelines, "pipelines", "", "run the fresh-data model (balancers, server costs, background, fast signals calibrated by the external metric) with these pipelines, comma-separated, or all")
 	fl.BoolVar(&f.fresh, "fresh", false, "compare --pipelines (default all) over the six fresh-data scenarios with --seeds seeds; print Markdown (docs/fresh-by-default.md)")
-	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m or graphite-10s-delay-20s (sets resolution, rate window and delay)")
+	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m, graphite-10s-delay-20s, graphite-10s-delay-30s or graphite-60s-delay-60s (sets resolution, rate window and delay)")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
 }
