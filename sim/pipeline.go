@@ -62,9 +62,11 @@ func FleetBaselines() []Pipeline {
 }
 
 // RecommendedPipeline is the fresh-by-default pipeline: the default policy fed
-// the live fast signal per connection, times the ratio calibration with
-// weighter.DefaultCalibration (window = the external metric's rate window).
-const RecommendedPipeline = "fast×ratio"
+// the live fast signal per connection, summed over every balancer in front of
+// the servers (with one balancer, its own: the same as fast×ratio), times the
+// ratio calibration with weighter.DefaultCalibration (window = the external
+// metric's rate window).
+const RecommendedPipeline = "fleet×ratio"
 
 // CandidatePipelines are the daemons compared on fresh data, all with
 // weighter.DefaultPolicy() under HAProxy leastconn.
@@ -95,19 +97,19 @@ func CandidatePipelines() []Pipeline {
 	} {
 		p := w(c.name, InputCalibrated)
 		p.Calibration = c.cp
-		p.Default = c.name == RecommendedPipeline
 		out = append(out, p)
 	}
 	slow := out[1]
 	slow.Name, slow.FastWindow = "fast 10s", 10*time.Second
 	out = append(out, slow)
-	for _, base := range []string{"fast", RecommendedPipeline} {
+	for _, base := range []string{"fast", "fast×ratio"} {
 		p := out[slices.IndexFunc(out, func(p Pipeline) bool { return p.Name == base })]
-		p.Name, p.FleetWide, p.Default = "fleet"+strings.TrimPrefix(base, "fast"), true, false
+		p.Name, p.FleetWide = "fleet"+strings.TrimPrefix(base, "fast"), true
+		p.Default = p.Name == RecommendedPipeline
 		out = append(out, p)
 	}
 	for _, sig := range []string{SignalContstats, SignalClosed} {
-		for _, base := range []string{"fast", RecommendedPipeline} {
+		for _, base := range []string{"fast", "fast×ratio"} {
 			p := out[slices.IndexFunc(out, func(p Pipeline) bool { return p.Name == base })]
 			p.Name, p.Signal, p.Default = base+" "+sig, sig, false
 			out = append(out, p)
