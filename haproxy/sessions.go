@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -251,6 +252,9 @@ func parseSessionDump(r io.Reader, limit int64, keep func(*Session) bool) (sessi
 		if ended {
 			return d, fmt.Errorf("%w: data after the end of the session dump (%.80q)", ErrBadReply, raw)
 		}
+		if last >= 0 && skippable(raw) {
+			continue // most of a block; not made a string, at 200,000 lines a dump
+		}
 		line := string(raw[:len(raw)-1])
 		switch {
 		case strings.HasPrefix(line, "  *** session terminated"):
@@ -307,6 +311,27 @@ func parseSessionDump(r io.Reader, limit int64, keep func(*Session) bool) (sessi
 		d.sessions[i].Age = refineAge(ref, d.sessions[i].Accepted, coarses[i][0], coarses[i][1])
 	}
 	return d, nil
+}
+
+// wantedLines start the lines of a block the parser reads.
+var wantedLines = [][]byte{[]byte("  frontend="), []byte("  backend="), []byte("  server="),
+	[]byte("  task="), []byte("  req="), []byte("  res="), []byte("  *** ")}
+
+// skippable reports whether a line inside a block is indented and none of
+// wantedLines: a continuation (six spaces) or a field not read (flags=, scf=…).
+func skippable(raw []byte) bool {
+	if len(raw) < 3 || raw[0] != ' ' || raw[1] != ' ' {
+		return false
+	}
+	if raw[2] == ' ' {
+		return true
+	}
+	for _, w := range wantedLines {
+		if bytes.HasPrefix(raw, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // complete reports whether a block has every line a stream needs.
