@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -69,7 +70,24 @@ func TestReloadKeepsUnchangedSource(t *testing.T) {
 	assert.Same(t, old[0].Backend.Source, next[0].Backend.Source, "unchanged source is kept")
 	assert.NotSame(t, old[1].Backend.Source, next[1].Backend.Source, "changed source starts afresh")
 
+	// The kept source reads through the new target: its Servers read is the
+	// one the source is handed, so a cycle after the reload sends one show stat.
+	rec := &recordReader{}
+	old[0].Backend.Source = rec
+	again := build(head + "  - name: be_a\n" + stats)
+	keepControllers(old, again)
+	require.Same(t, rec, again[0].Backend.Source)
+	assert.Same(t, again[0].target, rec.through, "the kept source reads through the new target")
+
 	moved := build("listen: \"\"\nhaproxy: {socket: /run/other.sock}\nbackends:\n  - name: be_a\n" + stats)
 	keepControllers(old, moved)
 	assert.NotSame(t, old[0].Backend.Source, moved[0].Backend.Source, "a stats source on another socket starts afresh")
 }
+
+// recordReader is a source that records the reader it is pointed at.
+type recordReader struct {
+	weighter.Source
+	through haproxy.StatsReader
+}
+
+func (r *recordReader) ReadThrough(sr haproxy.StatsReader) { r.through = sr }

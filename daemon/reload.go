@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 )
 
 // reloadConfig replaces the configuration, or keeps the old one in force
@@ -84,8 +85,20 @@ func keepControllers(old, next []*Unit) {
 		}
 		if ok && sameSource(o, u) {
 			u.Backend.Source = o.Backend.Source
+			if r, ok := u.Backend.Source.(readsThrough); ok {
+				if hb, ok := u.target.(*haproxy.Backend); ok {
+					r.ReadThrough(hb)
+				}
+			}
 		}
 	}
+}
+
+// readsThrough is a source that reads through its backend's target (the
+// HAProxy stats source, which takes the target's `show stat` of the cycle). A
+// kept one must read through the new target.
+type readsThrough interface {
+	ReadThrough(haproxy.StatsReader)
 }
 
 // sameSource reports whether a and b were built from the same source

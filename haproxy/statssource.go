@@ -156,6 +156,15 @@ func NewStatsSource(cfg StatsConfig, backend string, stats StatsReader, log *slo
 	return h, nil
 }
 
+// ReadThrough makes the source read through r from now on, keeping its
+// history. A reload that keeps the source builds a new target; reading through
+// the old one would miss the hand-over and cost a second `show stat` a cycle.
+func (h *StatsSource) ReadThrough(r StatsReader) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stats = r
+}
+
 // Fetch reads HAProxy once and returns one point per server whose reads span
 // the rate window (see StatsConfig.RateWindow and SampleInterval): the
 // rate from its read rate_window ago to this one. A server whose counter went
