@@ -43,6 +43,11 @@ func BenchmarkStreamDumpVsStat(b *testing.B) {
 			c := newClient(b, h.Socket)
 			be := c.Backend("be")
 			keepBE := func(s *Session) bool { return s.Backend == "be" }
+			listed, err := be.Sessions(context.Background())
+			if err != nil || len(listed) != n {
+				b.Fatalf("Sessions: %d streams, %v", len(listed), err)
+			}
+			oneID := listed[n/2].ID
 			for _, read := range []struct {
 				name string
 				read func(ctx context.Context) (bytes int64, err error)
@@ -58,6 +63,11 @@ func BenchmarkStreamDumpVsStat(b *testing.B) {
 						err = fmt.Errorf("%d streams listed, want %d", len(d.sessions), n)
 					}
 					return d.bytes, err
+				}},
+				{"show-sess-one-id/raw", func(ctx context.Context) (int64, error) {
+					// What ShutdownSession's check costs: HAProxy walks
+					// its streams to find the one, and prints only it.
+					return rawRead(ctx, h.Socket, "show sess "+oneID)
 				}},
 				{"show-sess/raw", func(ctx context.Context) (int64, error) { return rawRead(ctx, h.Socket, "show sess") }},
 				{"show-stat/raw", func(ctx context.Context) (int64, error) { return rawRead(ctx, h.Socket, statCmd("be")) }},
