@@ -90,6 +90,7 @@ func CandidatePipelines() []Pipeline {
 	}{
 		{"fast×ratio", cal(weighter.CalibrateRatio, 5*time.Minute)},
 		{"fast×ratio hl=1m", cal(weighter.CalibrateRatio, time.Minute)},
+		{"fast×ratio hl=15m", cal(weighter.CalibrateRatio, 15*time.Minute)},
 		{"fast×ratio-ewma", cal(weighter.CalibrateRatioEWMA, 5*time.Minute)},
 		{"fast×ratio last", cal(weighter.CalibrateRatio, 0)},
 		{"fast+offset", cal(weighter.CalibrateOffset, 0)},
