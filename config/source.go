@@ -20,11 +20,6 @@ type Source struct {
 	cfg  any // a pointer to the kind's configuration
 	// more counts further kinds written beside the first, which Validate refuses.
 	more int
-
-	// HAProxy is the configuration when the kind is haproxy; one set here
-	// replaces it. Transitional: daemon/once.go and daemon/reload.go use it;
-	// with Config, NewSource and NeedsHAProxy instead, it goes.
-	HAProxy *haproxy.StatsConfig
 }
 
 // NewSource returns a source of the named kind with cfg, a pointer to its
@@ -41,9 +36,7 @@ func NewSource(kind string, cfg any) (Source, error) {
 }
 
 func newSource(k *sourcekind.Kind, cfg any) Source {
-	s := Source{kind: k, cfg: cfg}
-	s.HAProxy, _ = cfg.(*haproxy.StatsConfig)
-	return s
+	return Source{kind: k, cfg: cfg}
 }
 
 // Kind is the configured kind's key under source:, or "" if none.
@@ -56,9 +49,6 @@ func (s Source) Kind() string {
 
 // Config is a pointer to the kind's configuration (its Spec's type), or nil.
 func (s Source) Config() any {
-	if s.HAProxy != nil {
-		return s.HAProxy
-	}
 	return s.cfg
 }
 

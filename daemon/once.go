@@ -1,13 +1,11 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"slices"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -33,25 +31,35 @@ func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, err
 	return cycles, nil
 }
 
-// sampleOnce lets a single cycle get a rate from HAProxy's own counters. The
-// daemon holds its first cycles until its reads span the source's
-// rate_window; one cycle instead waits that long and reads again (unless the
-// config sets sample_interval). It returns a copy of cfg with that
-// sample_interval, leaving cfg as it is, and the longest wait, which the
-// cycle's timeout must allow for.
+// oneCycler is a source configuration that needs something else for a single
+// cycle than for a running daemon (the HAProxy stats source waits for a rate
+// window): it returns that configuration and how long the cycle will wait.
+type oneCycler interface {
+	ForOneCycle() (cfg any, wait time.Duration)
+}
+
+// sampleOnce returns a copy of cfg in which every source that needs it is
+// set up for a single cycle, leaving cfg as it is, and the longest wait, which
+// the cycle's timeout must allow for.
 func sampleOnce(cfg *config.Config) (*config.Config, time.Duration) {
 	out := *cfg
 	out.Backends = slices.Clone(cfg.Backends)
 	var wait time.Duration
 	for i := range out.Backends {
-		h := out.Backends[i].Source.HAProxy
-		if h == nil || h.SampleInterval > 0 {
+		src := out.Backends[i].Source
+		oc, ok := src.Config().(oneCycler)
+		if !ok {
 			continue
 		}
-		sampled := *h
-		sampled.SampleInterval = cmp.Or(h.RateWindow, haproxy.DefaultRateWindow)
-		out.Backends[i].Source.HAProxy = &sampled
-		wait = max(wait, sampled.SampleInterval)
+		one, w := oc.ForOneCycle()
+		if w == 0 {
+			continue
+		}
+		// Same kind, same type: NewSource cannot fail here.
+		if ns, err := config.NewSource(src.Kind(), one); err == nil {
+			out.Backends[i].Source = ns
+			wait = max(wait, w)
+		}
 	}
 	return &out, wait
 }

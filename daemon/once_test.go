@@ -26,11 +26,11 @@ func TestSampleOnceLeavesTheConfig(t *testing.T) {
 	assert.Equal(t, 20*time.Second, wait)
 	got := []time.Duration{}
 	for _, b := range sampled.Backends[:3] {
-		got = append(got, b.Source.HAProxy.SampleInterval)
+		got = append(got, b.Source.Config().(*haproxy.StatsConfig).SampleInterval)
 	}
 	assert.Equal(t, []time.Duration{haproxy.DefaultRateWindow, 20 * time.Second, time.Second}, got)
 	for i, b := range cfg.Backends[:2] {
-		assert.Zero(t, b.Source.HAProxy.SampleInterval, "backend %d of the loaded config changed", i)
+		assert.Zero(t, b.Source.Config().(*haproxy.StatsConfig).SampleInterval, "backend %d of the loaded config changed", i)
 	}
-	assert.Equal(t, time.Second, cfg.Backends[2].Source.HAProxy.SampleInterval)
+	assert.Equal(t, time.Second, cfg.Backends[2].Source.Config().(*haproxy.StatsConfig).SampleInterval)
 }

@@ -108,5 +108,5 @@ func sameSource(a, b *Unit) bool {
 	if a.source.Kind() == "" || !reflect.DeepEqual(a.source, b.source) {
 		return false
 	}
-	return a.source.HAProxy == nil || a.socket == b.socket
+	return !a.source.NeedsHAProxy() || a.socket == b.socket
 }

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,6 +112,19 @@ func (c StatsConfig) Validate() error {
 		return fmt.Errorf("haproxy source: rate_window %s is negative", c.RateWindow)
 	}
 	return nil
+}
+
+// ForOneCycle returns the configuration a single cycle (`once`) needs, and how
+// long its first Fetch will wait. A running daemon holds its first cycles
+// until its reads span rate_window; one cycle instead waits that long and
+// reads again, unless sample_interval is set (then it is used as it is).
+func (c *StatsConfig) ForOneCycle() (any, time.Duration) {
+	if c.SampleInterval > 0 {
+		return c, 0
+	}
+	out := *c
+	out.SampleInterval = cmp.Or(c.RateWindow, DefaultRateWindow)
+	return &out, out.SampleInterval
 }
 
 // StatsSource is the load source that needs no monitoring stack: it reads the
