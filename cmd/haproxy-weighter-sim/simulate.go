@@ -38,7 +38,7 @@ func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.IntVar(&f.top, "top", 25, "sweep: rows to print")
 	fl.BoolVar(&f.perConn, "per-conn", false, "custom row: feed the weighter load per open connection")
 	fl.StringVar(&f.pipelines, "pipelines", "", "run the fresh-data model (balancers, server costs, background, fast signals calibrated by the external metric) with these pipelines, comma-separated, or all")
-	fl.BoolVar(&f.fresh, "fresh", false, "compare --pipelines (default all) over the six fresh-data scenarios with --seeds seeds; print Markdown (docs/fresh-by-default.md)")
+	fl.BoolVar(&f.fresh, "fresh", false, "compare --pipelines (default all) over the six fresh-data scenarios (or --scenario alone) with --seeds seeds; print Markdown (docs/fresh-by-default.md)")
 	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m, graphite-10s-delay-20s, graphite-10s-delay-30s or graphite-60s-delay-60s (sets resolution, rate window and delay)")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
@@ -174,6 +174,13 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
 	if f.fresh {
 		scenarios := sim.FreshScenarios()
+		if f.scenario != "" {
+			sc, err := loadScenarioFile(f.scenario)
+			if err != nil {
+				return err
+			}
+			scenarios = []sim.Scenario{sc}
+		}
 		for i := range scenarios {
 			if ext != nil {
 				ext.Apply(&scenarios[i])
@@ -188,12 +195,8 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	sc := sim.DefaultScenario()
 	if f.scenario != "" {
-		data, err := readlimit.ReadFile(f.scenario, 1<<20)
-		if err != nil {
-			return fmt.Errorf("read scenario: %w", err)
-		}
-		if sc, err = sim.ParseScenario(data); err != nil {
-			return fmt.Errorf("%s: %w", f.scenario, err)
+		if sc, err = loadScenarioFile(f.scenario); err != nil {
+			return err
 		}
 	}
 	if ext != nil {
@@ -216,4 +219,17 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 		return rep.WriteJSON(out)
 	}
 	return rep.WriteTable(out)
+}
+
+// loadScenarioFile reads and parses a scenario file, bounded in size.
+func loadScenarioFile(path string) (sim.Scenario, error) {
+	data, err := readlimit.ReadFile(path, 1<<20)
+	if err != nil {
+		return sim.Scenario{}, fmt.Errorf("read scenario: %w", err)
+	}
+	sc, err := sim.ParseScenario(data)
+	if err != nil {
+		return sim.Scenario{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return sc, nil
 }
