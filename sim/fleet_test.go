@@ -125,3 +125,29 @@ func TestFleetScenarioChecks(t *testing.T) {
 	_, err := SelectPipelines("fast,nope")
 	assert.ErrorContains(t, err, `unknown pipeline "nope"`)
 }
+
+// TestContstatsLumps pins the contstats model to what HAProxy 2.6 did with one
+// connection sending 10 kB/s, read every 2 s: 0, 0, 25 000, 0, 25 000 bytes/s.
+// The live signal shows 10 000 every time; without contstats, nothing until close.
+func TestContstatsLumps(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Interval = 2 * time.Second
+	for sig, want := range map[string][]float64{
+		SignalContstats: {0, 0, 25000, 0, 25000},
+		SignalLive:      {10000, 10000, 10000, 10000, 10000},
+		SignalClosed:    {0, 0, 0, 0, 0},
+	} {
+		lb := &balancer{b: newBackend(1, initialWeight, pickLeastconn)}
+		lb.b.open(10000, 100, 0)
+		lb.since = append(lb.since, 0)
+		f := &fleet{sc: sc, signal: sig}
+		f.read(lb, 0)
+		var got []float64
+		for now := 2.0; now <= 10; now += 2 {
+			f.read(lb, now)
+			rs := lb.reads[0]
+			got = append(got, (rs[len(rs)-1].counter-rs[len(rs)-2].counter)/2)
+		}
+		assert.InDeltaSlice(t, want, got, 1e-6, sig)
+	}
+}
