@@ -452,3 +452,53 @@ func TestSessionsContextBounds(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Less(t, time.Since(start), 5*time.Second)
 }
+
+// TestStatPlusLiveTotalsCountEveryByte: without `option contstats`, a server's
+// `show stat` bin holds the bytes of its closed streams and nothing of its
+// open ones, and the open streams' req totals hold the rest, so bin plus the
+// live totals is a per-server byte counter that is current at every read.
+func TestStatPlusLiveTotalsCountEveryByte(t *testing.T) {
+	front := testenv.FreePort(t)
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+frontend fe
+  bind 127.0.0.1:%d
+  default_backend be
+backend be
+  server s1 %s
+`, front, testenv.StartDiscardServer(t)))
+	c := newClient(t, h.Socket)
+	be := c.Backend("be")
+	counted := func() (bin uint64, live int64) {
+		stats, err := c.Stats(testCtx(t), "be")
+		require.NoError(t, err)
+		ss, err := be.Sessions(testCtx(t))
+		require.NoError(t, err)
+		for _, s := range ss {
+			live += s.ReqBytes
+		}
+		return stats[0].BytesIn, live
+	}
+
+	closed := dialFront(t, front)
+	sessionOf(t, be, closed)
+	_, err := closed.Write(make([]byte, 3000))
+	require.NoError(t, err)
+	open := dialFront(t, front)
+	sessionOf(t, be, open)
+	_, err = open.Write(make([]byte, 500))
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		bin, live := counted()
+		assert.Equal(ct, uint64(0), bin, "nothing closed yet")
+		assert.Equal(ct, int64(3500), live)
+	}, 10*time.Second, 10*time.Millisecond)
+
+	require.NoError(t, closed.Close())
+	_, err = open.Write(make([]byte, 250))
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		bin, live := counted()
+		assert.Equal(ct, uint64(3000), bin, "the closed stream's bytes")
+		assert.Equal(ct, int64(750), live, "the open stream's bytes")
+	}, 10*time.Second, 10*time.Millisecond)
+}
