@@ -68,9 +68,10 @@ func (s Session) ClientAddr() (netip.AddrPort, bool) {
 const cliFrontend = "GLOBAL"
 
 // maxSessionDump bounds what one `show sess all` may send. The dump takes
-// ~1.5 kB per stream and is parsed as it arrives (only the wanted streams are
-// kept), so the bound is about time and a peer that never stops talking, not
-// memory: 256 MB is some 170,000 streams. The context bounds the total time.
+// 1.1–1.3 kB per stream and is parsed as it arrives (only the wanted streams
+// are kept), so the bound is about time and a peer that never stops talking,
+// not memory: 256 MB is some 200,000 streams. The context bounds the total
+// time (docs/haproxy-stream-counters.md has the measured costs).
 const maxSessionDump = 256 << 20
 
 // maxSessionLine bounds one line of the dump; HAProxy's lines are < 300 bytes.
@@ -113,7 +114,7 @@ type sessionDump struct {
 // one-command mode, where the reply ends with an empty line and HAProxy
 // closes the connection, and parses the dump as it arrives. It does not go
 // through roundTrip: that holds the whole reply in memory, and at 10,000
-// streams the dump is some 15 MB of which a backend may need a few lines.
+// streams the dump is 10–13 MB of which a backend may need a few lines.
 func (c *Client) dumpSessions(ctx context.Context, cmd string, keep func(*Session) bool) (sessionDump, error) {
 	if c.trace != nil {
 		c.trace([]string{cmd})
