@@ -217,13 +217,18 @@ func parseSessionDump(r io.Reader, limit int64, keep func(*Session) bool) (sessi
 		if cur.Frontend == cliFrontend && cur.Accepted.After(ref) {
 			ref = cur.Accepted
 		}
+		// HAProxy reuses a freed stream's address, and a stream created
+		// during the dump is listed after the ones before it: of two entries
+		// with one address the later is the live one, kept or not.
+		i, dup := index[cur.ID]
 		if keep != nil && !keep(&cur) {
+			if dup {
+				d.sessions[i].ID = "" // dropped below
+				delete(index, cur.ID)
+			}
 			return nil
 		}
-		// HAProxy reuses a freed stream's address, and a stream created
-		// during the dump is listed after the ones before it: the later
-		// entry is the live one.
-		if i, ok := index[cur.ID]; ok {
+		if dup {
 			d.sessions[i], coarses[i] = cur, coarse
 			return nil
 		}
@@ -308,9 +313,15 @@ func parseSessionDump(r io.Reader, limit int64, keep func(*Session) bool) (sessi
 			seen[rank], last = true, rank
 		}
 	}
-	for i := range d.sessions {
-		d.sessions[i].Age = refineAge(ref, d.sessions[i].Accepted, coarses[i][0], coarses[i][1])
+	live := d.sessions[:0]
+	for i, s := range d.sessions {
+		if s.ID == "" {
+			continue
+		}
+		s.Age = refineAge(ref, s.Accepted, coarses[i][0], coarses[i][1])
+		live = append(live, s)
 	}
+	d.sessions = live
 	return d, nil
 }
 
