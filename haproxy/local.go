@@ -1,0 +1,175 @@
+package haproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// The fast local signal: per server, how many bytes this HAProxy has forwarded
+// so far and how many streams were open, read from the live per-stream totals
+// of `show sess all` (docs/fresh-by-default.md, docs/haproxy-stream-counters.md).
+// It is what weighter.Calibrator.Local takes as its counters, and what
+// weighter.Calibration.Apply takes as local load and sessions.
+
+// LocalBoth counts the bytes of both directions (bytes_in + bytes_out).
+const LocalBoth = "both"
+
+// ErrLocalSignalDead: streams are open on the backend's servers but none of
+// their byte totals has moved for several dumps. The per-stream totals are then
+// not a signal (a build or mode in which they do not advance, or traffic only
+// in the other direction); weigh by the external source alone.
+var ErrLocalSignalDead = errors.New("local signal dead: streams are open but their byte totals do not move")
+
+// LocalQuery says what ReadLocal reports.
+type LocalQuery struct {
+	// Counter is the direction counted: CounterBytesIn (client → server, the
+	// default when ""; the product's load is the data points clients send),
+	// CounterBytesOut (server → client) or LocalBoth. The names are those of
+	// the `source: haproxy` counters.
+	Counter string
+	// Servers are the backend's servers (as Servers read them): each gets an
+	// entry, with 0 bytes when it never carried a stream. Servers seen carrying
+	// streams get one too, named or not (a server added since). With Servers
+	// set, a server neither named nor carrying a stream is forgotten, and
+	// starts again from 0 with Reset if it comes back.
+	Servers []string
+}
+
+// Validate reports an unknown counter.
+func (q LocalQuery) Validate() error {
+	switch q.Counter {
+	case "", CounterBytesIn, CounterBytesOut, LocalBoth:
+		return nil
+	}
+	return fmt.Errorf("haproxy local signal: unknown counter %q (want %s, %s or %s)", q.Counter, CounterBytesIn, CounterBytesOut, LocalBoth)
+}
+
+// LocalReading is one read of a backend's local signal.
+//
+// Between dumps (see LocalBudget) ReadLocal returns the newest dump's reading
+// again, with its own (older) At: a rate taken between two readings' At stays
+// exact, it only spans longer. weighter.Calibrator.Local ignores a reading
+// whose At is not newer than the previous one.
+type LocalReading struct {
+	// At is when HAProxy was read: the middle of the dump, which HAProxy
+	// writes stream by stream while it runs (~90 ms at 10,000 streams).
+	At time.Time
+	// Since is the previous dump's At, the start of the span Rate and
+	// Sessions cover; zero at the first dump.
+	Since time.Time
+	// Servers maps each server of the backend to its signal.
+	Servers map[string]ServerLocal
+	// Streams is how many streams the whole HAProxy process had in the dump
+	// (every backend's, and the CLI's own): what the dump cost, and what the
+	// budget spaces the next one by. Torn is how many of them ended while
+	// being dumped (left out, not counted as closed).
+	Streams, Torn int
+	// Took is how long the dump took, Age how old it was when returned.
+	Took, Age time.Duration
+	// Next is the earliest time the next dump may be made (the budget).
+	Next time.Time
+	// Restarted: the HAProxy process changed since the previous dump (its
+	// stream numbers started again). The counters go on from where they were
+	// (they are this reader's sums, not HAProxy's); the bytes the old
+	// process forwarded after the previous dump are not in them.
+	Restarted bool
+	// Dead is non-nil, wrapping ErrLocalSignalDead, when streams have been
+	// open on the backend's servers and no byte total of the counted
+	// direction has moved for LocalBudget.DeadAfter dumps in a row.
+	Dead error
+}
+
+// ServerLocal is one server's local signal.
+type ServerLocal struct {
+	// Bytes is the cumulative count of the query's direction: every byte of
+	// the server's streams seen in a dump, each counted once, including those
+	// of streams that have since closed. It never decreases while the reader
+	// lives; it starts at an arbitrary base (what the open streams had
+	// forwarded at the first dump), so only its differences mean anything.
+	// Bytes a stream forwarded after the last dump that saw it, and streams
+	// that opened and closed between two dumps, are not counted.
+	Bytes uint64
+	// Rate is Bytes' rate over (Since, At], in bytes per second; 0 when Reset.
+	Rate float64
+	// Sessions is the mean number of open streams over (Since, At]: each
+	// stream open at the dump counts for the part of the span it was open (from
+	// its age), each stream gone since the previous dump for half the span.
+	// At the first dump, the streams open at it.
+	Sessions float64
+	// Open is how many streams were open on the server at the dump.
+	Open int
+	// SessionSeconds is the cumulative time streams were open on the server
+	// (the integral of Sessions), for summing the signal over several
+	// balancers as Bytes is.
+	SessionSeconds float64
+	// Reset: this reader has no earlier value of Bytes for the server (its
+	// first reading here, or it was forgotten): compare it with no earlier
+	// reading.
+	Reset bool
+}
+
+// Counters returns each server's Bytes as weighter.Calibrator.Local takes them.
+func (r LocalReading) Counters() map[string]float64 {
+	out := make(map[string]float64, len(r.Servers))
+	for name, s := range r.Servers {
+		out[name] = float64(s.Bytes)
+	}
+	return out
+}
+
+// Names returns the servers of the reading.
+func (r LocalReading) Names() []string {
+	return sortedKeys(r.Servers)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
+}
+
+// LocalBudget bounds what the `show sess all` dumps of one HAProxy process
+// cost. A dump costs HAProxy ~5–9 µs of CPU per stream of the whole process,
+// whatever backend asks (docs/haproxy-stream-counters.md): one dump serves
+// every backend read through the same Client, and the next one is made no
+// sooner than max(Share, streams × PerStream) after the previous one began.
+type LocalBudget struct {
+	// Share is how long a dump serves every backend before a new one is
+	// made: the backends' cycles run at their own phases, and those within
+	// Share of a dump use it rather than dump again. Default 1 s (half the
+	// default interval, so that each 2 s cycle gets a dump of its own).
+	Share time.Duration
+	// PerStream spaces dumps by the size of the last one. The default 0.6 ms
+	// per stream keeps HAProxy's CPU for dumping under ~1 % of a core: every
+	// 2 s up to ~3,000 streams, every ~6 s at 10,000, every ~30 s at 50,000.
+	PerStream time.Duration
+	// DeadAfter is how many dumps in a row with streams open and no byte
+	// total moving make the signal dead. Default 5 (10 s at 2 s).
+	DeadAfter int
+}
+
+// DefaultLocalBudget is the budget a Client starts with.
+var DefaultLocalBudget = LocalBudget{Share: time.Second, PerStream: 600 * time.Microsecond, DeadAfter: 5}
+
+// ReadLocal returns the backend's local signal from the newest `show sess all`
+// of the Client's HAProxy, dumping again when the budget allows (one dump
+// serves every backend of the Client). An error means no dump could be read
+// (unreachable, a malformed or cut dump, the context's deadline): the reader's
+// counts are left as they were and the next call tries again, no sooner than
+// LocalBudget.Share after the failure.
+func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, error) {
+	if err := q.Validate(); err != nil {
+		return LocalReading{}, err
+	}
+	if err := checkName("backend", b.name); err != nil {
+		return LocalReading{}, err
+	}
+	return LocalReading{}, errors.New("haproxy local signal: not implemented yet")
+}
+
+// SetLocalBudget replaces the budget of the Client's dumps (zero fields keep
+// their defaults). The daemon sets Share to a little less than its interval
+// when its backends' cycles are in step.
+func (c *Client) SetLocalBudget(p LocalBudget) {}
