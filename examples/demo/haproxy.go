@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/csv"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"strconv"
-	"strings"
 	"text/template"
-	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
 
 const backendName = "be_sinks"
@@ -68,73 +63,15 @@ func writeHAProxyConfig(path string, c haproxyConf) (string, error) {
 	return path, f.Close()
 }
 
-// runtimeCommand sends one command to HAProxy's runtime socket and returns the reply.
-func runtimeCommand(ctx context.Context, socket, cmd string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", socket)
-	if err != nil {
-		return "", fmt.Errorf("dial haproxy socket: %w", err)
-	}
-	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.SetDeadline(dl)
-	}
-	if _, err := io.WriteString(c, cmd+"\n"); err != nil {
-		return "", fmt.Errorf("send %q: %w", cmd, err)
-	}
-	b, err := io.ReadAll(bufio.NewReader(c))
-	if err != nil {
-		return "", fmt.Errorf("read reply to %q: %w", cmd, err)
-	}
-	return string(b), nil
-}
-
 // serverStat is what the demo shows of one server from `show stat`.
-type serverStat struct {
-	Weight int
-	Conns  int
-}
+type serverStat = loadlab.ServerStat
 
 // showStat reads the weight and current connections of every server of the demo backend.
 func showStat(ctx context.Context, socket string) (map[string]serverStat, error) {
-	reply, err := runtimeCommand(ctx, socket, "show stat")
-	if err != nil {
-		return nil, err
-	}
-	return parseStat(reply)
+	return loadlab.ShowStat(ctx, socket, backendName)
 }
 
-// parseStat parses `show stat` CSV (header line starts with "# ").
+// parseStat parses `show stat` CSV (header line starts with "# ") for the demo backend.
 func parseStat(reply string) (map[string]serverStat, error) {
-	r := csv.NewReader(strings.NewReader(strings.TrimPrefix(reply, "# ")))
-	r.FieldsPerRecord = -1
-	rows, err := r.ReadAll()
-	if err != nil || len(rows) < 1 {
-		return nil, fmt.Errorf("parse show stat: %w (%d rows)", err, len(rows))
-	}
-	col := map[string]int{}
-	for i, h := range rows[0] {
-		col[h] = i
-	}
-	for _, k := range []string{"pxname", "svname", "weight", "scur"} {
-		if _, ok := col[k]; !ok {
-			return nil, fmt.Errorf("parse show stat: no column %q", k)
-		}
-	}
-	out := map[string]serverStat{}
-	for _, row := range rows[1:] {
-		if len(row) < len(rows[0]) || row[col["pxname"]] != backendName {
-			continue
-		}
-		name := row[col["svname"]]
-		if name == "BACKEND" || name == "FRONTEND" {
-			continue
-		}
-		w, _ := strconv.Atoi(row[col["weight"]])
-		n, _ := strconv.Atoi(row[col["scur"]])
-		out[name] = serverStat{Weight: w, Conns: n}
-	}
-	return out, nil
+	return loadlab.ParseStat(reply, backendName)
 }

@@ -14,11 +14,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
 
 // options are the demo's flags.
@@ -28,7 +29,7 @@ type options struct {
 	Dir      string
 	Out      string
 	Servers  int
-	Traffic  trafficConfig
+	Traffic  loadlab.TrafficConfig
 	Phase1   time.Duration
 	Phase2   time.Duration
 	Interval time.Duration
@@ -83,16 +84,11 @@ func main() {
 // findHAProxy resolves the haproxy binary, which Debian puts in /usr/sbin (often not in
 // a non-root PATH).
 func findHAProxy(flagValue string) (string, error) {
-	if flagValue != "" {
-		return flagValue, nil
+	p, err := loadlab.FindHAProxy(flagValue)
+	if err != nil {
+		return "", errors.New("haproxy not found: install it with `apt-get install haproxy` (make demo does)")
 	}
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p, nil
-	}
-	if _, err := os.Stat("/usr/sbin/haproxy"); err == nil {
-		return "/usr/sbin/haproxy", nil
-	}
-	return "", errors.New("haproxy not found: install it with `apt-get install haproxy` (make demo does)")
+	return p, nil
 }
 
 // workDir returns the demo's directory and a cleanup that removes it if the demo made it.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
 
 // phases samples every second; after Phase1 it starts haproxy-weighter, after
@@ -14,7 +16,7 @@ import (
 func (d *demo) phases(ctx context.Context) error {
 	names := make([]string, len(d.sinks))
 	for i, s := range d.sinks {
-		names[i] = s.name
+		names[i] = s.Name
 	}
 	disp := &display{w: os.Stdout, tty: isTerminal(os.Stdout), names: names, phases: [2]time.Duration{d.o.Phase1, d.o.Phase2}}
 	disp.titles[0] = "without weighting (all weights 100, leastconn only)"
@@ -29,7 +31,7 @@ func (d *demo) phases(ctx context.Context) error {
 	disp.titles[1] = fmt.Sprintf("with haproxy-weighter run (%s, every %s%s, load = %s)",
 		d.o.Function, d.o.Interval, policy, load)
 	start := time.Now()
-	prev, prevCtl, prevAt := readBytes(d.sinks), readBytes(d.ctlSink), start
+	prev, prevCtl, prevAt := loadlab.ReadBytes(d.sinks), loadlab.ReadBytes(d.ctlSink), start
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for phase := 1; ; {
@@ -37,7 +39,7 @@ func (d *demo) phases(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case now := <-t.C:
-			cur, curCtl := readBytes(d.sinks), readBytes(d.ctlSink)
+			cur, curCtl := loadlab.ReadBytes(d.sinks), loadlab.ReadBytes(d.ctlSink)
 			dt := now.Sub(prevAt)
 			smp, err := d.sample(ctx, now.Sub(start), phase, prev, cur, dt)
 			if err != nil {
@@ -60,11 +62,11 @@ func (d *demo) phases(ctx context.Context) error {
 		if el >= d.o.Phase1+d.o.Phase2 {
 			return nil
 		}
-		if ok, err := d.ctl.exited(); ok {
+		if ok, err := d.ctl.Exited(); ok {
 			return fmt.Errorf("control haproxy exited: %v\n%s", err, tail(filepath.Join(d.dir, "control.log")))
 		}
 		if d.weigher != nil {
-			if ok, err := d.weigher.exited(); ok {
+			if ok, err := d.weigher.Exited(); ok {
 				return fmt.Errorf("haproxy-weighter exited early: %v\n%s", err, tail(filepath.Join(d.dir, "weighter.log")))
 			}
 		}
@@ -78,7 +80,7 @@ func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cu
 	st, err := showStat(ctx, d.socket)
 	if err != nil {
 		// A busy machine can delay one reply; HAProxy being gone is fatal.
-		if ok, werr := d.haproxy.exited(); ok {
+		if ok, werr := d.haproxy.Exited(); ok {
 			return s, fmt.Errorf("haproxy exited: %v\n%s", werr, tail(filepath.Join(d.dir, "haproxy.log")))
 		}
 		if len(d.samples) == 0 {
@@ -87,20 +89,20 @@ func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cu
 		last := d.samples[len(d.samples)-1]
 		st = map[string]serverStat{}
 		for i, sk := range d.sinks {
-			st[sk.name] = serverStat{Weight: last.Weights[i], Conns: last.Conns[i]}
+			st[sk.Name] = serverStat{Weight: last.Weights[i], Conns: last.Conns[i]}
 		}
 	}
 	for i, sk := range d.sinks {
 		s.Loads = append(s.Loads, float64(cur[i]-prev[i])/dt.Seconds())
-		s.Weights = append(s.Weights, st[sk.name].Weight)
-		s.Conns = append(s.Conns, st[sk.name].Conns)
+		s.Weights = append(s.Weights, st[sk.Name].Weight)
+		s.Conns = append(s.Conns, st[sk.Name].Conns)
 	}
 	return s, nil
 }
 
 // startWeighter writes the daemon's config and starts `haproxy-weighter run`.
 func (d *demo) startWeighter(ctx context.Context) error {
-	listen, err := freePort()
+	listen, err := loadlab.FreePort()
 	if err != nil {
 		return err
 	}
@@ -109,11 +111,11 @@ func (d *demo) startWeighter(ctx context.Context) error {
 		return err
 	}
 	logPath := filepath.Join(d.dir, "weighter.log")
-	d.weigher, err = startChild("haproxy-weighter", logPath, d.o.Weighter, "run", "--config", cfg)
+	d.weigher, err = loadlab.StartChild("haproxy-weighter", logPath, d.o.Weighter, "run", "--config", cfg)
 	if err != nil {
 		return err
 	}
-	if err := d.weigher.waitReady(ctx, 10*time.Second, healthz(listen)); err != nil {
+	if err := d.weigher.WaitReady(ctx, 10*time.Second, healthz(listen)); err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(logPath))
 	}
 	if !isTerminal(os.Stdout) {

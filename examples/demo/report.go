@@ -34,7 +34,7 @@ func (d *demo) report() error {
 	}
 	names := make([]string, len(d.sinks))
 	for i, s := range d.sinks {
-		names[i] = s.name
+		names[i] = s.Name
 	}
 	if err := writePlot(d.o.Out, d.samples, names, d.o.Phase1.Seconds(), [2]phaseStats{before, after}); err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
 
 // demo holds everything one run started, so that stopping it is one place.
@@ -19,12 +21,12 @@ type demo struct {
 	o       options
 	dir     string
 	socket  string
-	sinks   []*sink
-	haproxy *child
-	ctl     *child  // control HAProxy
-	ctlSock string  // its runtime socket
-	ctlSink []*sink // its servers
-	weigher *child
+	sinks   []*loadlab.Sink
+	haproxy *loadlab.Child
+	ctl     *loadlab.Child  // control HAProxy
+	ctlSock string          // its runtime socket
+	ctlSink []*loadlab.Sink // its servers
+	weigher *loadlab.Child
 	traffic context.CancelFunc
 	wg      sync.WaitGroup
 	samples []sample
@@ -81,7 +83,7 @@ func (d *demo) start(ctx context.Context, hap string) error {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		runTraffic(tctx, t)
+		loadlab.RunTraffic(tctx, t)
 	}()
 	return nil
 }
@@ -94,38 +96,38 @@ func (d *demo) stop() {
 		d.wg.Wait()
 	}
 	if d.weigher != nil {
-		d.weigher.stop(10 * time.Second)
+		d.weigher.Stop(10 * time.Second)
 	}
-	for _, h := range []*child{d.haproxy, d.ctl} {
+	for _, h := range []*loadlab.Child{d.haproxy, d.ctl} {
 		if h != nil {
-			h.stop(5 * time.Second)
+			h.Stop(5 * time.Second)
 		}
 	}
-	closeSinks(d.sinks)
-	closeSinks(d.ctlSink)
+	loadlab.CloseSinks(d.sinks)
+	loadlab.CloseSinks(d.ctlSink)
 }
 
 // startHAProxy opens the sinks of one HAProxy and starts it. The child is returned even
 // with an error, so that stop() can end it.
-func (d *demo) startHAProxy(ctx context.Context, hap, name, socket string) ([]*sink, *child, string, error) {
-	sinks, err := startSinks(d.o.Servers)
+func (d *demo) startHAProxy(ctx context.Context, hap, name, socket string) ([]*loadlab.Sink, *loadlab.Child, string, error) {
+	sinks, err := loadlab.StartSinks(d.o.Servers, false)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	front, err := freePort()
+	front, err := loadlab.FreePort()
 	if err != nil {
 		return sinks, nil, "", err
 	}
 	conf := haproxyConf{Socket: socket, Frontend: front, Weight: 100}
 	for _, s := range sinks {
-		conf.Servers = append(conf.Servers, haproxyServer{Name: s.name, Addr: s.addr()})
+		conf.Servers = append(conf.Servers, haproxyServer{Name: s.Name, Addr: s.Addr()})
 	}
 	cfg, err := writeHAProxyConfig(filepath.Join(d.dir, name+".cfg"), conf)
 	if err != nil {
 		return sinks, nil, "", err
 	}
 	logPath := filepath.Join(d.dir, name+".log")
-	h, err := startChild(name, logPath, hap, "-db", "-f", cfg)
+	h, err := loadlab.StartChild(name, logPath, hap, "-db", "-f", cfg)
 	if err != nil {
 		return sinks, nil, "", err
 	}
@@ -136,7 +138,7 @@ func (d *demo) startHAProxy(ctx context.Context, hap, name, socket string) ([]*s
 		}
 		return err
 	}
-	if err := h.waitReady(ctx, 10*time.Second, ready); err != nil {
+	if err := h.WaitReady(ctx, 10*time.Second, ready); err != nil {
 		return sinks, h, "", fmt.Errorf("%w\n%s", err, tail(logPath))
 	}
 	return sinks, h, front, nil

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
 
 // sample is one second of the demo: what every server received and what HAProxy shows.
@@ -48,20 +50,7 @@ func smoothedOf(s []sample, i int, pick func(sample) []float64) []float64 {
 
 // maxOverMean is the imbalance of one set of loads: the busiest server's load over the
 // mean (1 = perfectly even). NaN when there is no load.
-func maxOverMean(loads []float64) float64 {
-	if len(loads) == 0 {
-		return math.NaN()
-	}
-	sum, hi := 0.0, math.Inf(-1)
-	for _, v := range loads {
-		sum += v
-		hi = max(hi, v)
-	}
-	if sum <= 0 {
-		return math.NaN()
-	}
-	return hi / (sum / float64(len(loads)))
-}
+func maxOverMean(loads []float64) float64 { return loadlab.MaxOverMean(loads) }
 
 // imbalance is max/mean of the smoothed loads at sample i.
 func imbalance(s []sample, i int) float64 { return maxOverMean(smoothed(s, i)) }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,16 +62,6 @@ func healthz(listen string) func(context.Context) error {
 		}
 		return nil
 	}
-}
-
-// freePort returns a loopback address with a port nobody listens on right now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // indent prefixes every non-empty line of s (a "k: v; k: v" or multi-line list) with pre.
