@@ -42,6 +42,9 @@ type Cycle struct {
 	Written []Change
 	// Applied tells a real cycle from a dry run.
 	Applied bool
+	// Signal says what the loads were made of, when the source tells
+	// (SignalSource: the fast signal and its calibration); nil otherwise.
+	Signal *Signal
 }
 
 // RunCycle runs one cycle for b: read the target's servers, fetch the loads,
@@ -62,13 +65,19 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		return ResultTargetError, fmt.Errorf("read servers: %w", err)
 	}
 	fetchCtx, cancel := keepForWrite(ctx)
-	loads, err := b.Source.Fetch(fetchCtx)
+	var loads Loads
+	if ss, ok := b.Source.(SignalSource); ok {
+		loads, c.Signal, err = ss.FetchSignal(fetchCtx)
+	} else {
+		loads, err = b.Source.Fetch(fetchCtx)
+	}
 	cancel()
 	if err != nil {
 		return ResultSourceError, fmt.Errorf("fetch loads: %w", err)
 	}
 	c.Plan = b.Controller.Plan(now, loads, servers)
 	c.Plan.Backend = b.Name
+	annotate(&c.Plan, c.Signal)
 	if err := matchServers(loads, servers); err != nil {
 		// The plan (every server without data, held) stays for once to print.
 		return ResultSourceError, err
@@ -92,6 +101,31 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		return ResultTargetError, fmt.Errorf("write weights: %w", err)
 	}
 	return ResultOK, nil
+}
+
+// annotate adds to each server's reason what its load was made of: its fast
+// inputs and calibration, or that the external source stood in for a dead
+// fast signal. The plan's columns stay as they are; the reason says it.
+func annotate(p *Plan, sig *Signal) {
+	if sig == nil {
+		return
+	}
+	for i := range p.Servers {
+		s := &p.Servers[i]
+		note := ""
+		if in, ok := sig.Servers[s.Server]; ok && sig.Pipeline != PipelineExternal {
+			note = in.Note
+		} else if sig.Pipeline == PipelineExternal && sig.Fast == FastDead {
+			note = "external source alone (fast signal dead)"
+		}
+		switch {
+		case note == "":
+		case s.Reason == "":
+			s.Reason = note
+		default:
+			s.Reason += "; " + note
+		}
+	}
 }
 
 // ErrNoServerMatch: the source returned series, and not one of them is named

@@ -1,0 +1,387 @@
+package weighter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// FastState is the state of a backend's fast local signal.
+type FastState string
+
+// Fast signal states, as exported in haproxy_weighter_fast_signal_state.
+const (
+	// FastLive: the last two reads gave a rate; loads come from it.
+	FastLive FastState = "live"
+	// FastIdle: nothing open and nothing moved between the reads, so the
+	// signal says nothing about the servers; loads come from the external source.
+	FastIdle FastState = "idle"
+	// FastStarting: one read so far (start, or a gap after failures).
+	FastStarting FastState = "starting"
+	// FastDead: the read fails, or no byte moved for several reads while
+	// sessions were open; loads come from the external source.
+	FastDead FastState = "dead"
+	// FastOff: switched off (fast_signal: off, or a target without one).
+	FastOff FastState = "off"
+)
+
+// Pipelines: where a cycle's loads came from.
+const (
+	PipelineCalibrated = "fast×calibration"
+	PipelineFast       = "fast"
+	PipelineExternal   = "external"
+)
+
+// Signal is what a Fresh source's cycle read and decided: the state of each
+// input and, per server, what its fast load was made of.
+type Signal struct {
+	Pipeline   string    `json:"pipeline"`
+	Fast       FastState `json:"fast"`
+	FastReason string    `json:"fast_reason,omitempty"`
+	// Streams is how many streams the fast read went through (0: unknown).
+	Streams int `json:"streams,omitempty"`
+	// Calibrate tells whether the external source calibrates the fast signal
+	// (false: it is only the fallback, `source: haproxy`).
+	Calibrate bool `json:"calibrate"`
+	// Window is the span each external point averages over (0: not known yet).
+	Window time.Duration `json:"-"`
+	// ExternalFetched is set when the external source was asked this cycle.
+	ExternalFetched bool   `json:"external_fetched"`
+	ExternalError   string `json:"external_error,omitempty"`
+	// ExternalAge is the age of the newest external point read so far, -1
+	// when none was.
+	ExternalAge time.Duration `json:"-"`
+	// Servers are the fast inputs of each server with a fast load.
+	Servers map[string]FastInput `json:"servers,omitempty"`
+	// Uncalibrated counts the servers weighted by the fast signal alone
+	// although calibration is on (no usable external point, or expired).
+	Uncalibrated int `json:"uncalibrated"`
+}
+
+// SignalSource is a Source that also says what its loads were made of.
+// RunCycle calls FetchSignal instead of Fetch and keeps the Signal in the
+// Cycle, even when the fetch failed.
+type SignalSource interface {
+	Source
+	FetchSignal(ctx context.Context) (Loads, *Signal, error)
+}
+
+// FreshConfig configures a Fresh source.
+type FreshConfig struct {
+	// Fast reads the fast local signal.
+	Fast LocalReader
+	// External is the monitoring source: the calibration's input when
+	// Calibrate is set, and the loads themselves while the fast signal is not
+	// live. Required.
+	External  Source
+	Calibrate bool
+	// Calibration is the calibration policy. With StepWindow its Window is
+	// ignored: each point covers the spacing of its series, and is stamped at
+	// its bucket's start (Graphite), so it is moved to the bucket's end.
+	Calibration CalibrationPolicy
+	StepWindow  bool
+	// Refresh is how often the external source is asked while the fast signal
+	// is live (it is asked every cycle when it is the load).
+	Refresh time.Duration
+	// Bytes is the direction of the fast load.
+	Bytes Bytes
+	// DeadAfter is how many consecutive reads with sessions open and no byte
+	// moving make the signal dead.
+	DeadAfter int
+	// MaxGap: two reads further apart do not make a rate (the signal starts
+	// again, as after a restart).
+	MaxGap time.Duration
+	// FirstWait, when set, makes a Fetch without an earlier read read twice,
+	// this far apart (a single cycle: once).
+	FirstWait time.Duration
+	// Now is the clock for the external source's schedule and data age.
+	Now func() time.Time
+	// Sleep waits d or until ctx ends; nil sleeps for real.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Fresh is the default source of an HAProxy backend: loads per connection
+// from the fast local signal, calibrated per server by the slow external
+// metric (docs/fresh-by-default.md), and the external metric alone while the
+// fast signal is dead. It calls only the interfaces it is given. Safe for
+// concurrent use, though a backend's cycles never overlap.
+type Fresh struct {
+	cfg FreshConfig
+
+	mu        sync.Mutex
+	cal       *Calibrator
+	calWindow time.Duration // the window cal was built for (StepWindow)
+	prev      *LocalRead    // the last successful fast read
+	still     int           // consecutive reads with sessions open and no byte moving
+	state     FastState
+	reason    string
+	fetchedAt time.Time // when the external source was last asked
+	ext       Loads     // its last good answer (shifted for the calibration)
+	newestExt time.Time // newest point in it
+}
+
+var _ SignalSource = (*Fresh)(nil)
+
+// NewFresh validates cfg and returns the source.
+func NewFresh(cfg FreshConfig) (*Fresh, error) {
+	if cfg.Fast == nil || cfg.External == nil {
+		return nil, errors.New("fresh source: needs a fast reader and an external source")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	if cfg.Bytes == "" {
+		cfg.Bytes = BytesBoth
+	}
+	cfg.DeadAfter = max(cfg.DeadAfter, 1)
+	f := &Fresh{cfg: cfg, state: FastStarting}
+	if cfg.Calibrate && !cfg.StepWindow {
+		c, err := NewCalibrator(cfg.Calibration)
+		if err != nil {
+			return nil, err
+		}
+		f.cal, f.calWindow = c, cfg.Calibration.Window
+	} else if cfg.Calibrate {
+		p := cfg.Calibration
+		p.Window = time.Second // a stand-in: the policy's other fields are checked now
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Fetch returns the loads of FetchSignal.
+func (f *Fresh) Fetch(ctx context.Context) (Loads, error) {
+	l, _, err := f.FetchSignal(ctx)
+	return l, err
+}
+
+// Prime reads the fast signal once, so that the first cycle has a rate.
+func (f *Fresh) Prime(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, _, err := f.readFast(ctx)
+	return err
+}
+
+// FetchSignal reads the fast signal, asks the external source when due, and
+// returns the fast loads (calibrated when it can) or, when the fast signal
+// is not live, the external loads. An external failure fails the cycle only
+// when the external loads were the ones needed.
+func (f *Fresh) FetchSignal(ctx context.Context) (Loads, *Signal, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.prev == nil && f.cfg.FirstWait > 0 {
+		if _, _, err := f.readFast(ctx); err == nil {
+			if err := f.cfg.Sleep(ctx, f.cfg.FirstWait); err != nil {
+				return nil, f.signal(), fmt.Errorf("wait for a second fast read: %w", err)
+			}
+		}
+	}
+	prev := f.prev
+	cur, ok, ferr := f.readFast(ctx)
+	sig := f.signal()
+	if ok {
+		sig.Streams = cur.Streams
+	}
+	live := f.state == FastLive
+	// External: every cycle when it is the load, else every Refresh; a
+	// failure waits for the next Refresh too, so a dead metrics source is not
+	// asked every 2 s while the fast signal carries the weights.
+	now := f.cfg.Now()
+	needed := !live
+	due := needed || (f.cfg.Calibrate && (f.fetchedAt.IsZero() || now.Sub(f.fetchedAt) >= f.cfg.Refresh))
+	var ext Loads
+	var eerr error
+	if due {
+		sig.ExternalFetched = true
+		f.fetchedAt = now
+		ext, eerr = f.cfg.External.Fetch(ctx)
+		if eerr != nil {
+			sig.ExternalError = eerr.Error()
+		} else if f.cfg.Calibrate {
+			f.keepExternal(ext)
+		}
+	}
+	if f.cal != nil {
+		f.cal.External(f.ext) // re-offered: a point newer than the newest read waits for the next one
+	}
+	sig.Window = f.calWindow
+	sig.ExternalAge = -1
+	if !f.newestExt.IsZero() {
+		sig.ExternalAge = now.Sub(f.newestExt)
+	}
+	if !live {
+		sig.Pipeline = PipelineExternal
+		if eerr != nil {
+			if ferr != nil {
+				return nil, sig, fmt.Errorf("%w (and the fast signal: %w)", eerr, ferr)
+			}
+			return nil, sig, eerr
+		}
+		return ext, sig, nil
+	}
+	names := slices.Sorted(maps.Keys(cur.Servers))
+	var cal map[string]Calibration
+	sig.Pipeline = PipelineFast
+	if f.cfg.Calibrate {
+		sig.Pipeline = PipelineCalibrated
+		if f.cal != nil {
+			cal = f.cal.Factors(cur.At, names)
+		} else {
+			cal = map[string]Calibration{}
+			for _, n := range names {
+				cal[n] = Calibration{Factor: 1, Reason: "no calibration yet (the external series' step is not known yet)"}
+			}
+		}
+	}
+	loads, inputs := CombineFast(*prev, cur, f.cfg.Bytes, cal)
+	for name, in := range inputs {
+		if f.cfg.Calibrate && !in.Calibrated {
+			sig.Uncalibrated++
+		}
+		in.Note = fastNote(in, f.cfg.Calibrate)
+		inputs[name] = in
+	}
+	sig.Servers = inputs
+	return loads, sig, nil
+}
+
+// signal starts a cycle's Signal from the fast signal's state.
+func (f *Fresh) signal() *Signal {
+	return &Signal{Fast: f.state, FastReason: f.reason, Calibrate: f.cfg.Calibrate, ExternalAge: -1}
+}
+
+// readFast reads the fast signal and moves its state; it returns the read
+// and whether it succeeded. The Calibrator gets every good read.
+func (f *Fresh) readFast(ctx context.Context) (LocalRead, bool, error) {
+	cur, err := f.cfg.Fast.ReadLocal(ctx)
+	if err != nil {
+		f.state, f.reason, f.still = FastDead, "fast signal read failed: "+err.Error(), 0
+		return cur, false, err
+	}
+	prev := f.prev
+	f.prev = &cur
+	if f.cal != nil {
+		counters := make(map[string]float64, len(cur.Servers))
+		for name, c := range cur.Servers {
+			counters[name] = f.cfg.Bytes.Of(c)
+		}
+		f.cal.Local(cur.At, counters)
+	}
+	if prev == nil || !cur.At.After(prev.At) || (f.cfg.MaxGap > 0 && cur.At.Sub(prev.At) > f.cfg.MaxGap) {
+		f.state, f.reason, f.still = FastStarting, "one read so far; a rate needs two", 0
+		return cur, true, nil
+	}
+	moved, open := false, 0.0
+	for name, c := range cur.Servers {
+		if p, ok := prev.Servers[name]; ok && f.cfg.Bytes.Of(c) != f.cfg.Bytes.Of(p) {
+			moved = true
+		}
+		if c.Sessions > 0 {
+			open += c.Sessions
+		}
+	}
+	switch {
+	case moved:
+		f.state, f.reason, f.still = FastLive, "", 0
+	case open == 0:
+		f.state, f.reason, f.still = FastIdle, "no connection open and no byte moved through HAProxy", 0
+	default:
+		f.still++
+		if f.still >= f.cfg.DeadAfter {
+			f.state = FastDead
+			f.reason = fmt.Sprintf("no byte moved in %d reads while %.0f sessions were open", f.still, open)
+		}
+		// Before that, a pause of the traffic keeps the state it had.
+		if f.state == FastStarting || f.state == FastIdle {
+			f.state, f.reason = FastLive, ""
+		}
+	}
+	return cur, true, nil
+}
+
+// keepExternal keeps the external source's answer for the calibration:
+// Graphite's points moved to their bucket's end, and the calibration built
+// (again) for the series' step when that is the window.
+func (f *Fresh) keepExternal(ext Loads) {
+	if f.cfg.StepWindow {
+		step := seriesStep(ext)
+		if step <= 0 {
+			return // one point per series: the step is not known yet
+		}
+		if step != f.calWindow {
+			p := f.cfg.Calibration
+			p.Window = step
+			c, err := NewCalibrator(p)
+			if err != nil {
+				return
+			}
+			f.cal, f.calWindow = c, step
+			if f.prev != nil {
+				counters := make(map[string]float64, len(f.prev.Servers))
+				for name, c := range f.prev.Servers {
+					counters[name] = f.cfg.Bytes.Of(c)
+				}
+				f.cal.Local(f.prev.At, counters)
+			}
+		}
+		shifted := make(Loads, len(ext))
+		for name, ser := range ext {
+			s := make(Series, len(ser))
+			for i, p := range ser {
+				s[i] = Point{Time: p.Time.Add(step), Value: p.Value}
+			}
+			shifted[name] = s
+		}
+		ext = shifted
+	}
+	f.ext = ext
+	for _, ser := range ext {
+		for _, p := range ser {
+			if p.Time.After(f.newestExt) {
+				f.newestExt = p.Time
+			}
+		}
+	}
+}
+
+// seriesStep is the smallest spacing between two consecutive points of any
+// series, 0 when no series has two.
+func seriesStep(l Loads) time.Duration {
+	var step time.Duration
+	for _, ser := range l {
+		for i := 1; i < len(ser); i++ {
+			if d := ser[i].Time.Sub(ser[i-1].Time); d > 0 && (step == 0 || d < step) {
+				step = d
+			}
+		}
+	}
+	return step
+}
+
+// State returns the fast signal's state and why (for the start log).
+func (f *Fresh) State() (FastState, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state, f.reason
+}

@@ -1,0 +1,376 @@
+package weighter
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fakeLocal is a backend whose servers carry constant byte rates through this
+// balancer, read at the fake clock's time.
+type fakeLocal struct {
+	clock    *time.Time
+	rate     map[string]float64 // bytes/s per server
+	sessions map[string]float64
+	total    map[string]float64
+	last     time.Time
+	err      error // the next reads fail with it
+	frozen   bool  // bytes stop moving (sessions stay open)
+}
+
+func (f *fakeLocal) ReadLocal(context.Context) (LocalRead, error) {
+	if f.err != nil {
+		return LocalRead{}, f.err
+	}
+	now := *f.clock
+	if f.total == nil {
+		f.total = map[string]float64{}
+	}
+	out := LocalRead{At: now, Servers: map[string]LocalCounter{}, Streams: 7}
+	for name, r := range f.rate {
+		if !f.last.IsZero() && !f.frozen {
+			f.total[name] += r * now.Sub(f.last).Seconds()
+		}
+		out.Servers[name] = LocalCounter{BytesIn: f.total[name], Sessions: f.sessions[name]}
+	}
+	f.last = now
+	return out, nil
+}
+
+// fakeExternal answers the servers' true load (cost × local rate) at the fake
+// clock's time, or fails.
+type fakeExternal struct {
+	clock *time.Time
+	loads map[string]float64
+	err   error
+	calls int
+}
+
+func (f *fakeExternal) Fetch(context.Context) (Loads, error) {
+	f.calls++
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := Loads{}
+	for name, v := range f.loads {
+		out[name] = Series{{Time: *f.clock, Value: v}}
+	}
+	return out, nil
+}
+
+type freshRig struct {
+	now   time.Time
+	local *fakeLocal
+	ext   *fakeExternal
+	src   *Fresh
+}
+
+func newFreshRig(t *testing.T, calibrate bool) *freshRig {
+	t.Helper()
+	r := &freshRig{now: t0}
+	r.local = &fakeLocal{clock: &r.now, rate: map[string]float64{"s1": 100, "s2": 100, "s3": 100},
+		sessions: map[string]float64{"s1": 2, "s2": 2, "s3": 2}}
+	// s2 costs twice as much per byte as the others.
+	r.ext = &fakeExternal{clock: &r.now, loads: map[string]float64{"s1": 100, "s2": 200, "s3": 100}}
+	src, err := NewFresh(FreshConfig{Fast: r.local, External: r.ext, Calibrate: calibrate,
+		Calibration: DefaultCalibration(30 * time.Second), Refresh: 15 * time.Second, Bytes: BytesIn,
+		DeadAfter: 3, MaxGap: 20 * time.Second, Now: func() time.Time { return r.now }})
+	require.NoError(t, err)
+	r.src = src
+	return r
+}
+
+// step advances the clock by 2 s and runs one fetch.
+func (r *freshRig) step(t *testing.T) (Loads, *Signal, error) {
+	t.Helper()
+	r.now = r.now.Add(2 * time.Second)
+	return r.src.FetchSignal(context.Background())
+}
+
+// run steps for d and returns the last fetch.
+func (r *freshRig) run(t *testing.T, d time.Duration) (Loads, *Signal, error) {
+	t.Helper()
+	var (
+		l   Loads
+		s   *Signal
+		err error
+	)
+	for end := r.now.Add(d); r.now.Before(end); {
+		l, s, err = r.step(t)
+	}
+	return l, s, err
+}
+
+func TestFreshCalibratesTheFastSignal(t *testing.T) {
+	r := newFreshRig(t, true)
+	_, sig, err := r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastStarting, sig.Fast)
+	assert.Equal(t, PipelineExternal, sig.Pipeline, "one read: the external loads stand in")
+
+	l, sig, err := r.run(t, 3*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, FastLive, sig.Fast)
+	assert.Equal(t, PipelineCalibrated, sig.Pipeline)
+	assert.Zero(t, sig.Uncalibrated)
+	assert.Equal(t, 7, sig.Streams)
+	// factors 0.75, 1.5, 0.75 (mean 1); load = factor × 100 B/s / 2 sessions
+	assert.InDelta(t, 0.75*50, l["s1"][0].Value, 1e-6)
+	assert.InDelta(t, 1.5*50, l["s2"][0].Value, 1e-6)
+	assert.InDelta(t, 1.5, sig.Servers["s2"].Factor, 1e-9)
+	assert.Contains(t, sig.Servers["s2"].Note, "× calibration 1.5")
+	assert.GreaterOrEqual(t, sig.ExternalAge, time.Duration(0))
+	// The external source is asked every 15 s, not every cycle.
+	assert.InDelta(t, 3*60/15, r.ext.calls, 2)
+}
+
+// External down → the calibration is held, then expires (fast alone, with a
+// reason), and comes back with the source; the cycle never fails meanwhile.
+func TestFreshExternalDownThenBack(t *testing.T) {
+	r := newFreshRig(t, true)
+	_, _, err := r.run(t, 3*time.Minute)
+	require.NoError(t, err)
+
+	r.ext.err = errors.New("prometheus: connection refused")
+	l, sig, err := r.run(t, 5*time.Minute)
+	require.NoError(t, err, "the fast signal carries the weights")
+	assert.Equal(t, PipelineCalibrated, sig.Pipeline)
+	assert.InDelta(t, 1.5*50, l["s2"][0].Value, 1e-6, "held within hold")
+	calls := r.ext.calls
+	_, sig, _ = r.run(t, 30*time.Second)
+	assert.LessOrEqual(t, r.ext.calls-calls, 2, "a failing source is asked every refresh, not every cycle")
+	_ = sig
+
+	l, sig, err = r.run(t, 6*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 3, sig.Uncalibrated)
+	assert.InDelta(t, 50, l["s2"][0].Value, 1e-6, "expired: fast alone")
+	assert.Contains(t, sig.Servers["s2"].Note, "calibration expired")
+	assert.Contains(t, sig.Servers["s2"].Note, "fast signal alone")
+	assert.Greater(t, sig.ExternalAge, 10*time.Minute)
+
+	r.ext.err = nil
+	l, sig, err = r.run(t, time.Minute)
+	require.NoError(t, err)
+	assert.Zero(t, sig.Uncalibrated)
+	assert.Greater(t, l["s2"][0].Value, 1.2*l["s1"][0].Value, "calibrated again")
+}
+
+// Fast dead (read fails, or nothing moves under open sessions) → external
+// alone, and back to the fast signal when it moves again.
+func TestFreshFastDeadThenBack(t *testing.T) {
+	r := newFreshRig(t, true)
+	_, _, err := r.run(t, time.Minute)
+	require.NoError(t, err)
+
+	r.local.err = errors.New("show sess all: permission denied")
+	l, sig, err := r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastDead, sig.Fast)
+	assert.Contains(t, sig.FastReason, "permission denied")
+	assert.Equal(t, PipelineExternal, sig.Pipeline)
+	assert.Equal(t, 200.0, l["s2"][0].Value, "the external loads as they are")
+
+	// Both down: the cycle fails, naming both.
+	r.ext.err = errors.New("prometheus down")
+	_, _, err = r.step(t)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "prometheus down")
+	assert.Contains(t, err.Error(), "permission denied")
+	r.ext.err = nil
+
+	r.local.err = nil
+	_, sig, err = r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastLive, sig.Fast, "a good read after a failure, within MaxGap, gives a rate")
+
+	r.local.frozen = true
+	for range 2 {
+		_, sig, _ = r.step(t)
+		assert.Equal(t, FastLive, sig.Fast, "a pause shorter than DeadAfter reads keeps it live")
+	}
+	_, sig, _ = r.step(t)
+	assert.Equal(t, FastDead, sig.Fast)
+	assert.Contains(t, sig.FastReason, "no byte moved in 3 reads")
+	assert.Equal(t, PipelineExternal, sig.Pipeline)
+
+	r.local.frozen = false
+	l, sig, err = r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastLive, sig.Fast)
+	assert.Equal(t, PipelineCalibrated, sig.Pipeline)
+	assert.Less(t, l["s2"][0].Value, 200.0)
+}
+
+func TestFreshIdleUsesTheExternalSource(t *testing.T) {
+	r := newFreshRig(t, true)
+	r.local.rate = map[string]float64{"s1": 0, "s2": 0, "s3": 0}
+	r.local.sessions = nil
+	_, _, _ = r.step(t)
+	l, sig, err := r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastIdle, sig.Fast)
+	assert.Equal(t, PipelineExternal, sig.Pipeline)
+	assert.Equal(t, 100.0, l["s1"][0].Value)
+}
+
+// Without calibration (source: haproxy) the external source is only the
+// fallback: not asked while the fast signal is live.
+func TestFreshFastAlone(t *testing.T) {
+	r := newFreshRig(t, false)
+	l, sig, err := r.run(t, time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, PipelineFast, sig.Pipeline)
+	assert.Equal(t, 50.0, l["s2"][0].Value)
+	assert.Equal(t, 1, r.ext.calls, "asked once, while the fast signal was starting")
+	assert.NotContains(t, sig.Servers["s1"].Note, "calibration")
+}
+
+// once: a fetch with no earlier read waits FirstWait and reads again.
+func TestFreshFirstWait(t *testing.T) {
+	r := newFreshRig(t, false)
+	r.src.cfg.FirstWait = 2 * time.Second
+	var slept time.Duration
+	r.src.cfg.Sleep = func(_ context.Context, d time.Duration) error {
+		slept += d
+		r.now = r.now.Add(d)
+		return nil
+	}
+	l, sig, err := r.src.FetchSignal(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, slept)
+	assert.Equal(t, FastLive, sig.Fast)
+	assert.Equal(t, 50.0, l["s1"][0].Value)
+}
+
+// Graphite: the window is the series' step, and points move to their bucket's end.
+func TestFreshStepWindow(t *testing.T) {
+	r := newFreshRig(t, true)
+	r.src.cfg.StepWindow = true
+	r.src.cal, r.src.calWindow = nil, 0
+	ext := &stepExternal{clock: &r.now, loads: r.ext.loads, step: 10 * time.Second}
+	r.src.cfg.External = ext
+	l, sig, err := r.run(t, 3*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, sig.Window)
+	assert.Zero(t, sig.Uncalibrated)
+	assert.InDelta(t, 1.5*50, l["s2"][0].Value, 1e-6)
+}
+
+// stepExternal answers a Graphite-like series: points every step, stamped at
+// their bucket's start, the last complete bucket included.
+type stepExternal struct {
+	clock *time.Time
+	loads map[string]float64
+	step  time.Duration
+}
+
+func (f *stepExternal) Fetch(context.Context) (Loads, error) {
+	out := Loads{}
+	end := f.clock.Truncate(f.step)
+	for name, v := range f.loads {
+		var s Series
+		for ts := end.Add(-6 * f.step); ts.Before(end); ts = ts.Add(f.step) {
+			s = append(s, Point{Time: ts, Value: v})
+		}
+		out[name] = s
+	}
+	return out, nil
+}
+
+// Whatever the fast reads hold, the combined loads are finite and not negative.
+func TestCombineFastNeverInvalid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	vals := []float64{0, 1, 1e300, math.MaxFloat64, -1, math.NaN(), math.Inf(1), math.Inf(-1), 5e-324}
+	pick := func() float64 {
+		if rng.IntN(3) == 0 {
+			return vals[rng.IntN(len(vals))]
+		}
+		return rng.Float64() * 1e6
+	}
+	for i := range 20000 {
+		prev := LocalRead{At: t0, Servers: map[string]LocalCounter{}}
+		cur := LocalRead{At: t0.Add(time.Duration(rng.IntN(4000)-500) * time.Millisecond), Servers: map[string]LocalCounter{}}
+		cal := map[string]Calibration{}
+		for _, n := range []string{"a", "b", "c"} {
+			prev.Servers[n] = LocalCounter{BytesIn: pick(), BytesOut: pick(), Sessions: pick()}
+			cur.Servers[n] = LocalCounter{BytesIn: pick(), BytesOut: pick(), Sessions: pick()}
+			if rng.IntN(2) == 0 {
+				cal[n] = Calibration{Factor: math.Abs(pick()), Calibrated: true}
+			}
+		}
+		for _, dir := range []Bytes{BytesIn, BytesOut, BytesBoth} {
+			loads, inputs := CombineFast(prev, cur, dir, cal)
+			for n, ser := range loads {
+				v := ser[0].Value
+				require.False(t, math.IsNaN(v) || math.IsInf(v, 0) || v < 0, "case %d %s: %v", i, n, v)
+				require.Contains(t, inputs, n)
+			}
+		}
+	}
+}
+
+// The calibrated loads of the Fresh source are never NaN, infinite or
+// negative, whatever the external source answers.
+func TestFreshLoadsNeverInvalid(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	r := newFreshRig(t, true)
+	bad := []float64{math.NaN(), math.Inf(1), -5, 0, 1e308}
+	for i := range 1500 {
+		for n := range r.ext.loads {
+			if rng.IntN(4) == 0 {
+				r.ext.loads[n] = bad[rng.IntN(len(bad))]
+			} else {
+				r.ext.loads[n] = rng.Float64() * 1000
+			}
+			r.local.rate[n] = rng.Float64() * 1000
+			r.local.sessions[n] = float64(rng.IntN(5))
+		}
+		l, _, err := r.step(t)
+		require.NoError(t, err)
+		for n, ser := range l {
+			for _, p := range ser {
+				if r.src.state == FastLive {
+					require.False(t, math.IsNaN(p.Value) || math.IsInf(p.Value, 0) || p.Value < 0, "step %d %s: %v", i, n, p.Value)
+				}
+			}
+		}
+	}
+}
+
+// RunCycle keeps the Signal and the plan's reasons say what the loads were.
+func TestRunCycleKeepsTheSignal(t *testing.T) {
+	r := newFreshRig(t, true)
+	_, _, err := r.run(t, 3*time.Minute)
+	require.NoError(t, err)
+	r.now = r.now.Add(2 * time.Second)
+	b := &Backend{Name: "be", Source: r.src, Target: &staticTarget{servers: up(100, 100, 100)},
+		Controller: mustController(t, DefaultPolicy())}
+	c := RunCycle(context.Background(), b, r.now, false)
+	require.NoError(t, c.Err)
+	require.NotNil(t, c.Signal)
+	assert.Equal(t, PipelineCalibrated, c.Signal.Pipeline)
+	for _, s := range c.Plan.Servers {
+		assert.True(t, strings.Contains(s.Reason, "fast ") && strings.Contains(s.Reason, "calibration"), s.Reason)
+	}
+
+	r.local.err = errors.New("dump failed")
+	r.now = r.now.Add(2 * time.Second)
+	c = RunCycle(context.Background(), b, r.now, false)
+	require.NoError(t, c.Err)
+	for _, s := range c.Plan.Servers {
+		assert.Contains(t, s.Reason, "external source alone (fast signal dead)")
+	}
+}
+
+type staticTarget struct{ servers []ServerState }
+
+func (s *staticTarget) Servers(context.Context) ([]ServerState, error) { return s.servers, nil }
+func (s *staticTarget) SetWeights(context.Context, []Change) error     { return nil }
