@@ -34,6 +34,7 @@ var (
 type Client struct {
 	cfg   Config
 	trace func(cmds []string) // tests: sees each round trip's commands
+	local localState          // the shared `show sess all` of ReadLocal (local.go)
 }
 
 // New returns a client for cfg. It does not connect: each operation dials.

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -157,8 +160,9 @@ var DefaultLocalBudget = LocalBudget{Share: time.Second, PerStream: 600 * time.M
 // of the Client's HAProxy, dumping again when the budget allows (one dump
 // serves every backend of the Client). An error means no dump could be read
 // (unreachable, a malformed or cut dump, the context's deadline): the reader's
-// counts are left as they were and the next call tries again, no sooner than
-// LocalBudget.Share after the failure.
+// counts are left as they were, and the next dump is tried no sooner than
+// LocalBudget.Share after the failure (calls meanwhile get the same error), so
+// an HAProxy in trouble is not asked for a dump by every backend.
 func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, error) {
 	if err := q.Validate(); err != nil {
 		return LocalReading{}, err
@@ -166,10 +170,134 @@ func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, er
 	if err := checkName("backend", b.name); err != nil {
 		return LocalReading{}, err
 	}
-	return LocalReading{}, errors.New("haproxy local signal: not implemented yet")
+	st := &b.c.local
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for {
+		if st.busy != nil {
+			// Another backend's call is dumping: its dump serves this one.
+			busy := st.busy
+			st.mu.Unlock()
+			select {
+			case <-busy:
+			case <-ctx.Done():
+				st.mu.Lock()
+				return LocalReading{}, fmt.Errorf("backend %s: local signal: waiting for the dump: %w", b.name, ctx.Err())
+			}
+			st.mu.Lock()
+			continue
+		}
+		now := st.clock()
+		if st.acc != nil && now.Before(st.next) {
+			break
+		}
+		if st.failErr != nil && now.Sub(st.failed) < st.budgetOf().Share {
+			return LocalReading{}, fmt.Errorf("backend %s: local signal: %w", b.name, st.failErr)
+		}
+		busy := make(chan struct{})
+		st.busy = busy
+		st.mu.Unlock()
+		d, err := b.c.localDump(ctx, st.clock)
+		st.mu.Lock()
+		st.busy = nil
+		close(busy)
+		if err != nil {
+			st.failed, st.failErr = st.clock(), err
+			return LocalReading{}, fmt.Errorf("backend %s: local signal: %w", b.name, err)
+		}
+		st.failErr = nil
+		if st.acc == nil {
+			st.acc = newLocalAcc()
+		}
+		st.acc.apply(d.localDump)
+		p := st.budgetOf()
+		st.next = d.began.Add(max(p.Share, time.Duration(d.total)*p.PerStream))
+		st.took = d.took
+		break
+	}
+	r := st.acc.reading(b.name, q, st.budgetOf().DeadAfter)
+	r.Took, r.Next = st.took, st.next
+	r.Age = max(st.clock().Sub(r.At), 0)
+	return r, nil
 }
 
-// SetLocalBudget replaces the budget of the Client's dumps (zero fields keep
-// their defaults). The daemon sets Share to a little less than its interval
-// when its backends' cycles are in step.
-func (c *Client) SetLocalBudget(p LocalBudget) {}
+// localState is a Client's shared dump and what it has accumulated: one
+// `show sess all` serves every backend read through the Client.
+type localState struct {
+	mu      sync.Mutex
+	budget  LocalBudget
+	now     func() time.Time // tests set it
+	acc     *localAcc        // nil until the first dump
+	busy    chan struct{}    // non-nil while a dump runs; closed when it ends
+	next    time.Time        // no dump before this (the budget)
+	took    time.Duration    // the newest dump's duration
+	failed  time.Time        // when the newest dump failed, if failErr
+	failErr error
+}
+
+func (st *localState) clock() time.Time {
+	if st.now != nil {
+		return st.now()
+	}
+	return time.Now()
+}
+
+// budgetOf returns the budget with defaults for unset fields.
+func (st *localState) budgetOf() LocalBudget {
+	p := st.budget
+	if p.Share <= 0 {
+		p.Share = DefaultLocalBudget.Share
+	}
+	if p.PerStream <= 0 {
+		p.PerStream = DefaultLocalBudget.PerStream
+	}
+	if p.DeadAfter <= 0 {
+		p.DeadAfter = DefaultLocalBudget.DeadAfter
+	}
+	return p
+}
+
+// SetLocalBudget replaces the budget of the Client's dumps; zero fields keep
+// their defaults. It applies from the next dump on.
+func (c *Client) SetLocalBudget(p LocalBudget) {
+	c.local.mu.Lock()
+	defer c.local.mu.Unlock()
+	c.local.budget = p
+}
+
+// timedDump is a localDump with when it began and how long it took.
+type timedDump struct {
+	localDump
+	began time.Time
+	took  time.Duration
+}
+
+// localDump reads one `show sess all` and keeps what the accumulation needs of
+// each stream of a backend (the CLI's streams, and streams before a backend is
+// chosen, are left out). It is stamped with the middle of the dump: HAProxy
+// writes the streams one after the other while it runs.
+func (c *Client) localDump(ctx context.Context, now func() time.Time) (timedDump, error) {
+	var maxSerial uint64
+	began := now()
+	d, err := c.dumpSessions(ctx, "show sess all", func(s *Session) bool {
+		maxSerial = max(maxSerial, s.Serial)
+		return s.Frontend != cliFrontend && s.Backend != ""
+	})
+	ended := now()
+	if err != nil {
+		return timedDump{}, fmt.Errorf("show sess all: %w", err)
+	}
+	out := timedDump{began: began, took: ended.Sub(began)}
+	out.at = began.Add(out.took / 2)
+	out.maxSerial, out.total, out.torn = maxSerial, d.streams, d.torn
+	out.streams = make([]dumpedStream, 0, len(d.sessions))
+	for _, s := range d.sessions {
+		id, err := strconv.ParseUint(strings.TrimPrefix(s.ID, "0x"), 16, 64)
+		if err != nil || !strings.HasPrefix(s.ID, "0x") {
+			return timedDump{}, fmt.Errorf("show sess all: %w: stream id %q", ErrBadReply, s.ID)
+		}
+		out.streams = append(out.streams, dumpedStream{key: streamKey{id, s.Serial}, backend: s.Backend, server: s.Server,
+			in: uint64(s.ReqBytes), out: uint64(s.ResBytes), age: s.Age})
+	}
+	return out, nil
+}
