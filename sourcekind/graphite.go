@@ -15,6 +15,8 @@ func init() {
 			return sources.NewGraphite(c, env.Log)
 		},
 		ServerMap: func(c sources.GraphiteConfig) map[string]string { return c.ServerMap },
+		// A Graphite point is its bucket's aggregate, stamped at the bucket's start.
+		Window: func(sources.GraphiteConfig) Window { return Window{FromStep: true, How: "the series' step"} },
 		Flags: []Flag[sources.GraphiteConfig]{
 			{Name: "graphite-url", Key: "url", Usage: "Graphite base URL (load source)",
 				Set: func(c *sources.GraphiteConfig, v string) { c.URL = v }},

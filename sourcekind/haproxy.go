@@ -20,6 +20,17 @@ func init() {
 			}
 			return haproxy.NewStatsSource(c, env.Backend, env.Stats, env.Log)
 		},
+		// HAProxy's byte counters are what the fast signal reads live; a
+		// session count is another load, which it cannot stand for.
+		FastBytes: func(c haproxy.StatsConfig) (weighter.Bytes, bool) {
+			switch c.Counter {
+			case haproxy.CounterBytesIn:
+				return weighter.BytesIn, true
+			case haproxy.CounterBytesOut:
+				return weighter.BytesOut, true
+			}
+			return "", false
+		},
 		Flags: []Flag[haproxy.StatsConfig]{
 			{Name: "haproxy-counter", Key: "counter", Message: "haproxy source:",
 				Usage: "use HAProxy's own statistics as load: bytes_in, bytes_out, sessions_total, current_sessions",

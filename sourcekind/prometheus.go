@@ -1,6 +1,8 @@
 package sourcekind
 
 import (
+	"github.com/prometheus/common/model"
+
 	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -15,6 +17,14 @@ func init() {
 			return sources.NewPrometheus(c, env.Log)
 		},
 		ServerMap: func(c sources.PrometheusConfig) map[string]string { return c.ServerMap },
+		// A point of rate(x[1m]) averages the last minute: the largest range
+		// in the query is the span of its value.
+		Window: func(c sources.PrometheusConfig) Window {
+			if d, ok := sources.PromQLWindow(c.Query); ok {
+				return Window{Span: d, How: "the query's range [" + model.Duration(d).String() + "]"}
+			}
+			return Window{}
+		},
 		Flags: []Flag[sources.PrometheusConfig]{
 			{Name: "prometheus-url", Key: "url", Usage: "Prometheus base URL (load source)",
 				Set: func(c *sources.PrometheusConfig, v string) { c.URL = v }},

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -50,6 +51,28 @@ type Spec[C any] struct {
 	ReadsHAProxy bool
 	// Flags describe one backend's source of this kind on the command line.
 	Flags []Flag[C]
+	// Window, if set, makes the kind an external metric that calibrates
+	// HAProxy's fast signal: it says the span each of its points averages
+	// over. A kind without it (HAProxy's own statistics) is only the fast
+	// signal's fallback.
+	Window func(C) Window
+	// FastBytes, if set, says which bytes the fast signal weighs for this
+	// configuration, or false when the fast signal cannot stand for it (a
+	// session count): the source is then used as it is. Unset: both directions.
+	FastBytes func(C) (weighter.Bytes, bool)
+}
+
+// Window is the span an external metric's points average over, for the
+// calibration (docs/fresh-by-default.md: the local load is averaged over the
+// same span, ending at the point's time).
+type Window struct {
+	// Span is the window; 0 when the configuration does not say it.
+	Span time.Duration
+	// FromStep: each point covers its series' step and is stamped at the
+	// step's start (Graphite), so the span is learnt from the series.
+	FromStep bool
+	// How says where Span came from, for the start log ("the query's [1m]").
+	How string
 }
 
 // Flag is a command-line flag that sets one key of a kind's configuration.
@@ -78,6 +101,8 @@ type Kind struct {
 	validate   func(any) error
 	build      func(any, Env) (weighter.Source, error)
 	serverMap  func(any) map[string]string
+	window     func(any) Window
+	fastBytes  func(any) (weighter.Bytes, bool)
 }
 
 // KindFlag is a Flag of some kind.
@@ -106,6 +131,12 @@ func Register[C any](s Spec[C]) *Kind {
 	}
 	if s.ServerMap != nil {
 		k.serverMap = func(c any) map[string]string { return s.ServerMap(*c.(*C)) }
+	}
+	if s.Window != nil {
+		k.window = func(c any) Window { return s.Window(*c.(*C)) }
+	}
+	if s.FastBytes != nil {
+		k.fastBytes = func(c any) (weighter.Bytes, bool) { return s.FastBytes(*c.(*C)) }
 	}
 	for _, f := range s.Flags {
 		set, msg := f.Set, f.Message
@@ -178,6 +209,28 @@ func (k *Kind) ServerMap(cfg any) map[string]string {
 		return nil
 	}
 	return k.serverMap(cfg)
+}
+
+// Calibrates reports whether the kind is an external metric that calibrates
+// the fast signal (rather than only standing in for it).
+func (k *Kind) Calibrates() bool { return k.window != nil }
+
+// Window returns the span cfg's points average over (a zero Window for a
+// kind that does not calibrate).
+func (k *Kind) Window(cfg any) Window {
+	if k.window == nil {
+		return Window{}
+	}
+	return k.window(cfg)
+}
+
+// FastBytes returns the bytes the fast signal weighs for cfg, and false
+// when the fast signal cannot stand for what cfg measures.
+func (k *Kind) FastBytes(cfg any) (weighter.Bytes, bool) {
+	if k.fastBytes == nil {
+		return weighter.BytesBoth, true
+	}
+	return k.fastBytes(cfg)
 }
 
 // Set applies a flag's value to cfg, a pointer returned by Default.
