@@ -53,6 +53,11 @@ type Backend struct {
 	Source Source `yaml:"source"`
 	// IPVS, when set, makes this backend an IPVS virtual service instead of an HAProxy backend.
 	IPVS *lvs.Config `yaml:"ipvs"`
+	// FastSignal is "on" (the default) or "off": whether an HAProxy backend
+	// weighs by HAProxy's fast local signal, calibrated by the source.
+	FastSignal string `yaml:"fast_signal"`
+	// Calibration tunes how the source calibrates the fast signal.
+	Calibration Calibration `yaml:"calibration"`
 	// Policy holds the weighting function and the guards around it.
 	weighter.Policy `yaml:",inline"`
 }
@@ -61,15 +66,16 @@ type Backend struct {
 // list items from zero values, so the defaults are set here rather than
 // before decoding.
 func (b *Backend) UnmarshalYAML(unmarshal func(any) error) error {
-	*b = Backend{Policy: weighter.DefaultPolicy()}
+	*b = newBackend()
 	type plain Backend // without this method, so that unmarshal does not come back here
 	return unmarshal((*plain)(b))
 }
 
-// Default returns a configuration with every top-level default and no backends.
+// Default returns a configuration with every top-level default and no
+// backends; its interval is set by Validate, from the backends.
 func Default() Config {
 	return Config{
-		Interval: DefaultInterval,
+		Interval: intervalAuto,
 		Jitter:   DefaultJitter,
 		Listen:   DefaultListen,
 		HAProxy:  haproxy.Config{Socket: DefaultSocket},
@@ -85,8 +91,10 @@ func (c *Config) CycleTimeout() time.Duration {
 }
 
 // Validate checks the values that decoding alone cannot. Each problem is a
-// *FieldError naming the key it is about.
+// *FieldError naming the key it is about. An interval left unset gets its
+// default here, which depends on the backends (resolveInterval).
 func (c *Config) Validate() error {
+	c.resolveInterval()
 	var problems []*FieldError
 	add := func(err error, keys ...any) { problems = append(problems, fieldErr(err, keys...)) }
 	if c.Interval < MinInterval {
@@ -172,6 +180,7 @@ func (b *Backend) validate() []*FieldError {
 		}
 	}
 	problems = append(problems, b.Source.validate(b.IPVS == nil)...)
+	problems = append(problems, b.validateFast()...)
 	if b.IPVS != nil {
 		problems = append(problems, attributed(backendType, b.IPVS.Validate())...)
 		if b.Source.NeedsHAProxy() {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
-	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // Flags describe a single backend on the command line, without a file.
@@ -46,7 +45,8 @@ func FromFlags(f Flags) (*Config, error) {
 	if f.Listen != nil {
 		cfg.Listen = *f.Listen
 	}
-	b := Backend{Name: f.Backend, Policy: weighter.DefaultPolicy()}
+	b := newBackend()
+	b.Name = f.Backend
 	b.Function = cmp.Or(f.Function, b.Function)
 	if f.LimitingFactor != nil {
 		b.LimitingFactor = *f.LimitingFactor

@@ -1,0 +1,157 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Defaults of the fast signal and its calibration (docs/fresh-by-default.md).
+const (
+	// DefaultFastInterval is the interval when a backend reads HAProxy's fast
+	// signal: data age is what limits the weighting (the simulator sweep), and
+	// one `show sess all` every 2 s costs HAProxy well under 1 % of a core up to
+	// some 10,000 streams (docs/haproxy-stream-counters.md).
+	DefaultFastInterval = 2 * time.Second
+	// DefaultRefresh is how often the external source is asked while the fast
+	// signal carries the weights: 15 s is the usual Prometheus scrape interval
+	// and finer than any Graphite retention in use, so a point rarely changes
+	// between two asks, while the calibration's 5 min half-life makes one
+	// missed point cost nothing. Range queries and Graphite return every point
+	// since the last ask anyway.
+	DefaultRefresh = 15 * time.Second
+	// DefaultCalibrationWindow is the window assumed when the source's
+	// configuration does not say it (a query without a range selector): the
+	// README's rate(...[1m]). A wrong window biases a server's factor only
+	// while its load changes within the window, and the start log says it.
+	DefaultCalibrationWindow = time.Minute
+	// FastOn and FastOff are the values of fast_signal.
+	FastOn  = "on"
+	FastOff = "off"
+	// intervalAuto marks an interval the file did not set: it becomes
+	// DefaultFastInterval or DefaultInterval once the backends are known.
+	intervalAuto time.Duration = math.MinInt64
+)
+
+// Calibration is a backend's `calibration:` block: how the external metric
+// calibrates the fast signal. The defaults are the research's; only window
+// is commonly set, when the source's configuration does not say it.
+type Calibration struct {
+	// Window is the span each external point averages over; 0 infers it
+	// from the source (the query's range, Graphite's step).
+	Window    time.Duration `yaml:"window"`
+	HalfLife  time.Duration `yaml:"half_life"`
+	Hold      time.Duration `yaml:"hold"`
+	MaxFactor float64       `yaml:"max_factor"`
+	// Refresh is how often the external source is asked while the fast
+	// signal carries the weights.
+	Refresh time.Duration `yaml:"refresh"`
+}
+
+// DefaultCalibration returns the calibration defaults.
+func DefaultCalibration() Calibration {
+	p := weighter.DefaultCalibration(0)
+	return Calibration{HalfLife: p.HalfLife, Hold: p.Hold, MaxFactor: p.MaxFactor, Refresh: DefaultRefresh}
+}
+
+func (c Calibration) validate() error {
+	var errs []error
+	if c.Window < 0 {
+		errs = append(errs, fmt.Errorf("calibration: window must be >= 0 (0 = from the source), got %s", c.Window))
+	}
+	if c.HalfLife < 0 {
+		errs = append(errs, fmt.Errorf("calibration: half_life must be >= 0, got %s", c.HalfLife))
+	}
+	if c.Hold <= 0 {
+		errs = append(errs, fmt.Errorf("calibration: hold must be > 0, got %s", c.Hold))
+	}
+	if !(c.MaxFactor > 1) || math.IsInf(c.MaxFactor, 0) {
+		errs = append(errs, fmt.Errorf("calibration: max_factor must be > 1, got %g", c.MaxFactor))
+	}
+	if c.Refresh <= 0 {
+		errs = append(errs, fmt.Errorf("calibration: refresh must be > 0, got %s", c.Refresh))
+	}
+	return errors.Join(errs...)
+}
+
+// newBackend returns a backend with every default, as the file's decoder
+// and the flags start from.
+func newBackend() Backend {
+	return Backend{Policy: weighter.DefaultPolicy(), FastSignal: FastOn, Calibration: DefaultCalibration()}
+}
+
+// UsesFastSignal reports whether the backend weighs by HAProxy's fast local
+// signal: an HAProxy backend (IPVS has no byte counters per connection)
+// whose fast_signal is on and whose source the fast signal can stand for
+// (not a session count).
+func (b *Backend) UsesFastSignal() bool {
+	if b.IPVS != nil || b.FastSignal == FastOff || b.Source.kind == nil {
+		return false
+	}
+	_, ok := b.Source.kind.FastBytes(b.Source.Config())
+	return ok
+}
+
+// FastBytes is the traffic direction the fast signal weighs.
+func (b *Backend) FastBytes() weighter.Bytes {
+	if b.Source.kind == nil {
+		return weighter.BytesBoth
+	}
+	d, _ := b.Source.kind.FastBytes(b.Source.Config())
+	return d
+}
+
+// Calibrates reports whether the backend's source calibrates the fast signal
+// (an external metric), rather than only standing in for it.
+func (b *Backend) Calibrates() bool {
+	return b.Source.kind != nil && b.Source.kind.Calibrates()
+}
+
+// CalibrationPolicy returns the calibration of the backend, its window
+// (from the calibration block, else from the source) and where the window
+// came from. When neither says it, the window is DefaultCalibrationWindow
+// and how says so: the daemon logs it at start.
+func (b *Backend) CalibrationPolicy() (p weighter.CalibrationPolicy, w sourcekind.Window) {
+	p = weighter.DefaultCalibration(0)
+	p.HalfLife, p.Hold, p.MaxFactor = b.Calibration.HalfLife, b.Calibration.Hold, b.Calibration.MaxFactor
+	switch {
+	case b.Calibration.Window > 0:
+		w = sourcekind.Window{Span: b.Calibration.Window, How: "calibration.window"}
+	case b.Source.kind != nil:
+		w = b.Source.kind.Window(b.Source.Config())
+	}
+	if w.Span == 0 && !w.FromStep {
+		w = sourcekind.Window{Span: DefaultCalibrationWindow,
+			How: fmt.Sprintf("assumed: the source does not say its window (no range selector in the query); set calibration.window (default %s)", DefaultCalibrationWindow)}
+	}
+	p.Window = w.Span
+	return p, w
+}
+
+// resolveInterval gives an interval the file or flags left unset its
+// default: DefaultFastInterval when a backend reads the fast signal, which
+// is worth reading often, else DefaultInterval.
+func (c *Config) resolveInterval() {
+	if c.Interval != intervalAuto {
+		return
+	}
+	c.Interval = DefaultInterval
+	for i := range c.Backends {
+		if c.Backends[i].UsesFastSignal() {
+			c.Interval = DefaultFastInterval
+		}
+	}
+}
+
+// validateFast checks fast_signal and the calibration block.
+func (b *Backend) validateFast() []*FieldError {
+	var problems []*FieldError
+	if b.FastSignal != FastOn && b.FastSignal != FastOff {
+		problems = append(problems, fieldErr(fmt.Errorf("fast_signal: want %s or %s, got %q", FastOn, FastOff, b.FastSignal), "fast_signal"))
+	}
+	return append(problems, attributed(backendType, b.Calibration.validate())...)
+}
