@@ -67,7 +67,7 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	fetchCtx, cancel := keepForWrite(ctx)
 	var loads Loads
 	if ss, ok := b.Source.(SignalSource); ok {
-		loads, c.Signal, err = ss.FetchSignal(fetchCtx)
+		loads, c.Signal, err = ss.FetchSignal(fetchCtx, servers)
 	} else {
 		loads, err = b.Source.Fetch(fetchCtx)
 	}

@@ -8,32 +8,44 @@ import (
 )
 
 // LocalCounter is one server's fast local signal at one read: what this
-// balancer has sent it so far and how many connections it holds.
+// balancer has sent it and how many connections it held.
 type LocalCounter struct {
-	// BytesIn and BytesOut are cumulative bytes of the server's connections,
-	// client to server and server to client: those of closed connections plus
-	// the open streams' totals so far. Only their differences between two reads
-	// are used, so any origin does; a value lower than the previous read's
-	// (HAProxy reloaded) restarts the server's rate.
-	BytesIn, BytesOut float64
-	// Sessions is the server's open connections at the read.
+	// Bytes is the cumulative bytes of the server's connections (the
+	// direction the reader was asked for). Only its differences mean anything;
+	// the Calibrator takes it as its counter.
+	Bytes float64
+	// Rate is Bytes' rate since the reader's previous read (bytes/s).
+	Rate float64
+	// Sessions is the mean number of open connections over the same span.
 	Sessions float64
+	// Reset: the reader has no earlier value for the server (its first read,
+	// or the server is new): Rate means nothing yet.
+	Reset bool
 }
 
 // LocalRead is one read of a backend's fast local signal.
 type LocalRead struct {
-	At      time.Time
-	Servers map[string]LocalCounter
+	// At is when HAProxy was read; Since the previous read's At (zero at the
+	// first). A reader may return the same read again (At not newer) between
+	// two reads of HAProxy.
+	At, Since time.Time
+	Servers   map[string]LocalCounter
 	// Streams is how many streams the read went through (all proxies'), 0 when
 	// the reader does not say: what the read costs HAProxy grows with it.
 	Streams int
+	// Age is how old the read was when returned.
+	Age time.Duration
+	// Dead is non-nil when the reader found the signal dead: connections
+	// open on the servers and no byte of theirs moving for several reads.
+	Dead error
 }
 
 // LocalReader reads the fast local signal of one backend (HAProxy's
-// per-server byte counters and open sessions). The haproxy package implements
-// it; the weighter only combines what it reads.
+// per-server byte counters and open sessions) for the named servers, each
+// of which gets an entry (0 bytes when it carries no connection). The
+// haproxy package implements it; the weighter only combines what it reads.
 type LocalReader interface {
-	ReadLocal(ctx context.Context) (LocalRead, error)
+	ReadLocal(ctx context.Context, servers []string) (LocalRead, error)
 }
 
 // Bytes says which direction of a server's traffic is its fast load.
@@ -45,17 +57,6 @@ const (
 	BytesOut  Bytes = "out"  // server to client (responses, downloads)
 	BytesBoth Bytes = "both" // both: the calibration absorbs the servers' mix
 )
-
-// Of returns the counter of c in direction d.
-func (d Bytes) Of(c LocalCounter) float64 {
-	switch d {
-	case BytesIn:
-		return c.BytesIn
-	case BytesOut:
-		return c.BytesOut
-	}
-	return c.BytesIn + c.BytesOut
-}
 
 // FastInput is what one server's load of a fast cycle was made of: its load
 // is Factor × Local / max(Sessions, 1).
@@ -71,31 +72,21 @@ type FastInput struct {
 	Note string `json:"note,omitempty"`
 }
 
-// CombineFast turns two reads of the fast signal and each server's
-// calibration into loads per connection now, x_i = c_i · local_i /
-// max(sess_i, 1), one point per server at cur.At. local_i is the server's
-// byte rate between the reads and sess_i the mean of its open sessions at
-// both. A server missing from either read, whose counter went backwards, or
-// whose inputs are not finite gets no point (the Controller treats it as
+// CombineFast turns a read of the fast signal and each server's calibration
+// into loads per connection now, x_i = c_i · local_i / max(sess_i, 1), one
+// point per server at r.At: local_i is the server's byte rate since the
+// reader's previous read and sess_i its mean open sessions over the same
+// span. A server the reader has no rate for yet (Reset), or whose inputs are
+// not finite and not negative, gets no point (the Controller treats it as
 // missing data). A server without a calibration gets factor 1. Pure.
-func CombineFast(prev, cur LocalRead, dir Bytes, cal map[string]Calibration) (Loads, map[string]FastInput) {
+func CombineFast(r LocalRead, cal map[string]Calibration) (Loads, map[string]FastInput) {
 	loads := Loads{}
 	inputs := map[string]FastInput{}
-	dt := cur.At.Sub(prev.At).Seconds()
-	if !(dt > 0) {
-		return loads, inputs
-	}
-	for name, c := range cur.Servers {
-		p, ok := prev.Servers[name]
-		if !ok {
+	for name, c := range r.Servers {
+		if c.Reset || !(c.Rate >= 0) || math.IsInf(c.Rate, 0) {
 			continue
 		}
-		delta := dir.Of(c) - dir.Of(p)
-		if !(delta >= 0) || math.IsInf(delta, 0) {
-			continue // counter reset, NaN or infinite: no rate this cycle
-		}
-		local := delta / dt
-		sess := (p.Sessions + c.Sessions) / 2
+		sess := c.Sessions
 		if !(sess >= 0) || math.IsInf(sess, 0) {
 			sess = 0
 		}
@@ -103,12 +94,12 @@ func CombineFast(prev, cur LocalRead, dir Bytes, cal map[string]Calibration) (Lo
 		if !ok {
 			k = Calibration{Factor: 1}
 		}
-		x := k.Apply(local, sess)
+		x := k.Apply(c.Rate, sess)
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 			continue
 		}
-		loads[name] = Series{{Time: cur.At, Value: x}}
-		inputs[name] = FastInput{Local: local, Sessions: sess, Factor: k.Factor, Calibrated: k.Calibrated, Note: k.Reason}
+		loads[name] = Series{{Time: r.At, Value: x}}
+		inputs[name] = FastInput{Local: c.Rate, Sessions: sess, Factor: k.Factor, Calibrated: k.Calibrated, Note: k.Reason}
 	}
 	return loads, inputs
 }

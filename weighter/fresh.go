@@ -42,8 +42,10 @@ type Signal struct {
 	Pipeline   string    `json:"pipeline"`
 	Fast       FastState `json:"fast"`
 	FastReason string    `json:"fast_reason,omitempty"`
-	// Streams is how many streams the fast read went through (0: unknown).
-	Streams int `json:"streams,omitempty"`
+	// Streams is how many streams the fast read went through (0: unknown),
+	// FastAge how old the read was.
+	Streams int           `json:"streams,omitempty"`
+	FastAge time.Duration `json:"-"`
 	// Calibrate tells whether the external source calibrates the fast signal
 	// (false: it is only the fallback, `source: haproxy`).
 	Calibrate bool `json:"calibrate"`
@@ -63,11 +65,11 @@ type Signal struct {
 }
 
 // SignalSource is a Source that also says what its loads were made of.
-// RunCycle calls FetchSignal instead of Fetch and keeps the Signal in the
-// Cycle, even when the fetch failed.
+// RunCycle calls FetchSignal, with the servers it read, instead of Fetch and
+// keeps the Signal in the Cycle, even when the fetch failed.
 type SignalSource interface {
 	Source
-	FetchSignal(ctx context.Context) (Loads, *Signal, error)
+	FetchSignal(ctx context.Context, servers []ServerState) (Loads, *Signal, error)
 }
 
 // FreshConfig configures a Fresh source.
@@ -87,14 +89,6 @@ type FreshConfig struct {
 	// Refresh is how often the external source is asked while the fast signal
 	// is live (it is asked every cycle when it is the load).
 	Refresh time.Duration
-	// Bytes is the direction of the fast load.
-	Bytes Bytes
-	// DeadAfter is how many consecutive reads with sessions open and no byte
-	// moving make the signal dead.
-	DeadAfter int
-	// MaxGap: two reads further apart do not make a rate (the signal starts
-	// again, as after a restart).
-	MaxGap time.Duration
 	// FirstWait, when set, makes a Fetch without an earlier read read twice,
 	// this far apart (a single cycle: once).
 	FirstWait time.Duration
@@ -115,8 +109,7 @@ type Fresh struct {
 	mu        sync.Mutex
 	cal       *Calibrator
 	calWindow time.Duration // the window cal was built for (StepWindow)
-	prev      *LocalRead    // the last successful fast read
-	still     int           // consecutive reads with sessions open and no byte moving
+	last      *LocalRead    // the last successful fast read
 	state     FastState
 	reason    string
 	fetchedAt time.Time // when the external source was last asked
@@ -137,10 +130,6 @@ func NewFresh(cfg FreshConfig) (*Fresh, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
-	if cfg.Bytes == "" {
-		cfg.Bytes = BytesBoth
-	}
-	cfg.DeadAfter = max(cfg.DeadAfter, 1)
 	f := &Fresh{cfg: cfg, state: FastStarting}
 	if cfg.Calibrate && !cfg.StepWindow {
 		c, err := NewCalibrator(cfg.Calibration)
@@ -169,47 +158,49 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Fetch returns the loads of FetchSignal.
+// Fetch returns the loads of FetchSignal, for servers the fast reader finds.
 func (f *Fresh) Fetch(ctx context.Context) (Loads, error) {
-	l, _, err := f.FetchSignal(ctx)
+	l, _, err := f.FetchSignal(ctx, nil)
 	return l, err
 }
 
 // Prime reads the fast signal once, so that the first cycle has a rate.
-func (f *Fresh) Prime(ctx context.Context) error {
+func (f *Fresh) Prime(ctx context.Context, servers []string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_, _, err := f.readFast(ctx)
+	_, _, err := f.readFast(ctx, servers)
 	return err
 }
 
-// FetchSignal reads the fast signal, asks the external source when due, and
-// returns the fast loads (calibrated when it can) or, when the fast signal
-// is not live, the external loads. An external failure fails the cycle only
-// when the external loads were the ones needed.
-func (f *Fresh) FetchSignal(ctx context.Context) (Loads, *Signal, error) {
+// FetchSignal reads the fast signal of servers, asks the external source
+// when due, and returns the fast loads (calibrated when it can) or, when the
+// fast signal is not live, the external loads. An external failure fails the
+// cycle only when the external loads were the ones needed.
+func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, *Signal, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.prev == nil && f.cfg.FirstWait > 0 {
-		if _, _, err := f.readFast(ctx); err == nil {
+	names := make([]string, len(servers))
+	for i, s := range servers {
+		names[i] = s.Name
+	}
+	if f.last == nil && f.cfg.FirstWait > 0 {
+		if _, _, err := f.readFast(ctx, names); err == nil {
 			if err := f.cfg.Sleep(ctx, f.cfg.FirstWait); err != nil {
 				return nil, f.signal(), fmt.Errorf("wait for a second fast read: %w", err)
 			}
 		}
 	}
-	prev := f.prev
-	cur, ok, ferr := f.readFast(ctx)
+	cur, ok, ferr := f.readFast(ctx, names)
 	sig := f.signal()
 	if ok {
-		sig.Streams = cur.Streams
+		sig.Streams, sig.FastAge = cur.Streams, cur.Age
 	}
 	live := f.state == FastLive
 	// External: every cycle when it is the load, else every Refresh; a
 	// failure waits for the next Refresh too, so a dead metrics source is not
 	// asked every 2 s while the fast signal carries the weights.
 	now := f.cfg.Now()
-	needed := !live
-	due := needed || (f.cfg.Calibrate && (f.fetchedAt.IsZero() || now.Sub(f.fetchedAt) >= f.cfg.Refresh))
+	due := !live || (f.cfg.Calibrate && (f.fetchedAt.IsZero() || now.Sub(f.fetchedAt) >= f.cfg.Refresh))
 	var ext Loads
 	var eerr error
 	if due {
@@ -226,7 +217,6 @@ func (f *Fresh) FetchSignal(ctx context.Context) (Loads, *Signal, error) {
 		f.cal.External(f.ext) // re-offered: a point newer than the newest read waits for the next one
 	}
 	sig.Window = f.calWindow
-	sig.ExternalAge = -1
 	if !f.newestExt.IsZero() {
 		sig.ExternalAge = now.Sub(f.newestExt)
 	}
@@ -240,21 +230,21 @@ func (f *Fresh) FetchSignal(ctx context.Context) (Loads, *Signal, error) {
 		}
 		return ext, sig, nil
 	}
-	names := slices.Sorted(maps.Keys(cur.Servers))
 	var cal map[string]Calibration
 	sig.Pipeline = PipelineFast
 	if f.cfg.Calibrate {
 		sig.Pipeline = PipelineCalibrated
+		all := slices.Sorted(maps.Keys(cur.Servers))
 		if f.cal != nil {
-			cal = f.cal.Factors(cur.At, names)
+			cal = f.cal.Factors(cur.At, all)
 		} else {
 			cal = map[string]Calibration{}
-			for _, n := range names {
+			for _, n := range all {
 				cal[n] = Calibration{Factor: 1, Reason: "no calibration yet (the external series' step is not known yet)"}
 			}
 		}
 	}
-	loads, inputs := CombineFast(*prev, cur, f.cfg.Bytes, cal)
+	loads, inputs := CombineFast(cur, cal)
 	for name, in := range inputs {
 		if f.cfg.Calibrate && !in.Calibrated {
 			sig.Uncalibrated++
@@ -271,53 +261,55 @@ func (f *Fresh) signal() *Signal {
 	return &Signal{Fast: f.state, FastReason: f.reason, Calibrate: f.cfg.Calibrate, ExternalAge: -1}
 }
 
-// readFast reads the fast signal and moves its state; it returns the read
-// and whether it succeeded. The Calibrator gets every good read.
-func (f *Fresh) readFast(ctx context.Context) (LocalRead, bool, error) {
-	cur, err := f.cfg.Fast.ReadLocal(ctx)
+// readFast reads the fast signal and sets its state from the read; it
+// returns the read and whether it succeeded. The Calibrator gets every
+// good read (it ignores one it has seen).
+func (f *Fresh) readFast(ctx context.Context, names []string) (LocalRead, bool, error) {
+	cur, err := f.cfg.Fast.ReadLocal(ctx, names)
 	if err != nil {
-		f.state, f.reason, f.still = FastDead, "fast signal read failed: "+err.Error(), 0
+		f.state, f.reason = FastDead, "fast signal read failed: "+err.Error()
 		return cur, false, err
 	}
-	prev := f.prev
-	f.prev = &cur
+	f.last = &cur
 	if f.cal != nil {
-		counters := make(map[string]float64, len(cur.Servers))
-		for name, c := range cur.Servers {
-			counters[name] = f.cfg.Bytes.Of(c)
-		}
-		f.cal.Local(cur.At, counters)
+		f.cal.Local(cur.At, counters(cur))
 	}
-	if prev == nil || !cur.At.After(prev.At) || (f.cfg.MaxGap > 0 && cur.At.Sub(prev.At) > f.cfg.MaxGap) {
-		f.state, f.reason, f.still = FastStarting, "one read so far; a rate needs two", 0
-		return cur, true, nil
+	f.state, f.reason = fastState(cur)
+	return cur, true, nil
+}
+
+// fastState is the state a read shows: dead as the reader says, starting
+// while no server has a rate, idle when nothing is open and nothing moved
+// (the signal then says nothing about the servers), else live.
+func fastState(r LocalRead) (FastState, string) {
+	if r.Dead != nil {
+		return FastDead, r.Dead.Error()
 	}
-	moved, open := false, 0.0
-	for name, c := range cur.Servers {
-		if p, ok := prev.Servers[name]; ok && f.cfg.Bytes.Of(c) != f.cfg.Bytes.Of(p) {
-			moved = true
+	rated, busy := false, false
+	for _, c := range r.Servers {
+		if c.Reset {
+			continue
 		}
-		if c.Sessions > 0 {
-			open += c.Sessions
+		rated = true
+		if c.Rate > 0 || c.Sessions > 0 {
+			busy = true
 		}
 	}
 	switch {
-	case moved:
-		f.state, f.reason, f.still = FastLive, "", 0
-	case open == 0:
-		f.state, f.reason, f.still = FastIdle, "no connection open and no byte moved through HAProxy", 0
-	default:
-		f.still++
-		if f.still >= f.cfg.DeadAfter {
-			f.state = FastDead
-			f.reason = fmt.Sprintf("no byte moved in %d reads while %.0f sessions were open", f.still, open)
-		}
-		// Before that, a pause of the traffic keeps the state it had.
-		if f.state == FastStarting || f.state == FastIdle {
-			f.state, f.reason = FastLive, ""
-		}
+	case r.Since.IsZero() || !rated:
+		return FastStarting, "one read so far; a rate needs two"
+	case !busy:
+		return FastIdle, "no connection open and no byte moved through HAProxy"
 	}
-	return cur, true, nil
+	return FastLive, ""
+}
+
+func counters(r LocalRead) map[string]float64 {
+	out := make(map[string]float64, len(r.Servers))
+	for name, c := range r.Servers {
+		out[name] = c.Bytes
+	}
+	return out
 }
 
 // keepExternal keeps the external source's answer for the calibration:
@@ -337,12 +329,8 @@ func (f *Fresh) keepExternal(ext Loads) {
 				return
 			}
 			f.cal, f.calWindow = c, step
-			if f.prev != nil {
-				counters := make(map[string]float64, len(f.prev.Servers))
-				for name, c := range f.prev.Servers {
-					counters[name] = f.cfg.Bytes.Of(c)
-				}
-				f.cal.Local(f.prev.At, counters)
+			if f.last != nil {
+				f.cal.Local(f.last.At, counters(*f.last))
 			}
 		}
 		shifted := make(Loads, len(ext))

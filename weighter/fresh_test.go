@@ -3,6 +3,7 @@ package weighter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -14,7 +15,7 @@ import (
 )
 
 // fakeLocal is a backend whose servers carry constant byte rates through this
-// balancer, read at the fake clock's time.
+// balancer, read at the fake clock's time, as haproxy's reader reports them.
 type fakeLocal struct {
 	clock    *time.Time
 	rate     map[string]float64 // bytes/s per server
@@ -23,9 +24,10 @@ type fakeLocal struct {
 	last     time.Time
 	err      error // the next reads fail with it
 	frozen   bool  // bytes stop moving (sessions stay open)
+	still    int
 }
 
-func (f *fakeLocal) ReadLocal(context.Context) (LocalRead, error) {
+func (f *fakeLocal) ReadLocal(context.Context, []string) (LocalRead, error) {
 	if f.err != nil {
 		return LocalRead{}, f.err
 	}
@@ -33,12 +35,23 @@ func (f *fakeLocal) ReadLocal(context.Context) (LocalRead, error) {
 	if f.total == nil {
 		f.total = map[string]float64{}
 	}
-	out := LocalRead{At: now, Servers: map[string]LocalCounter{}, Streams: 7}
+	out := LocalRead{At: now, Since: f.last, Servers: map[string]LocalCounter{}, Streams: 7}
 	for name, r := range f.rate {
-		if !f.last.IsZero() && !f.frozen {
+		if f.frozen {
+			r = 0
+		}
+		if !f.last.IsZero() {
 			f.total[name] += r * now.Sub(f.last).Seconds()
 		}
-		out.Servers[name] = LocalCounter{BytesIn: f.total[name], Sessions: f.sessions[name]}
+		out.Servers[name] = LocalCounter{Bytes: f.total[name], Rate: r, Sessions: f.sessions[name], Reset: f.last.IsZero()}
+	}
+	if f.frozen {
+		f.still++
+		if f.still >= 3 {
+			out.Dead = fmt.Errorf("local signal dead: no byte moved in %d reads", f.still)
+		}
+	} else {
+		f.still = 0
 	}
 	f.last = now
 	return out, nil
@@ -80,8 +93,8 @@ func newFreshRig(t *testing.T, calibrate bool) *freshRig {
 	// s2 costs twice as much per byte as the others.
 	r.ext = &fakeExternal{clock: &r.now, loads: map[string]float64{"s1": 100, "s2": 200, "s3": 100}}
 	src, err := NewFresh(FreshConfig{Fast: r.local, External: r.ext, Calibrate: calibrate,
-		Calibration: DefaultCalibration(30 * time.Second), Refresh: 15 * time.Second, Bytes: BytesIn,
-		DeadAfter: 3, MaxGap: 20 * time.Second, Now: func() time.Time { return r.now }})
+		Calibration: DefaultCalibration(30 * time.Second), Refresh: 15 * time.Second,
+		Now: func() time.Time { return r.now }})
 	require.NoError(t, err)
 	r.src = src
 	return r
@@ -91,7 +104,7 @@ func newFreshRig(t *testing.T, calibrate bool) *freshRig {
 func (r *freshRig) step(t *testing.T) (Loads, *Signal, error) {
 	t.Helper()
 	r.now = r.now.Add(2 * time.Second)
-	return r.src.FetchSignal(context.Background())
+	return r.src.FetchSignal(context.Background(), nil)
 }
 
 // run steps for d and returns the last fetch.
@@ -189,7 +202,7 @@ func TestFreshFastDeadThenBack(t *testing.T) {
 	r.local.err = nil
 	_, sig, err = r.step(t)
 	require.NoError(t, err)
-	assert.Equal(t, FastLive, sig.Fast, "a good read after a failure, within MaxGap, gives a rate")
+	assert.Equal(t, FastLive, sig.Fast, "a good read after a failure gives a rate")
 
 	r.local.frozen = true
 	for range 2 {
@@ -243,7 +256,7 @@ func TestFreshFirstWait(t *testing.T) {
 		r.now = r.now.Add(d)
 		return nil
 	}
-	l, sig, err := r.src.FetchSignal(context.Background())
+	l, sig, err := r.src.FetchSignal(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2*time.Second, slept)
 	assert.Equal(t, FastLive, sig.Fast)
@@ -296,23 +309,20 @@ func TestCombineFastNeverInvalid(t *testing.T) {
 		return rng.Float64() * 1e6
 	}
 	for i := range 20000 {
-		prev := LocalRead{At: t0, Servers: map[string]LocalCounter{}}
-		cur := LocalRead{At: t0.Add(time.Duration(rng.IntN(4000)-500) * time.Millisecond), Servers: map[string]LocalCounter{}}
+		r := LocalRead{At: t0, Servers: map[string]LocalCounter{}}
 		cal := map[string]Calibration{}
 		for _, n := range []string{"a", "b", "c"} {
-			prev.Servers[n] = LocalCounter{BytesIn: pick(), BytesOut: pick(), Sessions: pick()}
-			cur.Servers[n] = LocalCounter{BytesIn: pick(), BytesOut: pick(), Sessions: pick()}
+			r.Servers[n] = LocalCounter{Bytes: pick(), Rate: pick(), Sessions: pick(), Reset: rng.IntN(5) == 0}
 			if rng.IntN(2) == 0 {
 				cal[n] = Calibration{Factor: math.Abs(pick()), Calibrated: true}
 			}
 		}
-		for _, dir := range []Bytes{BytesIn, BytesOut, BytesBoth} {
-			loads, inputs := CombineFast(prev, cur, dir, cal)
-			for n, ser := range loads {
-				v := ser[0].Value
-				require.False(t, math.IsNaN(v) || math.IsInf(v, 0) || v < 0, "case %d %s: %v", i, n, v)
-				require.Contains(t, inputs, n)
-			}
+		loads, inputs := CombineFast(r, cal)
+		for n, ser := range loads {
+			v := ser[0].Value
+			require.False(t, math.IsNaN(v) || math.IsInf(v, 0) || v < 0, "case %d %s: %v", i, n, v)
+			require.Contains(t, inputs, n)
+			require.False(t, r.Servers[n].Reset, "a reset server has no rate")
 		}
 	}
 }
