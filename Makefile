@@ -40,6 +40,13 @@ bench:
 demo: build
 	GO=$(GO) DEMO_PNG='$(DEMO_PNG)' bash examples/demo/demo.sh $(DEMO_ARGS)
 
+# bench-balance: the README quick start's weighter against leastconn alone and an oracle,
+# with real HAProxy and Prometheus (3 seeds × 5 min, ~16 min; not part of make test).
+# Prints the figures and writes them to bin/bench-balance.txt; see docs/bench-balance.md.
+.PHONY: bench-balance
+bench-balance: build
+	GO=$(GO) bash examples/benchbalance/bench.sh $(BENCH_ARGS)
+
 # deb: dist/haproxy-weighter_<version>_<arch>.deb with nfpm (run through `go run`, so not in go.mod).
 NFPM        := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST        ?= dist

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+)
+
+// The three arms: the same clients through three HAProxies.
+const (
+	armControl  = iota // leastconn, never weighted
+	armWeighted        // leastconn, weighted by haproxy-weighter
+	armOracle          // each connection placed by the oracle
+	nArms
+)
+
+var armNames = [nArms]string{"control", "weighted", "oracle"}
+
+// snapshot is every sink's datapoint counter at one moment.
+type snapshot struct {
+	T     time.Duration // since the traffic started
+	Lines [nArms][]int64
+}
+
+// windowRatios returns max/mean of one arm's servers' loads (datapoints/s) over
+// consecutive windows of length window, the first starting at from, the last ending by
+// to. A window's bounds are the first snapshots at or after them.
+func windowRatios(snaps []snapshot, arm int, from, to, window time.Duration) []float64 {
+	at := func(t time.Duration) int {
+		i, _ := slices.BinarySearchFunc(snaps, t, func(s snapshot, t time.Duration) int {
+			return int(s.T - t)
+		})
+		return i
+	}
+	var out []float64
+	for start := from; start+window <= to; start += window {
+		i, j := at(start), at(start+window)
+		if j >= len(snaps) || i >= j {
+			break
+		}
+		dt := (snaps[j].T - snaps[i].T).Seconds()
+		loads := make([]float64, len(snaps[i].Lines[arm]))
+		for k := range loads {
+			loads[k] = float64(snaps[j].Lines[arm][k]-snaps[i].Lines[arm][k]) / dt
+		}
+		out = append(out, loadlab.MaxOverMean(loads))
+	}
+	return out
+}
+
+// quantile is the q-quantile of xs by linear interpolation, NaNs left out (NaN when
+// none is left), as the simulator computes its p50 and p90.
+func quantile(xs []float64, q float64) float64 {
+	var v []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(v)
+	pos := q * float64(len(v)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(v)-1)
+	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
+}
+
+// gapClosed is the share of the control → oracle gap that x closes (NaN without a gap).
+func gapClosed(control, oracle, x float64) float64 {
+	if !(control-oracle > 0) || math.IsNaN(x) {
+		return math.NaN()
+	}
+	return (control - x) / (control - oracle)
+}
+
+// figures are one seed's (or the mean's) p50 and p90 of max/mean, per arm.
+type figures struct {
+	Label    string
+	P50, P90 [nArms]float64
+	Windows  int // windows per arm
+}
+
+func figuresOf(label string, snaps []snapshot, from, to, window time.Duration) figures {
+	f := figures{Label: label}
+	for a := range nArms {
+		r := windowRatios(snaps, a, from, to, window)
+		f.P50[a], f.P90[a], f.Windows = quantile(r, 0.5), quantile(r, 0.9), len(r)
+	}
+	return f
+}
+
+// meanOf averages the seeds' figures arm by arm; the gap of the mean is computed from
+// these means.
+func meanOf(fs []figures) figures {
+	m := figures{Label: "mean"}
+	for a := range nArms {
+		for _, f := range fs {
+			m.P50[a] += f.P50[a] / float64(len(fs))
+			m.P90[a] += f.P90[a] / float64(len(fs))
+		}
+	}
+	return m
+}
+
+func writeTableHeader(w io.Writer) {
+	fmt.Fprintf(w, "%-6s %-19s %-19s %-19s %s\n", "seed", "control p50 / p90", "weighted p50 / p90", "oracle p50 / p90", "gap closed p50 / p90")
+}
+
+func writeRow(w io.Writer, f figures) {
+	pair := func(a int) string { return fmt.Sprintf("%s / %s", ratio(f.P50[a]), ratio(f.P90[a])) }
+	g50 := gapClosed(f.P50[armControl], f.P50[armOracle], f.P50[armWeighted])
+	g90 := gapClosed(f.P90[armControl], f.P90[armOracle], f.P90[armWeighted])
+	fmt.Fprintf(w, "%-6s %-19s %-19s %-19s %s / %s\n", f.Label, pair(armControl), pair(armWeighted), pair(armOracle), percent(g50), percent(g90))
+}
+
+func ratio(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func percent(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f%%", 100*v)
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+)
+
+// haproxyCfg is HAProxy as a user has it in front of long-lived clients: leastconn, an
+// admin socket, no weights set and no `option contstats` (so a server's bytes_in moves
+// only when a connection ends). With Placed, each frontend port is one server: the
+// oracle's placement picks the server by the port it connects to.
+var haproxyCfg = template.Must(template.New("haproxy.cfg").Parse(`# written by bench-balance
+global
+    stats socket {{.Socket}} mode 600 level admin
+    maxconn 4096
+
+defaults
+    mode tcp
+    timeout connect 2s
+    timeout client 5m
+    timeout server 5m
+
+frontend fe_ingest
+{{- range .Binds}}
+    bind {{.}}
+{{- end}}
+    default_backend {{.Backend}}
+
+backend {{.Backend}}
+    balance leastconn
+{{- if .Placed}}
+{{- range $i, $s := .Servers}}
+    use-server {{$s.Name}} if { dst_port {{index $.Ports $i}} }
+{{- end}}
+{{- end}}
+{{- range .Servers}}
+    server {{.Name}} {{.Addr}}
+{{- end}}
+`))
+
+type haproxyServer struct{ Name, Addr string }
+
+type haproxyConf struct {
+	Socket  string
+	Backend string
+	Binds   []string
+	Placed  bool
+	Ports   []string // with Placed: the port of each server's bind
+	Servers []haproxyServer
+}
+
+// startHAProxy writes name.cfg into dir and starts HAProxy on it, in front of sinks, with
+// one frontend address (or, placed, one per server), and waits until its socket shows
+// every server. The child is returned even with an error, so that it can be stopped.
+func startHAProxy(ctx context.Context, hap, dir, name, backend string, sinks []*loadlab.Sink, placed bool) (*loadlab.Child, []string, error) {
+	conf := haproxyConf{Socket: filepath.Join(dir, name+".sock"), Backend: backend, Placed: placed}
+	nBinds := 1
+	if placed {
+		nBinds = len(sinks)
+	}
+	for range nBinds {
+		a, err := loadlab.FreePort()
+		if err != nil {
+			return nil, nil, err
+		}
+		conf.Binds = append(conf.Binds, a)
+		conf.Ports = append(conf.Ports, a[strings.LastIndexByte(a, ':')+1:])
+	}
+	for _, s := range sinks {
+		conf.Servers = append(conf.Servers, haproxyServer{Name: s.Name, Addr: s.Addr()})
+	}
+	var b strings.Builder
+	if err := haproxyCfg.Execute(&b, conf); err != nil {
+		return nil, nil, fmt.Errorf("haproxy config: %w", err)
+	}
+	cfg := filepath.Join(dir, name+".cfg")
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+		return nil, nil, fmt.Errorf("write haproxy config: %w", err)
+	}
+	logPath := filepath.Join(dir, name+".log")
+	h, err := loadlab.StartChild(name, logPath, hap, "-db", "-f", cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	ready := func(ctx context.Context) error {
+		st, err := loadlab.ShowStat(ctx, conf.Socket, backend)
+		if err == nil && len(st) != len(sinks) {
+			err = fmt.Errorf("%d of %d servers in show stat", len(st), len(sinks))
+		}
+		return err
+	}
+	if err := h.WaitReady(ctx, 15*time.Second, ready); err != nil {
+		return h, nil, fmt.Errorf("%w\n%s", err, tail(logPath))
+	}
+	return h, conf.Binds, nil
+}
