@@ -414,3 +414,35 @@ func TestLocalLiveUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(800), r.Servers["t1"].Bytes)
 }
+
+// TestLocalLiveContstatsDoubleCount is why the counters are per-stream sums
+// and not show stat's bin plus the open streams' totals: with option
+// contstats, bin takes an open stream's bytes every few seconds, and the sum
+// then counts them twice. The per-stream sum still counts each byte once.
+func TestLocalLiveContstatsDoubleCount(t *testing.T) {
+	sc := startLocalScenario(t, true)
+	be := sc.c.Backend("be_b")
+	base, err := be.ReadLocal(testCtx(t), LocalQuery{Servers: []string{"t1"}})
+	require.NoError(t, err)
+	c := localDial(t, sc.feB)
+	localWrite(t, c, 20_000)
+	waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes-base.Servers["t1"].Bytes == 20_000 })
+	// contstats moves bin about every 5 s for an open connection.
+	var bin uint64
+	require.Eventually(t, func() bool {
+		stats, err := sc.c.Stats(testCtx(t), "be_b")
+		require.NoError(t, err)
+		bin = stats[0].BytesIn
+		return bin > 0
+	}, 20*time.Second, 100*time.Millisecond)
+	open, err := be.Sessions(testCtx(t))
+	require.NoError(t, err)
+	require.Len(t, open, 1)
+	assert.Equal(t, int64(20_000), open[0].ReqBytes)
+	assert.Greater(t, bin+uint64(open[0].ReqBytes), uint64(20_000), "bin + open totals counts the flushed bytes twice")
+	r, err := be.ReadLocal(testCtx(t), LocalQuery{})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(20_000), r.Servers["t1"].Bytes-base.Servers["t1"].Bytes)
+	t.Logf("contstats: bin %d + open stream's total %d = %d for 20000 bytes sent; per-stream sum %d",
+		bin, open[0].ReqBytes, bin+uint64(open[0].ReqBytes), r.Servers["t1"].Bytes-base.Servers["t1"].Bytes)
+}
