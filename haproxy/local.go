@@ -35,10 +35,10 @@ type LocalQuery struct {
 	// the `source: haproxy` counters.
 	Counter string
 	// Servers are the backend's servers (as Servers read them): each gets an
-	// entry, with 0 bytes when it never carried a stream. Servers seen carrying
-	// streams get one too, named or not (a server added since). With Servers
-	// set, a server neither named nor carrying a stream is forgotten, and
-	// starts again from 0 with Reset if it comes back.
+	// entry, with 0 bytes when it never carried a stream. A server seen
+	// carrying streams gets one too, named or not (one added since the
+	// caller's list). A server is never forgotten by the Client, so one
+	// removed and added again goes on from its count.
 	Servers []string
 }
 
@@ -90,11 +90,14 @@ type LocalReading struct {
 type ServerLocal struct {
 	// Bytes is the cumulative count of the query's direction: every byte of
 	// the server's streams seen in a dump, each counted once, including those
-	// of streams that have since closed. It never decreases while the reader
-	// lives; it starts at an arbitrary base (what the open streams had
+	// of streams that have since closed. It never decreases through one
+	// Client; it starts at an arbitrary base (what the open streams had
 	// forwarded at the first dump), so only its differences mean anything.
 	// Bytes a stream forwarded after the last dump that saw it, and streams
-	// that opened and closed between two dumps, are not counted.
+	// that opened and closed between two dumps, are not counted: right for
+	// connections that live many intervals (the product's clients), an
+	// undercount for short ones (HTTP requests of a few ms each are streams
+	// of their own and mostly never seen).
 	Bytes uint64
 	// Rate is Bytes' rate over (Since, At], in bytes per second; 0 when Reset.
 	Rate float64
@@ -109,9 +112,10 @@ type ServerLocal struct {
 	// (the integral of Sessions), for summing the signal over several
 	// balancers as Bytes is.
 	SessionSeconds float64
-	// Reset: this reader has no earlier value of Bytes for the server (its
-	// first reading here, or it was forgotten): compare it with no earlier
-	// reading.
+	// Reset: the first reading of this server through this Client. Its
+	// Bytes have no earlier value to compare with here; a value read through
+	// another Client (before a reload built a new one) has another base.
+	// Through one Client, Bytes never goes back, across HAProxy restarts too.
 	Reset bool
 }
 
