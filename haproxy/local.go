@@ -23,8 +23,10 @@ const LocalBoth = "both"
 
 // ErrLocalSignalDead: streams are open on the backend's servers but none of
 // their byte totals has moved for several dumps. The per-stream totals are then
-// not a signal (a build or mode in which they do not advance, or traffic only
-// in the other direction); weigh by the external source alone.
+// not a signal: a build or mode in which they do not advance, traffic only in
+// the other direction, or every connection idle (which looks the same, and
+// carries no load to weigh by); weigh by the external source alone until bytes
+// move again.
 var ErrLocalSignalDead = errors.New("local signal dead: streams are open but their byte totals do not move")
 
 // LocalQuery says what ReadLocal reports.

@@ -446,3 +446,21 @@ func TestLocalLiveContstatsDoubleCount(t *testing.T) {
 	t.Logf("contstats: bin %d + open stream's total %d = %d for 20000 bytes sent; per-stream sum %d",
 		bin, open[0].ReqBytes, bin+uint64(open[0].ReqBytes), r.Servers["t1"].Bytes-base.Servers["t1"].Bytes)
 }
+
+// TestLocalLiveNewClientResets: the counters are a Client's own sums, so a
+// new Client (a reload builds one) reports every server with Reset.
+func TestLocalLiveNewClientResets(t *testing.T) {
+	sc := startLocalScenario(t, false)
+	c := localDial(t, sc.feB)
+	localWrite(t, c, 700)
+	waitLocal(t, sc.c.Backend("be_b"), LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 700 })
+	again, err := sc.c.Backend("be_b").ReadLocal(testCtx(t), LocalQuery{})
+	require.NoError(t, err)
+	assert.False(t, again.Servers["t1"].Reset)
+	fresh := newClient(t, sc.h.Socket)
+	r, err := fresh.Backend("be_b").ReadLocal(testCtx(t), LocalQuery{})
+	require.NoError(t, err)
+	assert.True(t, r.Servers["t1"].Reset)
+	assert.Equal(t, uint64(700), r.Servers["t1"].Bytes, "the open stream's total so far")
+	assert.True(t, r.Since.IsZero())
+}
