@@ -125,7 +125,7 @@ func (b *Backend) CalibrationPolicy() (p weighter.CalibrationPolicy, w sourcekin
 		w = b.Source.kind.Window(b.Source.Config())
 	}
 	if w.Span == 0 && !w.FromStep {
-		w = sourcekind.Window{Span: DefaultCalibrationWindow,
+		w = sourcekind.Window{Span: DefaultCalibrationWindow, Assumed: true,
 			How: fmt.Sprintf("assumed: the source does not say its window (no range selector in the query); set calibration.window (default %s)", DefaultCalibrationWindow)}
 	}
 	p.Window = w.Span

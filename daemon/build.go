@@ -29,6 +29,10 @@ type Unit struct {
 	socket haproxy.Config
 	// checked is set once Check has passed (StartCheck, startcheck.go).
 	checked atomic.Bool
+	// fast is set when the backend weighs by HAProxy's fast signal: its
+	// Source is then fast.fresh, which calibrates with (or falls back to)
+	// the configured source.
+	fast *fastUnit
 }
 
 // checker is a target that can verify at start that it exists and accepts
@@ -56,6 +60,10 @@ func (u *Unit) Close() error {
 // Build turns a validated configuration into units, one per backend. It does
 // not talk to HAProxy (each call dials); an IPVS service is opened and checked.
 func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
+	return build(cfg, log, buildOptions{})
+}
+
+func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error) {
 	var client *haproxy.Client
 	var units []*Unit
 	for _, b := range cfg.Backends {
@@ -67,7 +75,7 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 			}
 			client = c
 		}
-		u, err := buildUnit(b, client, log.With("backend", b.Name))
+		u, err := buildUnit(b, client, log.With("backend", b.Name), o)
 		if err != nil {
 			closeAll(units)
 			return nil, fmt.Errorf("backend %s: %w", b.Name, err)
@@ -78,13 +86,14 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 	return units, nil
 }
 
-func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger) (*Unit, error) {
+func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o buildOptions) (*Unit, error) {
 	ctl, err := weighter.NewController(b.Policy)
 	if err != nil {
 		return nil, err
 	}
 	u := &Unit{Backend: &weighter.Backend{Name: b.Name, Controller: ctl}}
 	var stats haproxy.StatsReader // nil, not a nil *haproxy.Backend, for IPVS
+	var hb *haproxy.Backend
 	if b.IPVS != nil {
 		svc, err := lvs.New(*b.IPVS, log)
 		if err != nil {
@@ -92,7 +101,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger) (*Uni
 		}
 		u.Kind, u.target = "ipvs", svc
 	} else {
-		hb := client.Backend(b.Name)
+		hb = client.Backend(b.Name)
 		u.Kind, u.target, stats = "haproxy", hb, hb
 	}
 	u.Backend.Target = u.target
@@ -104,6 +113,13 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger) (*Uni
 		return nil, err
 	}
 	u.Backend.Source = src
+	if hb != nil && b.UsesFastSignal() {
+		if u.fast, err = wrapFast(b, hb, src, o); err != nil {
+			u.Close()
+			return nil, err
+		}
+		u.Backend.Source = u.fast.fresh
+	}
 	return u, nil
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -34,6 +36,12 @@ type cycleLog struct {
 	ready       bool      // readiness as last logged
 	unknown     map[string]bool
 	unknownFull bool // maxUnknown names logged; the rest are not
+
+	// The fast signal and its calibration, as last logged.
+	fastKnown  bool            // fastDead has been logged (or set at start)
+	fastDead   bool            // the fast signal is dead: the source weighs alone
+	extFailing bool            // the calibrating source fails while the fast signal weighs
+	expired    map[string]bool // servers whose calibration expired
 }
 
 const (
@@ -63,6 +71,7 @@ func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
 	for k := range l.unknown {
 		c.unknown[k] = true
 	}
+	c.expired = maps.Clone(l.expired)
 	return &c
 }
 
@@ -91,6 +100,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) {
 	} else {
 		l.failed(&ln, c, end)
 	}
+	l.signal(&ln, c)
 	l.written(&ln, c)
 	if ready != l.ready {
 		l.ready = ready
@@ -150,6 +160,66 @@ func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
 	default:
 		l.log.Debug(msg, detail...)
 	}
+}
+
+// signal logs, at info and once per change, what the fast pipeline's state
+// changes: the fast signal dead or alive again, the calibrating source
+// failing or back, the calibration of some servers expired or back. Which
+// servers is at debug.
+func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
+	sig := c.Signal
+	if sig == nil {
+		return
+	}
+	dead := sig.Fast == weighter.FastDead
+	switch {
+	case l.fastKnown && dead == l.fastDead:
+	case dead:
+		ln.add(slog.LevelInfo, "fast signal dead; weighting by the source alone", "fast_reason", sig.FastReason)
+	case l.fastKnown:
+		ln.add(slog.LevelInfo, "fast signal alive again; weighting by it", "fast", sig.Fast)
+	}
+	l.fastKnown, l.fastDead = true, dead
+	if sig.ExternalFetched && sig.Calibrate && sig.Pipeline != weighter.PipelineExternal {
+		failing := sig.ExternalError != ""
+		switch {
+		case failing == l.extFailing:
+		case failing:
+			ln.add(slog.LevelInfo, "calibrating source failing; calibration held, then the fast signal alone",
+				"err", sig.ExternalError)
+		default:
+			ln.add(slog.LevelInfo, "calibrating source back")
+		}
+		l.extFailing = failing
+	}
+	if sig.Pipeline != weighter.PipelineCalibrated {
+		return
+	}
+	now := map[string]bool{}
+	for name, in := range sig.Servers {
+		if !in.Calibrated && strings.Contains(in.Note, "calibration expired") {
+			now[name] = true
+			if !l.expired[name] {
+				l.log.Debug("calibration expired; fast signal alone", "server", name, "reason", in.Note)
+			}
+		}
+	}
+	for name := range l.expired {
+		if !now[name] {
+			l.log.Debug("calibration back", "server", name)
+		}
+	}
+	switch {
+	case len(now) > 0 && len(l.expired) == 0:
+		attrs := []any{"servers", len(now)}
+		if sig.ExternalAge >= 0 {
+			attrs = append(attrs, "external_age", sig.ExternalAge.Round(time.Second))
+		}
+		ln.add(slog.LevelInfo, "calibration expired; fast signal alone", attrs...)
+	case len(now) == 0 && len(l.expired) > 0:
+		ln.add(slog.LevelInfo, "calibration back", "servers", len(l.expired))
+	}
+	l.expired = now
 }
 
 // due reports whether the failing run should be summarised now.

@@ -72,12 +72,27 @@ func TestReloadKeepsUnchangedSource(t *testing.T) {
 
 	// The kept source reads through the new target: its Servers read is the
 	// one the source is handed, so a cycle after the reload sends one show stat.
+	// With the fast signal on (the default), the source is the fast signal's
+	// fallback, and the fast reader moves to the new target too.
 	rec := &recordReader{}
-	old[0].Backend.Source = rec
+	old[0].fast.external = rec
 	again := build(head + "  - name: be_a\n" + stats)
 	keepControllers(old, again)
-	require.Same(t, rec, again[0].Backend.Source)
+	require.Same(t, old[0].fast.fresh, again[0].Backend.Source)
 	assert.Same(t, again[0].target, rec.through, "the kept source reads through the new target")
+	assert.Same(t, again[0].target, again[0].fast.local.b, "the kept fast reader reads through the new target")
+
+	const off = "    fast_signal: off\n"
+	old = build(head + "  - name: be_a\n" + off + stats)
+	rec = &recordReader{}
+	old[0].Backend.Source = rec
+	again = build(head + "  - name: be_a\n" + off + stats)
+	keepControllers(old, again)
+	require.Same(t, rec, again[0].Backend.Source)
+	assert.Same(t, again[0].target, rec.through, "without the fast signal too")
+	fast := build(head + "  - name: be_a\n" + stats)
+	keepControllers(old, fast)
+	assert.NotSame(t, rec, fast[0].Backend.Source, "turning the fast signal on starts afresh")
 
 	moved := build("listen: \"\"\nhaproxy: {socket: /run/other.sock}\nbackends:\n  - name: be_a\n" + stats)
 	keepControllers(old, moved)

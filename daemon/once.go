@@ -15,7 +15,16 @@ import (
 // reported in its Cycle; the error is the configuration's failure to build.
 func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, error) {
 	cfg, wait := sampleOnce(d.config())
-	units, err := Build(cfg, d.log)
+	// A backend that weighs by the fast signal reads it twice, an interval
+	// apart, for a rate: the single cycle waits that long.
+	var o buildOptions
+	for i := range cfg.Backends {
+		if cfg.Backends[i].UsesFastSignal() {
+			o.firstWait = cfg.Interval
+			wait = max(wait, cfg.Interval)
+		}
+	}
+	units, err := build(cfg, d.log, o)
 	if err != nil {
 		return nil, err
 	}

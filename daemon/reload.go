@@ -84,11 +84,17 @@ func keepControllers(old, next []*Unit) {
 			u.Backend.Controller = o.Backend.Controller
 		}
 		if ok && sameSource(o, u) {
-			u.Backend.Source = o.Backend.Source
-			if r, ok := u.Backend.Source.(readsThrough); ok {
-				if hb, ok := u.target.(*haproxy.Backend); ok {
-					r.ReadThrough(hb)
+			u.Backend.Source, u.fast = o.Backend.Source, o.fast
+			hb, isHAProxy := u.target.(*haproxy.Backend)
+			src := u.Backend.Source
+			if u.fast != nil {
+				src = u.fast.external
+				if isHAProxy {
+					u.fast.local.readThrough(hb)
 				}
+			}
+			if r, ok := src.(readsThrough); ok && isHAProxy {
+				r.ReadThrough(hb)
 			}
 		}
 	}
@@ -102,11 +108,17 @@ type readsThrough interface {
 }
 
 // sameSource reports whether a and b were built from the same source
-// configuration (and, for the HAProxy stats source, the same socket). Units
+// configuration, fast signal settings included (and, for a source that
+// reads HAProxy, the same socket). Units
 // not built by Build never match.
 func sameSource(a, b *Unit) bool {
 	if a.source.Kind() == "" || !reflect.DeepEqual(a.source, b.source) {
 		return false
 	}
-	return !a.source.NeedsHAProxy() || a.socket == b.socket
+	// The fast signal and its calibration are part of the source: a unit
+	// that gains or loses it, or changes its settings, starts afresh.
+	if (a.fast == nil) != (b.fast == nil) || (a.fast != nil && a.fast.settings != b.fast.settings) {
+		return false
+	}
+	return !(a.source.NeedsHAProxy() || a.fast != nil) || a.socket == b.socket
 }

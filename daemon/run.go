@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // Run starts every backend and blocks until ctx ends; then it stops the
@@ -65,6 +67,11 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 			u.Backend.Target = d.startWeights.wrap(u.Backend.Name, u.Backend.Target)
 		}
 		d.metrics.Init(u.Backend.Name)
+		if u.fast == nil {
+			d.metrics.SetFastState(u.Backend.Name, weighter.FastOff)
+		} else if prev == nil || prev.runner(u.Backend.Name) == nil {
+			d.metrics.SetFastState(u.Backend.Name, weighter.FastStarting)
+		}
 		r := newRunner(u, t, d.clock, d.metrics, d.log)
 		r.after = d.updateReady
 		if prev != nil {
@@ -80,7 +87,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		reads.Add(1)
 		g.wg.Go(func() {
 			defer close(r.done)
-			d.initialRead(gctx, r.unit, t.Timeout)
+			r.fastAtStart(d.initialRead(gctx, r.unit, t.Timeout))
 			r.beat() // the loop turned: with timeout > 2 intervals, read + first cycle outlast alive's bound
 			reads.Done()
 			r.run(ctx, gctx)
@@ -91,9 +98,12 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 	return read
 }
 
-// initialRead checks the target and logs its current weights.
-// A failure is logged, not fatal: the backend's cycles retry every interval.
-func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duration) {
+// initialRead checks the target, logs its current weights and, for a
+// backend that weighs by the fast signal, reads it once (so that the first
+// cycle has a rate) and says how the backend is weighted. It returns the
+// fast signal's state ("" when it was not read). A failure is logged, not
+// fatal: the backend's cycles retry every interval.
+func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duration) weighter.FastState {
 	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	log := d.log.With("backend", u.Backend.Name)
@@ -106,16 +116,20 @@ func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duratio
 	}
 	if err := u.StartCheck(ctx); err != nil {
 		failed("backend check failed; each cycle retries it and writes nothing until it passes", err)
-		return
+		return ""
 	}
 	servers, err := u.Backend.Target.Servers(ctx)
 	if err != nil {
 		failed("read current weights failed; cycling anyway, each cycle retries", err)
-		return
+		return ""
 	}
 	weights := make([]string, len(servers))
 	for i, s := range servers {
 		weights[i] = fmt.Sprintf("%s=%d", s.Name, s.Weight)
 	}
 	log.Info("current weights", "servers", len(servers), "weights", weights)
+	if u.fast == nil {
+		return ""
+	}
+	return u.primeFast(ctx, servers, log)
 }

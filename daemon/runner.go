@@ -152,6 +152,18 @@ func (r *runner) cycle(ctx context.Context) weighter.Cycle {
 	return r.unit.CheckedCycle(ctx, r.clock.Now(), r.apply)
 }
 
+// fastAtStart records the fast signal's state the start-up read logged, so
+// that the first cycle does not log it again.
+func (r *runner) fastAtStart(st weighter.FastState) {
+	if st == "" {
+		return
+	}
+	r.mu.Lock()
+	r.cl.fastDead = st == weighter.FastDead
+	r.cl.fastKnown = true
+	r.mu.Unlock()
+}
+
 // beat records that the loop turned without a cycle (the start-up read).
 func (r *runner) beat() {
 	now := r.clock.Now()

@@ -27,6 +27,9 @@ func TestPromtoolLint(t *testing.T) {
 	m.Init("be")
 	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Duration: time.Second, Written: []weighter.Change{{Server: "s1", Weight: 4}},
 		Plan: weighter.Plan{Time: time.Unix(1_800_000_000, 0), Imbalance: 1.2, Servers: []weighter.ServerPlan{{Server: "s1", Load: 1, Current: 3}}}})
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Signal: &weighter.Signal{Pipeline: weighter.PipelineCalibrated,
+		Fast: weighter.FastLive, Calibrate: true, Streams: 12, FastAge: time.Second, ExternalAge: 20 * time.Second,
+		Servers: map[string]weighter.FastInput{"s1": {Local: 10, Sessions: 1, Factor: 1.2, Calibrated: true}}, Uncalibrated: 0}})
 	m.SetReady(true)
 	m.SetReloadSuccess(true)
 	mfs, err := reg.Gather()

@@ -26,10 +26,22 @@ type Metrics struct {
 	lastSuccess  *prometheus.GaugeVec
 	ready        prometheus.Gauge
 	reloadStatus prometheus.Gauge
+	// The fast signal and its calibration (weighter.Signal).
+	fastState    *prometheus.GaugeVec
+	fastStreams  *prometheus.GaugeVec
+	fastAge      *prometheus.GaugeVec
+	factor       *prometheus.GaugeVec
+	uncalibrated *prometheus.GaugeVec
+	externalAge  *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	servers map[string]map[string]bool // backend → servers whose series are exported
+	factors map[string]map[string]bool // backend → servers whose calibration factor is exported
 }
+
+// fastStates are the values of fast_signal_state's state label.
+var fastStates = []weighter.FastState{weighter.FastLive, weighter.FastIdle, weighter.FastStarting,
+	weighter.FastDead, weighter.FastOff}
 
 // New creates the collectors and registers them, with the Go and process
 // collectors, on reg.
@@ -65,10 +77,27 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "config_reload_success",
 			Help: "1 if the last configuration (re)load succeeded, 0 if it was rejected.",
 		}),
+		fastState: gaugeVec("fast_signal_state",
+			"1 for the state of the backend's fast signal (HAProxy's live per-server bytes): live (weights from it), "+
+				"idle (nothing open or moving: the source alone), starting, dead (the source alone), off.", "backend", "state"),
+		fastStreams: gaugeVec("fast_signal_streams",
+			"Streams of the whole HAProxy process in the newest show sess all dump (what a dump costs).", "backend"),
+		fastAge: gaugeVec("fast_signal_age_seconds",
+			"Age of the fast signal read the last cycle used (dumps are spaced by the stream count).", "backend"),
+		factor: gaugeVec("server_calibration_factor",
+			"Calibration of the server's fast load by the source (true load per local byte, mean 1; 1 when uncalibrated).",
+			"backend", "server"),
+		uncalibrated: gaugeVec("backend_uncalibrated_servers",
+			"Servers weighted by the fast signal alone although the source calibrates it: no usable point yet, or none for the hold (expired).",
+			"backend"),
+		externalAge: gaugeVec("external_data_age_seconds",
+			"Age of the newest point read from the source that calibrates the fast signal; absent before the first.", "backend"),
 		servers: map[string]map[string]bool{},
+		factors: map[string]map[string]bool{},
 	}
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
+		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -91,10 +120,12 @@ func (m *Metrics) Init(backend string) {
 func (m *Metrics) Forget(backend string) {
 	m.mu.Lock()
 	delete(m.servers, backend)
+	delete(m.factors, backend)
 	m.mu.Unlock()
 	l := prometheus.Labels{"backend": backend}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes, m.lastSuccess} {
+		m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes, m.lastSuccess,
+		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -107,6 +138,9 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 	m.writes.WithLabelValues(c.Backend).Add(float64(len(c.Written)))
 	if c.Result == weighter.ResultOK {
 		m.lastSuccess.WithLabelValues(c.Backend).Set(float64(c.Plan.Time.Add(c.Duration).UnixNano()) / 1e9)
+	}
+	if c.Signal != nil {
+		m.setSignal(c.Backend, c.Signal)
 	}
 	if !planned(c) {
 		return
@@ -156,6 +190,52 @@ func (m *Metrics) setServers(c weighter.Cycle) {
 			m.load.DeleteLabelValues(c.Backend, s.Server)
 		}
 	}
+}
+
+// SetFastState exports the state of a backend's fast signal: off for one
+// that does not read it, the state the start-up read found for the others.
+func (m *Metrics) SetFastState(backend string, st weighter.FastState) {
+	for _, s := range fastStates {
+		v := 0.0
+		if s == st {
+			v = 1
+		}
+		m.fastState.WithLabelValues(backend, string(s)).Set(v)
+	}
+}
+
+// setSignal exports the fast signal's state, its read and each server's
+// calibration as the cycle found them. Factors are exported while the fast
+// signal weighs; a server that left (or a cycle weighted by the source
+// alone) keeps none, so no factor outlives its use.
+func (m *Metrics) setSignal(backend string, sig *weighter.Signal) {
+	m.SetFastState(backend, sig.Fast)
+	if sig.Streams > 0 {
+		m.fastStreams.WithLabelValues(backend).Set(float64(sig.Streams))
+		m.fastAge.WithLabelValues(backend).Set(sig.FastAge.Seconds())
+	}
+	if sig.ExternalAge >= 0 {
+		m.externalAge.WithLabelValues(backend).Set(sig.ExternalAge.Seconds())
+	}
+	if !sig.Calibrate {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := map[string]bool{}
+	if sig.Pipeline == weighter.PipelineCalibrated {
+		m.uncalibrated.WithLabelValues(backend).Set(float64(sig.Uncalibrated))
+		for name, in := range sig.Servers {
+			now[name] = true
+			m.factor.WithLabelValues(backend, name).Set(in.Factor)
+		}
+	}
+	for name := range m.factors[backend] {
+		if !now[name] {
+			m.factor.DeleteLabelValues(backend, name)
+		}
+	}
+	m.factors[backend] = now
 }
 
 // planned reports whether the cycle got as far as a plan, so that its list of

@@ -73,6 +73,8 @@ type Window struct {
 	FromStep bool
 	// How says where Span came from, for the start log ("the query's [1m]").
 	How string
+	// Assumed: nothing said the window; Span is a default.
+	Assumed bool
 }
 
 // Flag is a command-line flag that sets one key of a kind's configuration.

@@ -1,0 +1,156 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// localReader reads an HAProxy backend's fast local signal for the weighter.
+// The backend can change under it: a reload that keeps the unit's source
+// keeps the reader too (and its Fresh state), but reads through the new
+// target.
+type localReader struct {
+	counter string
+
+	mu sync.Mutex
+	b  *haproxy.Backend
+}
+
+var _ weighter.LocalReader = (*localReader)(nil)
+
+func newLocalReader(b *haproxy.Backend, dir weighter.Bytes) *localReader {
+	counter := haproxy.LocalBoth
+	switch dir {
+	case weighter.BytesIn:
+		counter = haproxy.CounterBytesIn
+	case weighter.BytesOut:
+		counter = haproxy.CounterBytesOut
+	}
+	return &localReader{counter: counter, b: b}
+}
+
+func (r *localReader) readThrough(b *haproxy.Backend) {
+	r.mu.Lock()
+	r.b = b
+	r.mu.Unlock()
+}
+
+// ReadLocal reads the signal of the named servers from the newest `show
+// sess all` of the backend's HAProxy.
+func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+	r.mu.Lock()
+	b := r.b
+	r.mu.Unlock()
+	got, err := b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: servers})
+	if err != nil {
+		return weighter.LocalRead{}, err
+	}
+	out := weighter.LocalRead{At: got.At, Since: got.Since, Servers: make(map[string]weighter.LocalCounter, len(got.Servers)),
+		Streams: got.Streams, Age: got.Age, Dead: got.Dead}
+	for name, s := range got.Servers {
+		out.Servers[name] = weighter.LocalCounter{Bytes: float64(s.Bytes), Rate: s.Rate, Sessions: s.Sessions, Reset: s.Reset}
+	}
+	return out, nil
+}
+
+// fastUnit is what a unit that weighs by the fast signal keeps besides its
+// Source (the Fresh): its parts, so that a reload can keep them and point
+// them at the new target, and what the start log says.
+type fastUnit struct {
+	fresh    *weighter.Fresh
+	local    *localReader
+	external weighter.Source // the configured source, which Fresh calibrates with (or falls back to)
+	// settings is what the Fresh was built from besides the source.
+	settings fastSettings
+	// window is how the calibration window was found.
+	window string
+	kind   string
+	// calibration is the policy when the source calibrates (nil: fast alone).
+	calibration *unitCalibration
+}
+
+// fastSettings are a backend's keys that shape its Fresh source.
+type fastSettings struct {
+	signal      string
+	calibration config.Calibration
+}
+
+// buildOptions change how Build wires units.
+type buildOptions struct {
+	// firstWait makes a unit's first fast read wait this long for a second
+	// one: a single cycle (once) has no earlier read to take a rate from.
+	firstWait time.Duration
+}
+
+// wrapFast makes src the external side of a Fresh source over the
+// backend's fast signal, when the backend uses it.
+func wrapFast(b config.Backend, hb *haproxy.Backend, src weighter.Source, o buildOptions) (*fastUnit, error) {
+	policy, w := b.CalibrationPolicy()
+	local := newLocalReader(hb, b.FastBytes())
+	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: local, External: src, Calibrate: b.Calibrates(),
+		Calibration: policy, StepWindow: w.FromStep, Refresh: b.Calibration.Refresh, FirstWait: o.firstWait})
+	if err != nil {
+		return nil, fmt.Errorf("fast signal: %w", err)
+	}
+	how := w.How
+	if !w.FromStep {
+		how = fmt.Sprintf("%s (%s)", w.Span, w.How)
+	}
+	f := &fastUnit{fresh: fresh, local: local, external: src, window: how, kind: b.Source.Kind(),
+		settings: fastSettings{signal: b.FastSignal, calibration: b.Calibration}}
+	if b.Calibrates() {
+		f.calibration = &unitCalibration{policy: policy, assumed: w.Assumed}
+	}
+	return f, nil
+}
+
+// primeFast reads the fast signal once at start, so that the first cycle
+// has a rate, and says in one line how the backend is weighted: by the
+// fast signal and how it is calibrated, or, when the signal cannot be read,
+// by the external source alone and why. It returns the fast state.
+func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, log *slog.Logger) weighter.FastState {
+	f := u.fast
+	if f == nil {
+		return weighter.FastOff
+	}
+	names := make([]string, len(servers))
+	for i, s := range servers {
+		names[i] = s.Name
+	}
+	if err := f.fresh.Prime(ctx, names); err != nil {
+		log.Warn("fast signal cannot be read (show sess all on the admin socket); weighting by the source alone until it can",
+			"source", f.kind, "err", err)
+		return weighter.FastDead
+	}
+	state, reason := f.fresh.State()
+	if state == weighter.FastDead {
+		log.Warn("fast signal dead; weighting by the source alone until it moves", "source", f.kind, "reason", reason)
+		return state
+	}
+	p := f.calibration
+	if p == nil {
+		log.Info("weighting by HAProxy's fast signal (bytes per connection, live)", "fallback", f.kind)
+		return state
+	}
+	level := slog.LevelInfo
+	if p.assumed {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "weighting by HAProxy's fast signal × a per-server calibration from the source",
+		"source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
+		"max_factor", p.policy.MaxFactor, "refresh", f.settings.calibration.Refresh)
+	return state
+}
+
+// unitCalibration is a calibrating unit's policy, for the start log.
+type unitCalibration struct {
+	policy  weighter.CalibrationPolicy
+	assumed bool // the window is DefaultCalibrationWindow because nothing said it
+}

@@ -1,0 +1,60 @@
+package daemon
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// The fast pipeline's state changes are logged at info once each: the fast
+// signal dead and alive again, the calibrating source failing and back, the
+// calibration expired and back; the servers concerned at debug.
+func TestSignalChangesAreLoggedOnce(t *testing.T) {
+	var out, debug strings.Builder
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})), ready: true}
+	now := time.Unix(1_800_000_000, 0)
+	calibrated := map[string]weighter.FastInput{"s1": {Factor: 1, Calibrated: true}, "s2": {Factor: 1, Calibrated: true}}
+	expired := map[string]weighter.FastInput{"s1": {Factor: 1, Note: "fast 1 B/s / 1 sess; calibration expired (newest usable external point 10m2s old); fast signal alone"},
+		"s2": {Factor: 1, Calibrated: true}}
+	steps := []struct {
+		sig  weighter.Signal
+		want string // the info line's message, "" for none
+	}{
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, Servers: calibrated}, ""},
+		{weighter.Signal{Pipeline: weighter.PipelineExternal, Fast: weighter.FastDead, FastReason: "dump failed", Calibrate: true, ExternalFetched: true}, "fast signal dead; weighting by the source alone"},
+		{weighter.Signal{Pipeline: weighter.PipelineExternal, Fast: weighter.FastDead, FastReason: "dump failed", Calibrate: true, ExternalFetched: true}, ""},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: calibrated}, "fast signal alive again; weighting by it"},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, ExternalError: "prometheus down", Servers: calibrated}, "calibrating source failing; calibration held, then the fast signal alone"},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, ExternalError: "prometheus down", Servers: calibrated}, ""},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalAge: 10 * time.Minute, Servers: expired}, "calibration expired; fast signal alone"},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: expired}, ""},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, Servers: calibrated}, "calibrating source back"},
+	}
+	for i, st := range steps {
+		out.Reset()
+		sig := st.sig
+		l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: weighter.Plan{Time: now}, Signal: &sig}, now, true)
+		got := ""
+		for _, line := range strings.SplitAfter(out.String(), "\n") {
+			if strings.Contains(line, "level=DEBUG") {
+				debug.WriteString(line)
+			} else {
+				got += line
+			}
+		}
+		if st.want == "" {
+			assert.Empty(t, got, "step %d", i)
+			continue
+		}
+		assert.Equal(t, 1, strings.Count(got, "\n"), "step %d: one line\n%s", i, got)
+		assert.Contains(t, got, `msg="`+st.want+`"`, "step %d", i)
+	}
+	assert.Contains(t, debug.String(), `msg="calibration expired; fast signal alone" server=s1`)
+	assert.Contains(t, debug.String(), `msg="calibration back" server=s1`)
+	assert.Contains(t, out.String(), `msg="calibrating source back" servers=1`, "one line for the cycle: the calibration is back too")
+}
