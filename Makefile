@@ -53,16 +53,26 @@ DIST        ?= dist
 NFPM_CONFIG ?= nfpm.yaml
 DEB_ARCH    ?= $(shell $(GO) env GOARCH)
 DEB_VERSION ?= $(subst -,+,$(if $(filter v%,$(VERSION)),$(patsubst v%,%,$(VERSION)),0.0.0~git$(VERSION)))
-# The package's changelog (one entry: the version and its commit date) and the gzipped man page
-# go to bin/deb/: Debian requires both compressed, and nfpm does not compress.
-DEB_DATE    ?= $(shell date -u -R -d @$$(git log -1 --format=%ct 2>/dev/null || date +%s))
-deb: build
-	@mkdir -p $(DIST) bin/deb
+# DEB_WORK holds what `make deb` generates for the package (nfpm.yaml reads it from there).
+DEB_WORK    ?= bin/deb
+# The commit's time: the changelog's date and the man pages' (reproducible from one commit).
+DEB_EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+DEB_DATE    ?= $(shell date -u -R -d @$(DEB_EPOCH))
+# deb-docs: $(DEB_WORK)/completion/ (bash, zsh, fish) and $(DEB_WORK)/man/ (one gzipped page per
+# command), generated from the binary's command tree by tools/gendocs, so they list the flags
+# the binary has; packaging/haproxy-weighter.1.extra adds FILES to haproxy-weighter(1).
+.PHONY: deb-docs
+deb-docs:
+	SOURCE_DATE_EPOCH='$(DEB_EPOCH)' $(GO) run ./tools/gendocs -out '$(DEB_WORK)' -version '$(DEB_VERSION)' \
+	  -root-extra packaging/haproxy-weighter.1.extra
+# The package's changelog (one entry: the version and its commit date) goes to $(DEB_WORK) too:
+# Debian requires it and the man pages compressed, and nfpm does not compress.
+deb: build deb-docs
+	@mkdir -p $(DIST) '$(DEB_WORK)'
 	printf 'haproxy-weighter (%s) unstable; urgency=medium\n\n  * Built from %s.\n\n -- %s  %s\n' \
 	  '$(DEB_VERSION)' '$(VERSION)' 'haproxy-weighter developers <haproxy-weighter@users.noreply.github.com>' \
-	  '$(DEB_DATE)' | gzip -9n > bin/deb/changelog.gz
-	gzip -9n < packaging/haproxy-weighter.1 > bin/deb/haproxy-weighter.1.gz
-	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' $(NFPM) pkg --packager deb --config $(NFPM_CONFIG) --target $(DIST)/
+	  '$(DEB_DATE)' | gzip -9n > '$(DEB_WORK)/changelog.gz'
+	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' DEB_WORK='$(DEB_WORK)' $(NFPM) pkg --packager deb --config $(NFPM_CONFIG) --target $(DIST)/
 
 clean:
 	rm -rf bin dist

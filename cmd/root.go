@@ -33,6 +33,10 @@ go to the least loaded servers.`,
 	},
 }
 
+// Root returns the binary's command tree (each command adds itself in its file's init), for
+// the tools that generate its man pages and shell completion from it (tools/gendocs).
+func Root() *cobra.Command { return rootCmd }
+
 // Execute runs the command line and returns the process exit code: 0, 1 when
 // the command failed, 2 when the command line itself is wrong.
 func Execute() int {
