@@ -1,0 +1,523 @@
+package weighter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ShedPolicy bounds session shedding on one backend: closing the heaviest
+// long-lived session(s) of a server that stays hot, so that the client
+// reconnects and HAProxy places it again by the current weights. Weights
+// only steer new connections; a few heavy long-lived sessions on one server
+// are beyond their reach. Shedding is off unless a backend configures it
+// (docs/shedding.md has the rules, the simulator's figures and the costs).
+type ShedPolicy struct {
+	// Above (> 1): a server is hot while its load is above Above × the
+	// backend's mean load.
+	Above float64 `yaml:"above" json:"above"`
+	// For (>= 1) is how many consecutive cycles a server must be hot.
+	For int `yaml:"for" json:"for"`
+	// MaxPerMinute (>= 1) is the most sessions closed on the backend within
+	// any 60 s.
+	MaxPerMinute int `yaml:"max_per_minute" json:"max_per_minute"`
+	// MaxShare (0 < s <= 1) is the largest share of the backend's sessions
+	// closed in one cycle: at most floor(MaxShare × sessions).
+	MaxShare float64 `yaml:"max_share" json:"max_share"`
+	// MinAge: a session younger than this is never closed.
+	MinAge time.Duration `yaml:"min_age" json:"min_age"`
+	// Cooldown: a session from a client address (IP, any port) closed less
+	// than this long ago is never closed again, so that a client that always
+	// sends a heavy stream is not bounced from server to server.
+	Cooldown time.Duration `yaml:"cooldown" json:"cooldown"`
+	// Progress (0 <= p < 1): the weights count as bringing a hot server down,
+	// and nothing is closed, while its excess over the mean (load/mean − 1)
+	// shrank by at least this share over its last For cycles.
+	Progress float64 `yaml:"progress" json:"progress"`
+}
+
+// DefaultShed returns the recommended shedding factors (docs/shedding.md,
+// chosen in the simulator). Shedding itself stays off unless configured.
+func DefaultShed() ShedPolicy {
+	return ShedPolicy{
+		Above:        1.5,
+		For:          3,
+		MaxPerMinute: 2,
+		MaxShare:     0.02,
+		MinAge:       10 * time.Second,
+		Cooldown:     10 * time.Minute,
+		Progress:     0.1,
+	}
+}
+
+// Validate reports every invalid field, each message naming the field.
+func (p ShedPolicy) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if !(p.Above > 1) || isInf(p.Above) {
+		add("shed.above must be > 1, got %v", p.Above)
+	}
+	if p.For < 1 {
+		add("shed.for must be >= 1 cycle, got %d", p.For)
+	}
+	if p.MaxPerMinute < 1 {
+		add("shed.max_per_minute must be >= 1, got %d", p.MaxPerMinute)
+	}
+	if !(p.MaxShare > 0 && p.MaxShare <= 1) {
+		add("shed.max_share must be in (0, 1], got %v", p.MaxShare)
+	}
+	if p.MinAge < 0 {
+		add("shed.min_age must be >= 0, got %v", p.MinAge)
+	}
+	if p.Cooldown < 0 {
+		add("shed.cooldown must be >= 0, got %v", p.Cooldown)
+	}
+	if !(p.Progress >= 0 && p.Progress < 1) {
+		add("shed.progress must be in [0, 1), got %v", p.Progress)
+	}
+	return errors.Join(errs...)
+}
+
+// ShedSession is one open session of the backend as the shed planner needs it
+// (from HAProxy's `show sess all`: the caller matches two reads by ID and
+// Serial and measures the rate).
+type ShedSession struct {
+	ID     string // HAProxy's stream id (0x…), what closes it
+	Serial uint64 // HAProxy's stream number, with ID naming one stream for good
+	Server string
+	// Client is the source address "ip:port" as HAProxy prints it (an IPv6
+	// address without brackets). The cooldown is per IP; a session without
+	// a client address is never closed (its cooldown could not be kept).
+	Client string
+	Age    time.Duration
+	// Rate is the session's measured rate: the change of its byte totals
+	// between two reads over the time between them, in the unit of
+	// ShedInput.Unit. NaN (or <= 0): not measured, never closed.
+	Rate float64
+}
+
+// ShedServer is one server's load this cycle.
+type ShedServer struct {
+	Name string
+	Load float64 // the server's whole load; NaN or negative = no data
+	// Factor is the load one unit of session rate adds to Load (the
+	// calibration factor when loads are calibrated; 0 or invalid = 1).
+	Factor float64
+}
+
+// ShedInput is what the shed planner sees in one cycle of one backend.
+type ShedInput struct {
+	Servers  []ShedServer
+	Sessions []ShedSession
+	// Hold: the coverage guard holds the backend (Plan.Hold); HoldReason says why.
+	Hold       bool
+	HoldReason string
+	// DataAge is the age of the data the loads and rates come from; with
+	// MaxAge > 0 (Policy.MaxAge), older data sheds nothing.
+	DataAge, MaxAge time.Duration
+	// Unit names the rates in reasons ("bytes/s"); "" = "/s".
+	Unit string
+}
+
+// Shed is one session to close.
+type Shed struct {
+	Session ShedSession `json:"session"`
+	Ratio   float64     `json:"ratio"`  // the server's load / mean before
+	After   float64     `json:"after"`  // … and after the planned sheds, as predicted
+	Cycles  int         `json:"cycles"` // cycles the server was hot
+	Reason  string      `json:"reason"`
+}
+
+// DryRun is the shed's reason as a dry run reports it.
+func (s Shed) DryRun() string { return "would " + s.Reason }
+
+// ShedPlan is the outcome of one cycle: the sessions to close (all on
+// Server), or why none.
+type ShedPlan struct {
+	Time   time.Time `json:"time"`
+	Server string    `json:"server,omitempty"`
+	Sheds  []Shed    `json:"sheds,omitempty"`
+	Reason string    `json:"reason,omitempty"` // why nothing is closed
+	Mean   float64   `json:"mean"`             // mean load of the servers with data; 0 when undefined
+}
+
+// shedStreak is a hot server's consecutive hot cycles and its recent ratios.
+type shedStreak struct {
+	cycles int
+	ratios []float64 // the last For ratios, oldest first
+}
+
+// Shedder plans session shedding for one backend. It keeps which servers are
+// hot and for how long (updated by Plan, called once per cycle) and what was
+// closed (Commit): the sheds of the last minute and each client address's
+// last shed. Its methods are safe for concurrent use.
+type Shedder struct {
+	p ShedPolicy
+
+	mu      sync.Mutex
+	streaks map[string]*shedStreak
+	recent  []time.Time          // commits of the last minute
+	clients map[string]time.Time // client address → its last shed
+}
+
+// NewShedder validates p and returns a Shedder with empty state.
+func NewShedder(p ShedPolicy) (*Shedder, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid shed policy: %w", err)
+	}
+	return &Shedder{p: p, streaks: map[string]*shedStreak{}, clients: map[string]time.Time{}}, nil
+}
+
+// Policy returns the policy the Shedder was built with.
+func (s *Shedder) Policy() ShedPolicy { return s.p }
+
+// shedMinGain is the least a shed must bring its server closer to the mean,
+// as a share of the mean: a reconnect is not worth less.
+const shedMinGain = 0.1
+
+// Commit records the sessions really closed at now (a subset of a plan's
+// sheds): they count against max_per_minute and start their client's cooldown.
+func (s *Shedder) Commit(now time.Time, closed []ShedSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range closed {
+		s.recent = append(s.recent, now)
+		if addr, ok := clientAddr(c.Client); ok {
+			if last, seen := s.clients[addr]; !seen || now.After(last) {
+				s.clients[addr] = now
+			}
+		}
+	}
+}
+
+// Plan decides this cycle's sheds. It updates which servers are hot and for
+// how long; call it once per cycle, then Commit what was closed.
+func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.forget(now)
+	plan := ShedPlan{Time: now}
+	switch {
+	case in.Hold:
+		clear(s.streaks)
+		plan.Reason = "hold: " + in.HoldReason
+		if in.HoldReason == "" {
+			plan.Reason = "hold"
+		}
+		return plan
+	case in.MaxAge > 0 && in.DataAge > in.MaxAge:
+		clear(s.streaks)
+		plan.Reason = fmt.Sprintf("data %s old (max_age %s)", in.DataAge, in.MaxAge)
+		return plan
+	}
+	mean, valid := shedMean(in.Servers)
+	if valid < 2 || !(mean > 0) {
+		clear(s.streaks)
+		plan.Reason = fmt.Sprintf("only %d servers with data and a positive mean", valid)
+		return plan
+	}
+	plan.Mean = mean
+	hot := s.track(in.Servers, mean)
+	if len(hot) == 0 {
+		plan.Reason = fmt.Sprintf("no server above %s× mean", ratioText(s.p.Above))
+		return plan
+	}
+	var why []string
+	var ready []hotServer
+	for _, h := range hot {
+		switch st := s.streaks[h.name]; {
+		case st.cycles < s.p.For:
+			why = append(why, fmt.Sprintf("%s %s× mean for %d of %d cycles", h.name, ratioText(h.ratio), st.cycles, s.p.For))
+		case s.falling(st):
+			why = append(why, fmt.Sprintf("%s %s× mean, coming down (from %s× %d cycles ago)", h.name, ratioText(h.ratio), ratioText(st.ratios[0]), len(st.ratios)-1))
+		default:
+			ready = append(ready, h)
+		}
+	}
+	if len(ready) == 0 {
+		plan.Reason = strings.Join(why, "; ")
+		return plan
+	}
+	budget := s.p.MaxPerMinute - len(s.recent)
+	if budget <= 0 {
+		plan.Reason = fmt.Sprintf("%d sessions closed in the last minute (max_per_minute %d)", len(s.recent), s.p.MaxPerMinute)
+		return plan
+	}
+	if share := int(math.Floor(s.p.MaxShare * float64(len(in.Sessions)) * (1 + 1e-12))); share < budget {
+		budget = share
+		if budget <= 0 {
+			plan.Reason = fmt.Sprintf("%d sessions × max_share %g < 1", len(in.Sessions), s.p.MaxShare)
+			return plan
+		}
+	}
+	for _, h := range ready {
+		picked, note := s.choose(now, h, mean, in.Sessions, budget)
+		if len(picked) == 0 {
+			why = append(why, h.name+": "+note)
+			continue
+		}
+		st := s.streaks[h.name]
+		after := h.load
+		for _, c := range picked {
+			after -= h.factor * c.Rate
+		}
+		plan.Server = h.name
+		for _, c := range picked {
+			plan.Sheds = append(plan.Sheds, Shed{
+				Session: c, Ratio: h.ratio, After: after / mean, Cycles: st.cycles,
+				Reason: fmt.Sprintf("shed session %s (client %s, %s %s, age %s) from %s: %s× mean for %d cycles",
+					c.ID, c.Client, rateText(c.Rate), unitText(in.Unit), ageText(c.Age), h.name, ratioText(h.ratio), st.cycles),
+			})
+		}
+		delete(s.streaks, h.name) // it must stay hot For more cycles before the next
+		return plan
+	}
+	plan.Reason = strings.Join(why, "; ")
+	return plan
+}
+
+// forget drops the commits older than a minute and the cooldowns that ended.
+func (s *Shedder) forget(now time.Time) {
+	keep := s.recent[:0]
+	for _, t := range s.recent {
+		if now.Sub(t) < time.Minute {
+			keep = append(keep, t)
+		}
+	}
+	s.recent = keep
+	for addr, t := range s.clients {
+		if now.Sub(t) >= s.p.Cooldown {
+			delete(s.clients, addr)
+		}
+	}
+}
+
+// hotServer is a server above the threshold this cycle.
+type hotServer struct {
+	name         string
+	load, factor float64
+	ratio        float64
+}
+
+// track updates every server's streak and returns the hot servers, hottest
+// first (ties by name).
+func (s *Shedder) track(servers []ShedServer, mean float64) []hotServer {
+	var hot []hotServer
+	seen := map[string]bool{}
+	for _, sv := range servers {
+		if seen[sv.Name] {
+			continue
+		}
+		seen[sv.Name] = true
+		r := sv.Load / mean
+		if !validLoad(sv.Load) || !(r > s.p.Above) {
+			delete(s.streaks, sv.Name)
+			continue
+		}
+		st := s.streaks[sv.Name]
+		if st == nil {
+			st = &shedStreak{}
+			s.streaks[sv.Name] = st
+		}
+		st.cycles++
+		st.ratios = append(st.ratios, r)
+		if len(st.ratios) > s.p.For {
+			st.ratios = slices.Delete(st.ratios, 0, len(st.ratios)-s.p.For)
+		}
+		f := sv.Factor
+		if !(f > 0) || isInf(f) {
+			f = 1
+		}
+		hot = append(hot, hotServer{name: sv.Name, load: sv.Load, factor: f, ratio: r})
+	}
+	for name := range s.streaks {
+		if !seen[name] {
+			delete(s.streaks, name)
+		}
+	}
+	slices.SortFunc(hot, func(a, b hotServer) int {
+		if c := cmpDesc(a.ratio, b.ratio); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return hot
+}
+
+// falling reports whether the server's excess over the mean shrank by at
+// least Progress over its last For cycles: the weights are working.
+func (s *Shedder) falling(st *shedStreak) bool {
+	if len(st.ratios) < 2 {
+		return false
+	}
+	first, last := st.ratios[0]-1, st.ratios[len(st.ratios)-1]-1
+	return last <= (1-s.p.Progress)*first
+}
+
+// choose picks, from the server's eligible sessions, the ones whose removal
+// brings its load closest to the mean: greedily, each time the session that
+// leaves it closest, while that gains at least shedMinGain × mean, up to
+// budget sessions, at most one per client address.
+func (s *Shedder) choose(now time.Time, h hotServer, mean float64, sessions []ShedSession, budget int) ([]ShedSession, string) {
+	var cands []ShedSession
+	young, cooling, unmeasured, total := 0, 0, 0, 0
+	ids := map[string]bool{}
+	for _, c := range sessions {
+		if c.Server != h.name || ids[c.ID] {
+			continue
+		}
+		ids[c.ID] = true
+		total++
+		addr, ok := clientAddr(c.Client)
+		switch {
+		case !(c.Rate > 0) || isInf(c.Rate):
+			unmeasured++
+		case c.Age < s.p.MinAge:
+			young++
+		case !ok || s.cooling(now, addr):
+			cooling++
+		default:
+			cands = append(cands, c)
+		}
+	}
+	slices.SortFunc(cands, func(a, b ShedSession) int {
+		if c := cmpDesc(a.Rate, b.Rate); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.ID, b.ID); c != 0 {
+			return c
+		}
+		return cmpUint(a.Serial, b.Serial)
+	})
+	var picked []ShedSession
+	used := map[string]bool{}
+	load := h.load
+	for len(picked) < budget {
+		best, bestDist := -1, math.Abs(load-mean)-shedMinGain*mean
+		for i, c := range cands {
+			addr, _ := clientAddr(c.Client)
+			if used[addr] {
+				continue
+			}
+			if d := math.Abs(load - h.factor*c.Rate - mean); d < bestDist {
+				best, bestDist = i, d
+			}
+		}
+		if best < 0 {
+			break
+		}
+		c := cands[best]
+		picked = append(picked, c)
+		addr, _ := clientAddr(c.Client)
+		used[addr] = true
+		load -= h.factor * c.Rate
+		cands = slices.Delete(cands, best, best+1)
+	}
+	if len(picked) > 0 {
+		return picked, ""
+	}
+	return nil, fmt.Sprintf("no session to close (%d sessions: %d eligible, none brings it %s× mean closer to the mean; %d younger than min_age, %d client in cooldown or unknown, %d not measured)",
+		total, total-young-cooling-unmeasured, ratioText(shedMinGain), young, cooling, unmeasured)
+}
+
+// cooling reports whether a session of addr was closed within the cooldown.
+func (s *Shedder) cooling(now time.Time, addr string) bool {
+	last, ok := s.clients[addr]
+	return ok && now.Sub(last) < s.p.Cooldown
+}
+
+// shedMean is the mean load of the servers with valid data (first entry per name).
+func shedMean(servers []ShedServer) (float64, int) {
+	sum, n := 0.0, 0
+	seen := map[string]bool{}
+	for _, sv := range servers {
+		if seen[sv.Name] {
+			continue
+		}
+		seen[sv.Name] = true
+		if validLoad(sv.Load) {
+			sum += sv.Load
+			n++
+		}
+	}
+	if n == 0 || isInf(sum) {
+		return 0, n
+	}
+	return sum / float64(n), n
+}
+
+// clientAddr is the IP of an "ip:port" client address (the whole string
+// when it has no port); false when unknown.
+func clientAddr(client string) (string, bool) {
+	if client == "" {
+		return "", false
+	}
+	if i := strings.LastIndexByte(client, ':'); i > 0 {
+		if _, err := strconv.ParseUint(client[i+1:], 10, 16); err == nil {
+			return client[:i], true
+		}
+	}
+	return client, true
+}
+
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func ratioText(r float64) string { return strconv.FormatFloat(r, 'f', 1, 64) }
+
+func unitText(u string) string {
+	if u == "" {
+		return "/s"
+	}
+	return u
+}
+
+// rateText writes a rate with thousands separators: 3,100 (2 significant
+// decimals below 10).
+func rateText(r float64) string {
+	if r < 10 {
+		return strconv.FormatFloat(r, 'f', 2, 64)
+	}
+	digits := strconv.FormatFloat(math.Round(r), 'f', 0, 64)
+	var b strings.Builder
+	for i, d := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	return b.String()
+}
+
+// ageText writes an age as whole seconds, minutes or hours and minutes: 45s, 14m, 2h5m.
+func ageText(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%dh%dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
+}
