@@ -7,7 +7,9 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,6 +81,9 @@ func printTables(w io.Writer, cycles []weighter.Cycle) error {
 			fmt.Fprintf(w, "function %s, coverage %.0f%%, imbalance (max/mean load) %.2f\n",
 				c.Plan.Function, 100*c.Plan.Coverage, c.Plan.Imbalance)
 		}
+		if c.Signal != nil {
+			fmt.Fprintf(w, "signal: %s\n", signalLine(c.Signal))
+		}
 		if c.Plan.Hold {
 			fmt.Fprintf(w, "holding: %s\n", c.Plan.Reason)
 		}
@@ -97,6 +102,25 @@ func printTables(w io.Writer, cycles []weighter.Cycle) error {
 	return nil
 }
 
+// signalLine says where the loads came from: the pipeline, the fast
+// signal's state, and the calibrating source's window and data age.
+func signalLine(s *weighter.Signal) string {
+	parts := []string{s.Pipeline, "fast signal " + string(s.Fast)}
+	if s.FastReason != "" {
+		parts[1] += " (" + s.FastReason + ")"
+	}
+	if s.Calibrate && s.Window > 0 {
+		parts = append(parts, "calibration window "+s.Window.String())
+	}
+	if s.ExternalAge >= 0 {
+		parts = append(parts, "external data "+s.ExternalAge.Round(time.Second).String()+" old")
+	}
+	if s.ExternalError != "" {
+		parts = append(parts, "external source failed: "+s.ExternalError)
+	}
+	return strings.Join(parts, "; ")
+}
+
 func formatLoad(v float64) string {
 	if math.IsNaN(v) {
 		return "-"
@@ -112,6 +136,43 @@ type cycleJSON struct {
 	Applied bool          `json:"applied"`
 	Written []changeJSON  `json:"written"`
 	Plan    weighter.Plan `json:"plan"`
+	// Signal is what the loads were made of, for a backend that reads the
+	// fast signal: the pipeline and, per server, its fast inputs.
+	Signal *signalJSON `json:"signal,omitempty"`
+}
+
+// signalJSON is weighter.Signal with durations in seconds.
+type signalJSON struct {
+	Pipeline   string `json:"pipeline"`
+	Fast       string `json:"fast"`
+	FastReason string `json:"fast_reason,omitempty"`
+	Streams    int    `json:"streams,omitempty"`
+	Calibrate  bool   `json:"calibrate"`
+	// WindowSeconds is the span each external point averages over.
+	WindowSeconds float64 `json:"window_seconds,omitempty"`
+	// ExternalAgeSeconds is the age of the newest external point; null before the first.
+	ExternalAgeSeconds *float64 `json:"external_age_seconds"`
+	ExternalError      string   `json:"external_error,omitempty"`
+	Uncalibrated       int      `json:"uncalibrated"`
+	// Servers are the fast inputs: load = factor × local / max(sessions, 1).
+	Servers map[string]weighter.FastInput `json:"servers"`
+}
+
+func newSignalJSON(s *weighter.Signal) *signalJSON {
+	if s == nil {
+		return nil
+	}
+	out := &signalJSON{Pipeline: s.Pipeline, Fast: string(s.Fast), FastReason: s.FastReason, Streams: s.Streams,
+		Calibrate: s.Calibrate, WindowSeconds: s.Window.Seconds(), ExternalError: s.ExternalError,
+		Uncalibrated: s.Uncalibrated, Servers: s.Servers}
+	if s.ExternalAge >= 0 {
+		age := s.ExternalAge.Round(time.Second).Seconds() // the points' own resolution
+		out.ExternalAgeSeconds = &age
+	}
+	if out.Servers == nil {
+		out.Servers = map[string]weighter.FastInput{}
+	}
+	return out
 }
 
 // changeJSON is a written weight, with the lower-case keys of the rest of the
@@ -124,7 +185,8 @@ type changeJSON struct {
 func printJSON(w io.Writer, cycles []weighter.Cycle) error {
 	out := make([]cycleJSON, len(cycles))
 	for i, c := range cycles {
-		out[i] = cycleJSON{Backend: c.Backend, Result: c.Result, Applied: c.Applied, Written: []changeJSON{}, Plan: c.Plan}
+		out[i] = cycleJSON{Backend: c.Backend, Result: c.Result, Applied: c.Applied, Written: []changeJSON{}, Plan: c.Plan,
+			Signal: newSignalJSON(c.Signal)}
 		for _, w := range c.Written {
 			out[i].Written = append(out[i].Written, changeJSON{Server: w.Server, Weight: w.Weight})
 		}

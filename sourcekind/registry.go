@@ -58,7 +58,9 @@ type Spec[C any] struct {
 	Window func(C) Window
 	// FastBytes, if set, says which bytes the fast signal weighs for this
 	// configuration, or false when the fast signal cannot stand for it (a
-	// session count): the source is then used as it is. Unset: both directions.
+	// session count): the source is then used as it is. Unset: both
+	// directions for a kind that calibrates (Window), none for the others, so
+	// that a new kind is used as it is until it says otherwise.
 	FastBytes func(C) (weighter.Bytes, bool)
 }
 
@@ -230,7 +232,7 @@ func (k *Kind) Window(cfg any) Window {
 // when the fast signal cannot stand for what cfg measures.
 func (k *Kind) FastBytes(cfg any) (weighter.Bytes, bool) {
 	if k.fastBytes == nil {
-		return weighter.BytesBoth, true
+		return weighter.BytesBoth, k.window != nil
 	}
 	return k.fastBytes(cfg)
 }

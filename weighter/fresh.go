@@ -218,7 +218,9 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	}
 	sig.Window = f.calWindow
 	if !f.newestExt.IsZero() {
-		sig.ExternalAge = now.Sub(f.newestExt)
+		// After the fetch: an instant query's point is stamped when it was
+		// asked, after now.
+		sig.ExternalAge = max(f.cfg.Now().Sub(f.newestExt), 0)
 	}
 	if !live {
 		sig.Pipeline = PipelineExternal
