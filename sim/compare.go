@@ -13,6 +13,7 @@ type Report struct {
 	Strategies []Figures `json:"strategies"`
 	traces     []trace
 	names      []string
+	whales     []arrival // fresh-data model: the whales, in arrival order
 }
 
 // Run simulates every strategy over the scenario, each on the same connection

@@ -29,6 +29,8 @@ type Figures struct {
 	Writes             int      `json:"writes"`
 	Cycles             int      `json:"cycles"`
 	Fallbacks          int      `json:"fallbacks"`
+	// Shed is the shedding's figures (pipelines that shed only).
+	Shed *ShedFigures `json:"shed,omitempty"`
 }
 
 // Recovery is the time from an event until max/mean was back under 1.25.

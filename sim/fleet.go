@@ -113,6 +113,11 @@ type balancer struct {
 	ctrl  *weighter.Controller
 	cal   *weighter.Calibrator
 	reads [][]fastRead // per server, oldest first
+	// client is per connection the arrival (client) it carries: a shed
+	// client reconnects as a new connection of the same client.
+	client   []int
+	shedder  *weighter.Shedder
+	lastRead float64 // when the daemon last read the streams (shedding); -1 = never
 }
 
 // fleet simulates one pipeline over a scenario with several balancers, server
@@ -136,6 +141,9 @@ type fleet struct {
 	agentAt   float64
 	tr        trace
 	onStep    func(f *fleet, now float64) // test hook
+	shed      *shedState                  // nil unless the pipeline sheds
+	whales    []int                       // arrival indices of the whales
+	whaleAt   map[int]connRef             // whale arrival → its current connection
 }
 
 func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error) {
@@ -168,8 +176,10 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 	}
 	for range sc.shares() {
 		lb := &balancer{b: newBackend(sc.Servers, initialWeight, pick)}
+		var err error
 		if pl.Kind == KindWeighter {
-			ctrl, err := weighter.NewController(pl.Policy)
+			var ctrl *weighter.Controller
+			ctrl, err = weighter.NewController(pl.Policy)
 			if err != nil {
 				return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
 			}
@@ -184,8 +194,15 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 				}
 			}
 		}
+		if pl.Shed != nil && pl.Kind == KindWeighter {
+			if lb.shedder, err = weighter.NewShedder(*pl.Shed); err != nil {
+				return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
+			}
+			lb.lastRead = -1
+		}
 		f.lbs = append(f.lbs, lb)
 	}
+	f.initShed()
 	return f, nil
 }
 
@@ -276,7 +293,7 @@ func (f *fleet) run() (trace, error) {
 // advance processes, in time order, every arrival, departure and server event up to t.
 func (f *fleet) advance(t float64) error {
 	for {
-		arr, ev := math.Inf(1), math.Inf(1)
+		arr, ev, rec := math.Inf(1), math.Inf(1), f.nextReconnect()
 		dep, which := math.Inf(1), -1
 		for j, lb := range f.lbs {
 			if e := lb.b.nextEnd(); e < dep {
@@ -290,19 +307,26 @@ func (f *fleet) advance(t float64) error {
 			ev = f.events[0].At.Seconds()
 		}
 		switch {
-		case ev <= t && ev <= arr && ev <= dep:
+		case ev <= t && ev <= arr && ev <= dep && ev <= rec:
 			if err := f.serverEvent(f.events[0], ev); err != nil {
 				return err
 			}
 			f.events = f.events[1:]
-		case dep <= t && dep <= arr:
+		case dep <= t && dep <= arr && dep <= rec:
 			f.lbs[which].b.closeUntil(dep)
+		case rec <= t && rec <= arr:
+			f.reconnect()
 		case arr <= t:
 			a := f.str.arrivals[f.nextArr]
-			lb := f.lbs[f.owner[f.nextArr]]
+			k := f.owner[f.nextArr]
+			lb := f.lbs[k]
 			f.nextArr++
 			lb.b.open(a.Rate, a.At+a.Life, a.At)
 			lb.since = append(lb.since, a.At)
+			lb.client = append(lb.client, f.nextArr-1)
+			if a.Whale {
+				f.whaleAt[f.nextArr-1] = connRef{lb: k, id: len(lb.b.conns) - 1}
+			}
 		default:
 			return nil
 		}
@@ -373,6 +397,7 @@ func (f *fleet) sampleWindow(now float64, prev snapshot) snapshot {
 		next.counter = append(next.counter, c)
 		next.picked = append(next.picked, p)
 	}
+	w.whales = f.whaleServers()
 	f.tr.windows = append(f.tr.windows, w)
 	return next
 }
@@ -440,6 +465,9 @@ func (f *fleet) read(lb *balancer, now float64) {
 	if f.signal != SignalLive {
 		for _, d := range b.departing {
 			c := b.conns[d.id]
+			if !c.open {
+				continue
+			}
 			age := now - lb.since[d.id]
 			if f.signal == SignalContstats {
 				age = math.Mod(age, contstatsTick)
@@ -526,6 +554,7 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 		}
 	}
 	var loads weighter.Loads
+	totals := map[string]weighter.ShedServer{} // whole loads, for shedding
 	if f.pl.Input == InputExternal {
 		loads = f.external(now)
 	} else {
@@ -551,6 +580,7 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 				cal = c
 			}
 			loads[name] = weighter.Series{{Time: wall, Value: cal.Apply(local, sessions)}}
+			totals[name] = weighter.ShedServer{Name: name, Load: math.Max(local*cal.Factor+cal.Offset, 0), Factor: cal.Factor}
 		}
 	}
 	plan := lb.ctrl.Plan(wall, loads, states)
@@ -559,6 +589,9 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 		lb.b.setWeight(index[ch.Server], ch.Weight)
 	}
 	lb.ctrl.Commit(changes)
+	if lb.shedder != nil && f.pl.Input != InputExternal {
+		f.shedCycle(lb, now, plan, names, totals)
+	}
 	f.tr.cycles++
 	f.tr.writes += len(changes)
 }

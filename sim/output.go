@@ -49,6 +49,44 @@ func (r *Report) WriteTable(w io.Writer) error {
 		"after each event (never = not before the next event); new srv peak: largest share of new connections the added\n"+
 		"server took in one window (fair share 1/%d); writes/cycle: weights changed per weighter cycle (agent-check: per\n"+
 		"report round); per-conn: the weighter is fed load per open connection; * = weighter.DefaultPolicy()\n", recoverBelow, sc.Servers+1)
+	if err != nil {
+		return err
+	}
+	return r.writeShedTable(w)
+}
+
+// writeShedTable writes the shedding pipelines' costs, when there are any.
+func (r *Report) writeShedTable(w io.Writer) error {
+	var rows []Figures
+	for _, f := range r.Strategies {
+		if f.Shed != nil {
+			rows = append(rows, f)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "shedding\tsheds\tper hour per server\tmost on one server\tbytes in flight mean\tmax\twhales back under 1.5× mean")
+	for _, f := range rows {
+		s := f.Shed
+		var rec []string
+		for _, x := range s.WhaleRecovery {
+			rec = append(rec, seconds(x))
+		}
+		whales := strings.Join(rec, " ")
+		if whales == "" {
+			whales = "–"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.1f\t%.0f B\t%.0f B\t%s\n", f.Strategy, s.Sheds, s.PerHourPerServer,
+			s.MaxPerHourOneServer, s.BytesInFlightMean, s.BytesInFlightMax, whales)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nsheds after the warmup; bytes in flight: min(64 KiB, rate × %d B × %gs) per shed connection; whales: seconds\n"+
+		"from each whale's arrival until its server was under 1.5× the mean in a %v window (never = not while it lived)\n", bytesPerPoint, inFlightSpan, r.Scenario.Window)
 	return err
 }
 

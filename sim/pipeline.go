@@ -43,6 +43,9 @@ type Pipeline struct {
 	// LagSessions divides a contstats rate by the sessions open one tick (5 s)
 	// earlier, as a connection shows no bytes before its first tick.
 	LagSessions bool
+	// Shed, when set, makes every daemon close the heaviest long-lived
+	// sessions of a hot server (weighter.Shedder); clients reconnect.
+	Shed *weighter.ShedPolicy
 }
 
 func (pl Pipeline) fastWindow(sc Scenario) float64 {
@@ -128,13 +131,15 @@ func CandidatePipelines() []Pipeline {
 }
 
 // SelectPipelines returns the baselines and the candidates named in list
-// (comma-separated; "all" = every candidate).
+// (comma-separated; "all" = every candidate; the shedding pipelines,
+// ShedPipelines, by name only).
 func SelectPipelines(list string) ([]Pipeline, error) {
 	out := FleetBaselines()
 	all := CandidatePipelines()
 	if list == "all" {
 		return append(out, all...), nil
 	}
+	all = append(all, ShedPipelines()...)
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
 		i := slices.IndexFunc(all, func(p Pipeline) bool { return p.Name == name })
@@ -171,6 +176,7 @@ func RunFleet(sc Scenario, pipelines []Pipeline) (*Report, error) {
 	str := newStream(sc)
 	own := owners(sc, str)
 	rep := &Report{Scenario: sc, Strategies: make([]Figures, len(pipelines)), traces: make([]trace, len(pipelines))}
+	rep.whales = whaleArrivals(str)
 	errs := make([]error, len(pipelines))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -189,6 +195,7 @@ func RunFleet(sc Scenario, pipelines []Pipeline) (*Report, error) {
 				return
 			}
 			rep.Strategies[i] = score(sc, Strategy{Name: pl.Name, Default: pl.Default}, rep.traces[i], f.fallbacks())
+			rep.Strategies[i].Shed = f.shedFigures()
 		}()
 	}
 	wg.Wait()

@@ -17,6 +17,7 @@ type window struct {
 	end    float64
 	loads  []float64 // per server; NaN when the server was not up
 	picked []int     // new connections placed per server during the window
+	whales []int     // fresh-data model: the server each whale is on at the end (-1 = none)
 }
 
 // trace is everything one strategy's run recorded.

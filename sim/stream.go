@@ -9,9 +9,10 @@ import (
 // arrival is one connection of the stream: when it opens, its rate and how long it lives.
 // Times are simulated seconds; float64 keeps the inner loop cheap.
 type arrival struct {
-	At   float64
-	Rate float64
-	Life float64
+	At    float64
+	Rate  float64
+	Life  float64
+	Whale bool // one of a whale event's connections
 }
 
 // stream is the connection stream every strategy of a run shares, so their figures
@@ -49,7 +50,7 @@ func newStream(sc Scenario) *stream {
 	for _, ev := range sc.Events {
 		if ev.Kind == EventWhale {
 			for range ev.Count {
-				s.arrivals = append(s.arrivals, arrival{At: ev.At.Seconds(), Rate: ev.Rate, Life: ev.Life.Seconds()})
+				s.arrivals = append(s.arrivals, arrival{At: ev.At.Seconds(), Rate: ev.Rate, Life: ev.Life.Seconds(), Whale: true})
 			}
 		}
 	}

@@ -23,10 +23,12 @@ type simulateFlags struct {
 	seeds, top             int
 	sc                     sim.Scenario
 	policy                 weighter.Policy
+	shed, shedSweep        bool                // the shedding comparison and sweep over sim.ShedScenarios
+	shedPolicy             weighter.ShedPolicy // the factors of the "… shed" pipeline
 }
 
 func newSimulateFlags() *simulateFlags {
-	return &simulateFlags{sc: sim.DefaultScenario(), policy: weighter.DefaultPolicy()}
+	return &simulateFlags{sc: sim.DefaultScenario(), policy: weighter.DefaultPolicy(), shedPolicy: weighter.DefaultShed()}
 }
 
 func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
@@ -42,6 +44,7 @@ func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m, graphite-10s-delay-20s, graphite-10s-delay-30s or graphite-60s-delay-60s (sets resolution, rate window and delay)")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
+	addShedFlags(fl, f)
 }
 
 func addScenarioFlags(fl *pflag.FlagSet, sc *sim.Scenario) {
@@ -74,6 +77,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
 	if f.output != "table" && f.output != "json" {
 		return usageError{fmt.Errorf("unknown --output %q (want table or json)", f.output)}
+	}
+	if f.shed || f.shedSweep {
+		return runShed(cmd, f)
 	}
 	if f.fresh || f.pipelines != "" {
 		return runFresh(cmd, f)
@@ -162,6 +168,9 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	pipelines, err := sim.SelectPipelines(list)
 	if err != nil {
 		return usageError{fmt.Errorf("--pipelines: %w", err)}
+	}
+	if err := applyShedFlags(cmd.Flags(), f, pipelines); err != nil {
+		return err
 	}
 	var ext *sim.External
 	if f.external != "" {

@@ -1,0 +1,589 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Session shedding in the fresh-data model (docs/shedding.md): a daemon whose
+// pipeline has a Shed policy reads its HAProxy's streams every cycle, measures
+// each stream's rate from two reads, and closes what weighter.Shedder plans.
+// The client reconnects after a delay, with the same rate and the rest of its
+// lifetime, and HAProxy places it by the weights of that moment.
+
+// Reconnect delay of a shed client, uniform between these (seconds).
+const (
+	reconnectMin = 0.1
+	reconnectMax = 2.0
+)
+
+// Bytes in flight when a session is closed: what sits in the socket buffers,
+// modelled as the last inFlightSpan seconds of its traffic at bytesPerPoint
+// bytes per datapoint, at most maxInFlight (one 64 KiB buffer).
+const (
+	bytesPerPoint = 100
+	inFlightSpan  = 0.1
+	maxInFlight   = 64 << 10
+)
+
+// bytesInFlight is the data a shed connection of this rate (datapoints/s) may lose.
+func bytesInFlight(rate float64) float64 {
+	return math.Min(maxInFlight, rate*bytesPerPoint*inFlightSpan)
+}
+
+// connRef names one connection of one balancer.
+type connRef struct{ lb, id int }
+
+// reconnect is a shed client coming back.
+type reconnect struct {
+	at, rate, remaining float64
+	lb, client          int
+}
+
+// shedState is a shedding pipeline's reconnect queue and counts.
+type shedState struct {
+	rng     *rand.Rand
+	pending []reconnect // by time
+	count   map[string]int
+	bytes   []float64 // in flight at each shed after the warmup
+}
+
+// ShedFigures are a shedding pipeline's costs over the scored time (after the warmup).
+type ShedFigures struct {
+	Sheds int `json:"sheds"`
+	// PerHourPerServer is sheds per hour divided by the scenario's servers;
+	// MaxPerHourOneServer is the most any one server had, per hour.
+	PerHourPerServer    float64 `json:"sheds_per_hour_per_server"`
+	MaxPerHourOneServer float64 `json:"max_sheds_per_hour_one_server"`
+	// Bytes in flight at a shed (bytesInFlight): mean and largest.
+	BytesInFlightMean float64 `json:"bytes_in_flight_mean"`
+	BytesInFlightMax  float64 `json:"bytes_in_flight_max"`
+	// WhaleRecovery is, per whale, the seconds from its arrival until the first
+	// 10 s window (after it) in which its server was under 1.5 × the mean (nil: not while it lived).
+	WhaleRecovery []*float64 `json:"whale_recovery_seconds"`
+}
+
+func (f *fleet) initShed() {
+	f.whaleAt = map[int]connRef{}
+	f.whales = whaleIndices(f.str)
+	if f.pl.Shed != nil && f.pl.Kind == KindWeighter {
+		f.shed = &shedState{rng: rand.New(rand.NewPCG(f.sc.Seed, 0x5bed)), count: map[string]int{}}
+	}
+}
+
+func whaleIndices(str *stream) []int {
+	var out []int
+	for i, a := range str.arrivals {
+		if a.Whale {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+func whaleArrivals(str *stream) []arrival {
+	var out []arrival
+	for _, i := range whaleIndices(str) {
+		out = append(out, str.arrivals[i])
+	}
+	return out
+}
+
+// nextReconnect is when the next shed client reconnects (+Inf when none).
+func (f *fleet) nextReconnect() float64 {
+	if f.shed == nil || len(f.shed.pending) == 0 {
+		return math.Inf(1)
+	}
+	return f.shed.pending[0].at
+}
+
+// reconnect places the next shed client again through its balancer.
+func (f *fleet) reconnect() {
+	r := f.shed.pending[0]
+	f.shed.pending = f.shed.pending[1:]
+	lb := f.lbs[r.lb]
+	lb.b.open(r.rate, r.at+r.remaining, r.at)
+	lb.since = append(lb.since, r.at)
+	lb.client = append(lb.client, r.client)
+	if f.str.arrivals[r.client].Whale {
+		f.whaleAt[r.client] = connRef{lb: r.lb, id: len(lb.b.conns) - 1}
+	}
+}
+
+// shedCycle gives lb's Shedder this cycle's loads and its HAProxy's streams
+// (rates measured between this read and the previous one) and closes what it plans.
+func (f *fleet) shedCycle(lb *balancer, now float64, plan weighter.Plan, names []string, totals map[string]weighter.ShedServer) {
+	in := weighter.ShedInput{Hold: plan.Hold, HoldReason: plan.Reason, MaxAge: f.pl.Policy.MaxAge, Unit: "lines/s"}
+	for _, name := range names {
+		sv, ok := totals[name]
+		if !ok {
+			sv = weighter.ShedServer{Name: name, Load: math.NaN()}
+		}
+		in.Servers = append(in.Servers, sv)
+	}
+	b := lb.b
+	for _, d := range b.departing {
+		c := b.conns[d.id]
+		if !c.open {
+			continue
+		}
+		rate := math.NaN() // a stream seen in one read only has no rate yet
+		if lb.lastRead >= 0 && lb.since[d.id] <= lb.lastRead+1e-9 {
+			rate = c.rate // constant rates: two reads of its totals give it exactly
+		}
+		cl := lb.client[d.id]
+		in.Sessions = append(in.Sessions, weighter.ShedSession{
+			ID: "0x" + strconv.FormatUint(uint64(d.id)+1, 16), Serial: uint64(d.id) + 1, Server: b.servers[c.server].name,
+			Client: fmt.Sprintf("10.%d.%d.%d:%d", cl>>16&255, cl>>8&255, cl&255, 1024+d.id%60000),
+			Age:    time.Duration((now - lb.since[d.id]) * float64(time.Second)), Rate: rate,
+		})
+	}
+	lb.lastRead = now
+	wall := simTime(epoch, now)
+	sp := lb.shedder.Plan(wall, in)
+	var closed []weighter.ShedSession
+	for _, sh := range sp.Sheds {
+		id, err := strconv.ParseUint(strings.TrimPrefix(sh.Session.ID, "0x"), 16, 64)
+		if err != nil || int(id) > len(b.conns) || !b.conns[id-1].open {
+			continue
+		}
+		f.shedConn(lb, int(id)-1, now)
+		closed = append(closed, sh.Session)
+	}
+	lb.shedder.Commit(wall, closed)
+}
+
+// shedConn closes connection id of lb at now; its client comes back after a delay.
+func (f *fleet) shedConn(lb *balancer, id int, now float64) {
+	c := &lb.b.conns[id]
+	c.open = false
+	lb.b.detach(c.server, c.rate, now)
+	if now >= f.sc.Warmup.Seconds() {
+		f.shed.count[lb.b.servers[c.server].name]++
+		f.shed.bytes = append(f.shed.bytes, bytesInFlight(c.rate))
+	}
+	k := slices.Index(f.lbs, lb)
+	r := reconnect{
+		at: now + reconnectMin + (reconnectMax-reconnectMin)*f.shed.rng.Float64(), rate: c.rate,
+		remaining: c.end - now, lb: k, client: lb.client[id],
+	}
+	i, _ := slices.BinarySearchFunc(f.shed.pending, r.at, func(p reconnect, at float64) int {
+		if p.at <= at { // equal times keep the order they were shed in
+			return -1
+		}
+		return 1
+	})
+	f.shed.pending = slices.Insert(f.shed.pending, i, r)
+}
+
+// whaleServers is the server each whale is on now (-1 while it is not connected).
+func (f *fleet) whaleServers() []int {
+	if len(f.whales) == 0 {
+		return nil
+	}
+	out := make([]int, len(f.whales))
+	for k, a := range f.whales {
+		out[k] = -1
+		if ref, ok := f.whaleAt[a]; ok {
+			if c := f.lbs[ref.lb].b.conns[ref.id]; c.open {
+				out[k] = c.server
+			}
+		}
+	}
+	return out
+}
+
+// shedFigures are the pipeline's shedding costs (nil when it does not shed).
+func (f *fleet) shedFigures() *ShedFigures {
+	if f.shed == nil {
+		return nil
+	}
+	hours := (f.sc.Duration - f.sc.Warmup).Hours()
+	out := &ShedFigures{WhaleRecovery: whaleRecovery(f.sc, f.tr, whaleArrivals(f.str))}
+	for _, n := range f.shed.count {
+		out.Sheds += n
+		out.MaxPerHourOneServer = math.Max(out.MaxPerHourOneServer, float64(n)/hours)
+	}
+	out.PerHourPerServer = float64(out.Sheds) / hours / float64(f.sc.Servers)
+	for _, b := range f.shed.bytes {
+		out.BytesInFlightMean += b / float64(len(f.shed.bytes))
+		out.BytesInFlightMax = math.Max(out.BytesInFlightMax, b)
+	}
+	return out
+}
+
+// whaleAbove is the max/mean a whale's server must come back under.
+const whaleAbove = 1.5
+
+// whaleRecovery is, per whale, the time from its arrival until the end of the
+// first whole window after it in which the server it was on at the window's
+// end carried less than whaleAbove × the mean; nil when that did not happen
+// while it lived.
+func whaleRecovery(sc Scenario, tr trace, whales []arrival) []*float64 {
+	out := make([]*float64, len(whales))
+	for k, a := range whales {
+		for _, w := range tr.windows {
+			if w.end-sc.Window.Seconds() < a.At-1e-9 || k >= len(w.whales) || w.whales[k] < 0 {
+				continue
+			}
+			if w.end > a.At+a.Life {
+				break
+			}
+			mean, n := 0.0, 0
+			for _, l := range w.loads {
+				if !math.IsNaN(l) {
+					mean += l
+					n++
+				}
+			}
+			mean /= float64(n)
+			if l := w.loads[w.whales[k]]; !math.IsNaN(l) && mean > 0 && l < whaleAbove*mean {
+				d := w.end - a.At
+				out[k] = &d
+				break
+			}
+		}
+	}
+	return out
+}
+
+// ShedPipelineSuffix names a pipeline's shedding variant: "fleet×ratio shed".
+const ShedPipelineSuffix = " shed"
+
+// ShedPipeline is the recommended pipeline with shedding by p, named name
+// ("" = RecommendedPipeline + ShedPipelineSuffix).
+func ShedPipeline(name string, p weighter.ShedPolicy) Pipeline {
+	all := CandidatePipelines()
+	pl := all[slices.IndexFunc(all, func(p Pipeline) bool { return p.Name == RecommendedPipeline })]
+	pl.Default = false
+	pl.Name = name
+	if name == "" {
+		pl.Name = RecommendedPipeline + ShedPipelineSuffix
+	}
+	pl.Shed = &p
+	return pl
+}
+
+// ShedPipelines are the shedding pipelines --pipelines accepts by name (not
+// part of "all"): the recommended pipeline with weighter.DefaultShed.
+func ShedPipelines() []Pipeline {
+	return []Pipeline{ShedPipeline("", weighter.DefaultShed())}
+}
+
+// WhaleScenario is the default scenario's traffic and events, prepared as the
+// fresh-data scenarios are (2 s interval, Prometheus 15 s / 30 s), with four
+// long-lived whales more: two of 5,000/s at minute 8 for 20 min and two of
+// 4,000/s at minute 35 for 20 min (file: examples/scenarios/shed/whales.yaml).
+func WhaleScenario() Scenario {
+	sc := FreshScenarios()[3] // fresh-default
+	sc.Name = "whales"
+	sc.Events = append(slices.Clone(sc.Events),
+		Event{At: 8 * time.Minute, Kind: EventWhale, Count: 2, Rate: 5000, Life: 20 * time.Minute},
+		Event{At: 35 * time.Minute, Kind: EventWhale, Count: 2, Rate: 4000, Life: 20 * time.Minute},
+	)
+	return sc
+}
+
+// ShedScenarios are the scenarios shedding is judged on: the three goal
+// scenarios prepared for fresh data (fresh-default, fresh-sigma-1.0,
+// fresh-16-servers-60s) and WhaleScenario.
+func ShedScenarios() []Scenario {
+	return append(slices.Clone(FreshScenarios()[3:]), WhaleScenario())
+}
+
+// ShedCell is one pipeline's seed-mean figures on one scenario.
+type ShedCell struct {
+	P50, P90, GapP50 float64
+	// Sheds per hour per server (mean over seeds) and the most one server had
+	// in any seed; bytes in flight per shed, mean and largest.
+	PerHour, MaxPerHour float64
+	BytesMean, BytesMax float64
+	Sheds               bool // the pipeline sheds
+	// WhaleRecovery: mean over seeds of the slowest whale's recovery
+	// (seconds), and the slowest of all; NaN without whales; +Inf: a whale's
+	// server never came under 1.5 × the mean.
+	WhaleMean, WhaleWorst float64
+}
+
+// ShedResult is a shedding comparison: per pipeline, per scenario.
+type ShedResult struct {
+	Scenarios []Scenario
+	Names     []string
+	Cells     [][]ShedCell // [pipeline][scenario]
+	Seeds     int
+}
+
+// CompareShed runs the pipelines on every scenario with each seed (RunFleet).
+func CompareShed(scenarios []Scenario, seeds []uint64, pipelines []Pipeline) (*ShedResult, error) {
+	res := &ShedResult{Scenarios: scenarios, Seeds: len(seeds)}
+	for si, sc := range scenarios {
+		var acc []ShedCell
+		var figs []Figures
+		for _, seed := range seeds {
+			sc.Seed = seed
+			rep, err := RunFleet(sc, pipelines)
+			if err != nil {
+				return nil, fmt.Errorf("%s seed %d: %w", sc.Name, seed, err)
+			}
+			if si == 0 && res.Names == nil {
+				for _, f := range rep.Strategies {
+					res.Names = append(res.Names, f.Strategy)
+				}
+				res.Cells = make([][]ShedCell, len(rep.Strategies))
+			}
+			figs = addFigures(figs, rep.Strategies, 1/float64(len(seeds)))
+			if acc == nil {
+				acc = make([]ShedCell, len(rep.Strategies))
+				for i := range acc {
+					acc[i].WhaleWorst = math.NaN()
+				}
+			}
+			w := 1 / float64(len(seeds))
+			for i, f := range rep.Strategies {
+				c := &acc[i]
+				rec := whaleRecovery(sc, rep.traces[i], rep.whales)
+				slow := math.NaN()
+				for _, r := range rec {
+					v := math.Inf(1)
+					if r != nil {
+						v = *r
+					}
+					if math.IsNaN(slow) || v > slow {
+						slow = v
+					}
+				}
+				c.WhaleMean += slow * w
+				if !math.IsNaN(slow) && (math.IsNaN(c.WhaleWorst) || slow > c.WhaleWorst) {
+					c.WhaleWorst = slow
+				}
+				if s := f.Shed; s != nil {
+					c.Sheds = true
+					c.PerHour += s.PerHourPerServer * w
+					c.MaxPerHour = math.Max(c.MaxPerHour, s.MaxPerHourOneServer)
+					c.BytesMean += s.BytesInFlightMean * w
+					c.BytesMax = math.Max(c.BytesMax, s.BytesInFlightMax)
+				}
+			}
+		}
+		var lc, or Figures
+		for _, f := range figs {
+			switch f.Strategy {
+			case "leastconn":
+				lc = f
+			case "oracle":
+				or = f
+			}
+		}
+		for i, f := range figs {
+			c := acc[i]
+			c.P50, c.P90, c.GapP50 = f.P50, f.P90, gapClosed(lc.P50, or.P50, f.P50)
+			res.Cells[i] = append(res.Cells[i], c)
+		}
+	}
+	return res, nil
+}
+
+// Cell returns the named pipeline's cells (nil when absent).
+func (r *ShedResult) Cell(name string) []ShedCell {
+	for i, n := range r.Names {
+		if n == name {
+			return r.Cells[i]
+		}
+	}
+	return nil
+}
+
+// WriteMarkdown writes one table per figure group: p50 / p90 (gap) per
+// scenario; then sheds per hour per server (most on one server) and bytes in
+// flight per shed (mean / largest); then the slowest whale's recovery.
+func (r *ShedResult) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	head := func(title string) {
+		fmt.Fprintf(&b, "| %s |", title)
+		for _, sc := range r.Scenarios {
+			fmt.Fprintf(&b, " %s |", strings.TrimPrefix(sc.Name, "fresh-"))
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(r.Scenarios)) + "\n")
+	}
+	head("p50 / p90 (gap p50)")
+	for i, name := range r.Names {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, c := range r.Cells[i] {
+			fmt.Fprintf(&b, " %.3f / %.3f (%s) |", c.P50, c.P90, pct(c.GapP50))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	head("sheds/h/server (most on one server) · bytes in flight per shed mean / max")
+	for i, name := range r.Names {
+		if len(r.Cells[i]) == 0 || !r.Cells[i][0].Sheds {
+			continue
+		}
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, c := range r.Cells[i] {
+			fmt.Fprintf(&b, " %.2f (%.1f) · %.0f / %.0f B |", c.PerHour, c.MaxPerHour, c.BytesMean, c.BytesMax)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	head(fmt.Sprintf("slowest whale's server back under %.1f× mean, s (mean over seeds / worst)", whaleAbove))
+	for i, name := range r.Names {
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, c := range r.Cells[i] {
+			fmt.Fprintf(&b, " %s / %s |", secs(c.WhaleMean), secs(c.WhaleWorst))
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func secs(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "–"
+	case math.IsInf(x, 1):
+		return "never"
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+// ShedLabel names a shed policy by its factors.
+func ShedLabel(p weighter.ShedPolicy) string {
+	return fmt.Sprintf("shed above=%g for=%d pm=%d share=%g age=%v cool=%v progress=%g",
+		p.Above, p.For, p.MaxPerMinute, p.MaxShare, p.MinAge, p.Cooldown, p.Progress)
+}
+
+// ShedGrid is the grid of shed factors the sweep compares (max_share 2 % and
+// cooldown 10 min throughout).
+func ShedGrid() []weighter.ShedPolicy {
+	var out []weighter.ShedPolicy
+	for _, above := range []float64{1.2, 1.3, 1.4, 1.5} {
+		for _, n := range []int{2, 3} {
+			for _, pm := range []int{1, 2} {
+				for _, age := range []time.Duration{10 * time.Second, 30 * time.Second} {
+					for _, progress := range []float64{0, 0.1} {
+						p := weighter.DefaultShed()
+						p.Above, p.For, p.MaxPerMinute, p.MinAge, p.Progress = above, n, pm, age, progress
+						out = append(out, p)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// ShedGoalMaxPerHour is the most sheds per hour per server the goal allows
+// on the default scenario (the mean and the busiest server). The other goals
+// on ShedScenarios: the recommended pipeline with shedding under the oracle's
+// p50 on every scenario, and every whale's server under 1.5 × the mean within
+// one mean connection lifetime.
+const ShedGoalMaxPerHour = 6.0
+
+// ShedVerdict is one pipeline's standing against the goal.
+type ShedVerdict struct {
+	BelowOracle []bool // per scenario: p50 under the oracle's
+	RateOK      bool   // default scenario: sheds/h/server ≤ 6, also on the busiest server
+	WhalesOK    []bool // per scenario: slowest whale (every seed) ≤ mean life; true without whales
+}
+
+// Verdict judges pipeline i; scenario 0 must be the default.
+func (r *ShedResult) Verdict(i int) ShedVerdict {
+	var v ShedVerdict
+	or := r.Cell("oracle")
+	for si, c := range r.Cells[i] {
+		v.BelowOracle = append(v.BelowOracle, or != nil && c.P50 < or[si].P50)
+		life := r.Scenarios[si].MeanLife.Seconds()
+		v.WhalesOK = append(v.WhalesOK, math.IsNaN(c.WhaleWorst) || c.WhaleWorst <= life)
+	}
+	if len(r.Cells[i]) > 0 {
+		c := r.Cells[i][0]
+		v.RateOK = c.PerHour <= ShedGoalMaxPerHour && c.MaxPerHour <= ShedGoalMaxPerHour
+	}
+	return v
+}
+
+// Passes counts the goals met: one per scenario below the oracle, the rate, one per scenario for whales.
+func (v ShedVerdict) Passes() (n, of int) {
+	for _, b := range append(slices.Clone(v.BelowOracle), v.WhalesOK...) {
+		if b {
+			n++
+		}
+	}
+	if v.RateOK {
+		n++
+	}
+	return n, len(v.BelowOracle) + len(v.WhalesOK) + 1
+}
+
+// WriteSweep writes the shedding pipelines ranked by goals met, then by the
+// mean p50 over the scenarios: p50 per scenario (✓ under the oracle), sheds
+// per hour per server on the default (busiest server), the slowest whale's
+// worst recovery per scenario with whales. top bounds the rows (0 = all).
+func (r *ShedResult) WriteSweep(w io.Writer, top int) error {
+	var b strings.Builder
+	b.WriteString("| pipeline |")
+	for _, sc := range r.Scenarios {
+		fmt.Fprintf(&b, " %s p50 |", strings.TrimPrefix(sc.Name, "fresh-"))
+	}
+	fmt.Fprintf(&b, " sheds/h/server %s (busiest) |", strings.TrimPrefix(r.Scenarios[0].Name, "fresh-"))
+	for _, sc := range r.Scenarios {
+		fmt.Fprintf(&b, " whale %s s |", strings.TrimPrefix(sc.Name, "fresh-"))
+	}
+	b.WriteString(" goals |\n|---|" + strings.Repeat("---|", 2*len(r.Scenarios)+2) + "\n")
+	type row struct {
+		i, pass int
+		mean    float64
+	}
+	var rows []row
+	for i := range r.Names {
+		n, _ := r.Verdict(i).Passes()
+		m := 0.0
+		for _, c := range r.Cells[i] {
+			m += c.P50 / float64(len(r.Cells[i]))
+		}
+		rows = append(rows, row{i, n, m})
+	}
+	slices.SortStableFunc(rows, func(a, b row) int {
+		if a.pass != b.pass {
+			return b.pass - a.pass
+		}
+		return cmpFloat(a.mean, b.mean)
+	})
+	if top > 0 && len(rows) > top {
+		rows = rows[:top]
+	}
+	for _, rw := range rows {
+		v := r.Verdict(rw.i)
+		fmt.Fprintf(&b, "| %s |", r.Names[rw.i])
+		for si, c := range r.Cells[rw.i] {
+			mark := ""
+			if v.BelowOracle[si] {
+				mark = " ✓"
+			}
+			fmt.Fprintf(&b, " %.3f%s |", c.P50, mark)
+		}
+		c := r.Cells[rw.i][0]
+		if c.Sheds {
+			fmt.Fprintf(&b, " %.2f (%.1f) |", c.PerHour, c.MaxPerHour)
+		} else {
+			b.WriteString(" – |")
+		}
+		for _, c := range r.Cells[rw.i] {
+			fmt.Fprintf(&b, " %s |", secs(c.WhaleWorst))
+		}
+		n, of := v.Passes()
+		fmt.Fprintf(&b, " %d/%d |\n", n, of)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
