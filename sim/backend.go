@@ -113,9 +113,6 @@ func (b *backend) closeUntil(t float64) {
 	for b.departing.Len() > 0 && b.departing[0].end <= t {
 		d := heap.Pop(&b.departing).(departure)
 		c := &b.conns[d.id]
-		if !c.open { // shed earlier: its client reconnected as another connection
-			continue
-		}
 		c.open = false
 		b.detach(c.server, c.rate, d.end)
 	}

@@ -465,9 +465,6 @@ func (f *fleet) read(lb *balancer, now float64) {
 	if f.signal != SignalLive {
 		for _, d := range b.departing {
 			c := b.conns[d.id]
-			if !c.open {
-				continue
-			}
 			age := now - lb.since[d.id]
 			if f.signal == SignalContstats {
 				age = math.Mod(age, contstatsTick)

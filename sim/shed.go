@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"fmt"
 	"io"
 	"math"
@@ -130,11 +131,8 @@ func (f *fleet) shedCycle(lb *balancer, now float64, plan weighter.Plan, names [
 		in.Servers = append(in.Servers, sv)
 	}
 	b := lb.b
-	for _, d := range b.departing {
+	for _, d := range b.departing { // the open connections
 		c := b.conns[d.id]
-		if !c.open {
-			continue
-		}
 		rate := math.NaN() // a stream seen in one read only has no rate yet
 		if lb.lastRead >= 0 && lb.since[d.id] <= lb.lastRead+1e-9 {
 			rate = c.rate // constant rates: two reads of its totals give it exactly
@@ -165,6 +163,9 @@ func (f *fleet) shedCycle(lb *balancer, now float64, plan weighter.Plan, names [
 func (f *fleet) shedConn(lb *balancer, id int, now float64) {
 	c := &lb.b.conns[id]
 	c.open = false
+	if i := slices.IndexFunc(lb.b.departing, func(d departure) bool { return d.id == id }); i >= 0 {
+		heap.Remove(&lb.b.departing, i)
+	}
 	lb.b.detach(c.server, c.rate, now)
 	if now >= f.sc.Warmup.Seconds() {
 		f.shed.count[lb.b.servers[c.server].name]++
