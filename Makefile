@@ -53,7 +53,8 @@ DIST        ?= dist
 NFPM_CONFIG ?= nfpm.yaml
 DEB_ARCH    ?= $(shell $(GO) env GOARCH)
 DEB_VERSION ?= $(subst -,+,$(if $(filter v%,$(VERSION)),$(patsubst v%,%,$(VERSION)),0.0.0~git$(VERSION)))
-# DEB_WORK holds what `make deb` generates for the package (nfpm.yaml reads it from there).
+# DEB_WORK holds what `make deb` builds and generates for the package, the binary included
+# (nfpm.yaml reads them from there): builds with their own DEB_WORK can run at once.
 DEB_WORK    ?= bin/deb
 # The commit's time: the changelog's date and the man pages' (reproducible from one commit).
 DEB_EPOCH   ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
@@ -65,10 +66,12 @@ DEB_DATE    ?= $(shell date -u -R -d @$(DEB_EPOCH))
 deb-docs:
 	SOURCE_DATE_EPOCH='$(DEB_EPOCH)' $(GO) run ./tools/gendocs -out '$(DEB_WORK)' -version '$(DEB_VERSION)' \
 	  -root-extra packaging/haproxy-weighter.1.extra
-# The package's changelog (one entry: the version and its commit date) goes to $(DEB_WORK) too:
-# Debian requires it and the man pages compressed, and nfpm does not compress.
-deb: build deb-docs
+# The static binary (as `make build` builds it) and the package's changelog (one entry: the
+# version and its commit date) go to $(DEB_WORK) too: Debian requires the changelog and the man
+# pages compressed, and nfpm does not compress.
+deb: deb-docs
 	@mkdir -p $(DIST) '$(DEB_WORK)'
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o '$(DEB_WORK)/haproxy-weighter' ./cmd/haproxy-weighter
 	printf 'haproxy-weighter (%s) unstable; urgency=medium\n\n  * Built from %s.\n\n -- %s  %s\n' \
 	  '$(DEB_VERSION)' '$(VERSION)' 'haproxy-weighter developers <haproxy-weighter@users.noreply.github.com>' \
 	  '$(DEB_DATE)' | gzip -9n > '$(DEB_WORK)/changelog.gz'

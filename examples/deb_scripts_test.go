@@ -91,7 +91,8 @@ func buildDebs(t *testing.T) (a, b string) {
 	debsOnce.Do(func() {
 		dist := filepath.Join(tmpRoot, "debs")
 		for _, v := range []string{debVersionA, debVersionB} {
-			mk := exec.Command(makeBin, "deb", "DIST="+dist, "GO="+goTool(), "DEB_VERSION="+v)
+			// Its own DEB_WORK: nothing else building a package in this tree writes into it.
+			mk := exec.Command(makeBin, "deb", "DIST="+dist, "GO="+goTool(), "DEB_VERSION="+v, "DEB_WORK="+filepath.Join(tmpRoot, "debwork-"+v))
 			mk.Dir = ".."
 			if out, err := mk.CombinedOutput(); err != nil {
 				debsErr = fmt.Errorf("make deb DEB_VERSION=%s: %v\n%s", v, err, out)
@@ -503,7 +504,7 @@ func legacyDeb(t *testing.T) string {
 	}
 	config := filepath.Join(dir, "nfpm.yaml")
 	writeFile(t, config, b.String())
-	mk := exec.Command(makeBin, "deb", "DIST="+dir, "GO="+goTool(), "DEB_VERSION=0.9.0", "NFPM_CONFIG="+config)
+	mk := exec.Command(makeBin, "deb", "DIST="+dir, "GO="+goTool(), "DEB_VERSION=0.9.0", "NFPM_CONFIG="+config, "DEB_WORK="+filepath.Join(dir, "work"))
 	mk.Dir = ".."
 	if out, err := mk.CombinedOutput(); err != nil {
 		t.Fatalf("make deb (legacy scripts): %v\n%s", err, out)

@@ -20,7 +20,7 @@ func TestDebPackage(t *testing.T) {
 		t.Fatal("installing the .deb needs root (CI runs as root): run the tests as root")
 	}
 	dist := t.TempDir()
-	mk := exec.Command(makeBin, "deb", "DIST="+dist, "GO="+goTool())
+	mk := exec.Command(makeBin, "deb", "DIST="+dist, "GO="+goTool(), "DEB_WORK="+filepath.Join(dist, "work"))
 	mk.Dir = ".."
 	if out, err := mk.CombinedOutput(); err != nil {
 		t.Fatalf("make deb: %v\n%s", err, out)
@@ -32,7 +32,8 @@ func TestDebPackage(t *testing.T) {
 	contents := run(t, time.Minute, "dpkg-deb", "--contents", debs[0])
 	for _, f := range []string{"./usr/bin/haproxy-weighter", "./lib/systemd/system/haproxy-weighter.service", "./etc/haproxy-weighter/config.yaml",
 		"./usr/share/doc/haproxy-weighter/changelog.gz", "./usr/share/doc/haproxy-weighter/copyright",
-		"./usr/share/man/man1/haproxy-weighter.1.gz", "./usr/share/lintian/overrides/haproxy-weighter"} {
+		"./usr/share/man/man1/haproxy-weighter.1.gz", "./usr/share/man/man1/haproxy-weighter-run.1.gz", "./usr/share/lintian/overrides/haproxy-weighter",
+		"./" + bashCompletion, "./" + zshCompletion, "./" + fishCompletion} {
 		if !strings.Contains(contents, f) {
 			t.Errorf("package lacks %s:\n%s", f, contents)
 		}
