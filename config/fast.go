@@ -85,15 +85,36 @@ func newBackend() Backend {
 }
 
 // UsesFastSignal reports whether the backend weighs by HAProxy's fast local
-// signal: an HAProxy backend (IPVS has no byte counters per connection)
-// whose fast_signal is on and whose source the fast signal can stand for
-// (not a session count).
+// signal (FastSignal says why not).
 func (b *Backend) UsesFastSignal() bool {
-	if b.IPVS != nil || b.FastSignal == FastOff || b.Source.kind == nil {
-		return false
+	on, _ := b.FastSignalState()
+	return on
+}
+
+// FastSignalState reports whether the backend weighs by HAProxy's fast local
+// signal and, when not, why: it needs an HAProxy backend (IPVS has no byte
+// counters per connection), fast_signal on, and a source the fast signal can
+// stand for (not a session count). It is also off when drain_above or
+// connection_life is set: drain thresholds are in the source's unit, not in
+// bytes per connection, and connection_life estimates from stale loads what
+// the fast signal reads live.
+func (b *Backend) FastSignalState() (on bool, why string) {
+	switch {
+	case b.IPVS != nil:
+		return false, "IPVS has no per-connection byte counters"
+	case b.FastSignal == FastOff:
+		return false, "fast_signal: off"
+	case b.Source.kind == nil:
+		return false, "no source"
+	case b.DrainAbove > 0:
+		return false, "drain_above is in the source's unit"
+	case b.ConnectionLife > 0:
+		return false, "connection_life is set"
 	}
-	_, ok := b.Source.kind.FastBytes(b.Source.Config())
-	return ok
+	if _, ok := b.Source.kind.FastBytes(b.Source.Config()); !ok {
+		return false, "the source is not a byte counter"
+	}
+	return true, ""
 }
 
 // FastBytes is the traffic direction the fast signal weighs.

@@ -24,6 +24,8 @@ func TestIntervalDefaultFollowsTheFastSignal(t *testing.T) {
 		"haproxy session count":            {"backends:\n  - name: b\n    source: {haproxy: {counter: current_sessions}}\n", DefaultInterval},
 		"ipvs only":                        {"backends:\n  - name: u\n    ipvs: {service: udp://10.0.0.1:2003}\n" + promSource, DefaultInterval},
 		"set in the file":                  {"interval: 7s\nbackends:\n  - name: b\n" + promSource, 7 * time.Second},
+		"drain thresholds":                 {"backends:\n  - name: b\n    drain_above: 100\n    resume_below: 50\n" + promSource, DefaultInterval},
+		"connection_life":                  {"backends:\n  - name: b\n    connection_life: 30s\n" + promSource, DefaultInterval},
 	} {
 		c, err := Parse("c.yml", []byte(tc.yml), noEnv)
 		require.NoError(t, err, name)

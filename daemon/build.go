@@ -33,6 +33,8 @@ type Unit struct {
 	// Source is then fast.fresh, which calibrates with (or falls back to)
 	// the configured source.
 	fast *fastUnit
+	// fastOff says why an HAProxy backend does not read the fast signal.
+	fastOff string
 }
 
 // checker is a target that can verify at start that it exists and accepts
@@ -113,7 +115,11 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 		return nil, err
 	}
 	u.Backend.Source = src
-	if hb != nil && b.UsesFastSignal() {
+	on, why := b.FastSignalState()
+	if hb != nil && !on {
+		u.fastOff = why
+	}
+	if hb != nil && on {
 		if u.fast, err = wrapFast(b, hb, src, o); err != nil {
 			u.Close()
 			return nil, err

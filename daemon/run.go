@@ -129,6 +129,9 @@ func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duratio
 	}
 	log.Info("current weights", "servers", len(servers), "weights", weights)
 	if u.fast == nil {
+		if u.fastOff != "" {
+			log.Info("weighting by the source alone; the fast signal is off", "why", u.fastOff)
+		}
 		return ""
 	}
 	return u.primeFast(ctx, servers, log)
