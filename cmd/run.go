@@ -16,8 +16,8 @@ func init() {
 		Use:   "run",
 		Short: "Run the daemon: weight every configured backend every interval",
 		Example: "  haproxy-weighter run --config /etc/haproxy-weighter/config.yaml\n" +
-			"  haproxy-weighter run --socket /tmp/admin.sock --backend be_ingest --prometheus-url http://127.0.0.1:9090 \\\n" +
-			"    --query 'rate(datapoints_received_total[15s])' --server-label server --interval 5s",
+			"  haproxy-weighter run --socket /run/haproxy/admin.sock --backend be_ingest --prometheus-url http://127.0.0.1:9090 \\\n" +
+			"    --query 'rate(datapoints_received_total[1m])' --server-label server",
 		Args: usageArgs(cobra.NoArgs),
 	}
 	cf := addConfigFlags(c, true)
