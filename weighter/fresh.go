@@ -207,10 +207,18 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 		sig.ExternalFetched = true
 		f.fetchedAt = now
 		ext, eerr = f.cfg.External.Fetch(ctx)
-		if eerr != nil {
+		switch {
+		case eerr != nil:
 			sig.ExternalError = eerr.Error()
-		} else if f.cfg.Calibrate {
+		case f.cfg.Calibrate:
 			f.keepExternal(ext)
+			if len(servers) > 0 {
+				// A wrong server_label would otherwise leave every server
+				// uncalibrated without a word while the fast signal weighs.
+				if err := matchServers(ext, servers); err != nil {
+					sig.ExternalError = err.Error()
+				}
+			}
 		}
 	}
 	if f.cal != nil {

@@ -384,3 +384,16 @@ type staticTarget struct{ servers []ServerState }
 
 func (s *staticTarget) Servers(context.Context) ([]ServerState, error) { return s.servers, nil }
 func (s *staticTarget) SetWeights(context.Context, []Change) error     { return nil }
+
+// A calibrating source whose series name no server says so while the fast
+// signal weighs (the cycle itself is fine).
+func TestFreshSaysWhenTheSourceNamesNoServer(t *testing.T) {
+	r := newFreshRig(t, true)
+	r.ext.loads = map[string]float64{"web-1:9100": 1, "web-2:9100": 2}
+	_, _, _ = r.step(t)
+	r.now = r.now.Add(20 * time.Second)
+	_, sig, err := r.src.FetchSignal(context.Background(), up(1, 1, 1))
+	require.NoError(t, err)
+	assert.Equal(t, PipelineCalibrated, sig.Pipeline)
+	assert.Contains(t, sig.ExternalError, "no series name matches a server of the backend")
+}
