@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
@@ -13,14 +12,11 @@ import (
 )
 
 // localReader reads an HAProxy backend's fast local signal for the weighter.
-// The backend can change under it: a reload that keeps the unit's source
-// keeps the reader too (and its Fresh state), but reads through the new
-// target.
+// A reload that keeps the unit's source keeps the reader too, on the old
+// client: the client holds the per-stream sums the counters are made of.
 type localReader struct {
 	counter string
-
-	mu sync.Mutex
-	b  *haproxy.Backend
+	b       *haproxy.Backend
 }
 
 var _ weighter.LocalReader = (*localReader)(nil)
@@ -36,19 +32,10 @@ func newLocalReader(b *haproxy.Backend, dir weighter.Bytes) *localReader {
 	return &localReader{counter: counter, b: b}
 }
 
-func (r *localReader) readThrough(b *haproxy.Backend) {
-	r.mu.Lock()
-	r.b = b
-	r.mu.Unlock()
-}
-
 // ReadLocal reads the signal of the named servers from the newest `show
 // sess all` of the backend's HAProxy.
 func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
-	r.mu.Lock()
-	b := r.b
-	r.mu.Unlock()
-	got, err := b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: servers})
+	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: servers})
 	if err != nil {
 		return weighter.LocalRead{}, err
 	}

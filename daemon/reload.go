@@ -88,10 +88,10 @@ func keepControllers(old, next []*Unit) {
 			hb, isHAProxy := u.target.(*haproxy.Backend)
 			src := u.Backend.Source
 			if u.fast != nil {
+				// The fast reader stays on the old client (same socket): its
+				// per-stream sums go on, where a new one would start from
+				// nothing and weigh by the source alone for a cycle.
 				src = u.fast.external
-				if isHAProxy {
-					u.fast.local.readThrough(hb)
-				}
 			}
 			if r, ok := src.(readsThrough); ok && isHAProxy {
 				r.ReadThrough(hb)
