@@ -463,24 +463,40 @@ func ShedLabel(p weighter.ShedPolicy) string {
 		p.Above, p.For, p.MaxPerMinute, p.MaxShare, p.MinAge, p.Cooldown, p.Progress)
 }
 
-// ShedGrid is the grid of shed factors the sweep compares (max_share 2 % and
-// cooldown 10 min throughout).
+// ShedGrid is the grid of shed factors the sweep compares (max_share 2 %,
+// min_age 10 s and cooldown 10 min throughout).
 func ShedGrid() []weighter.ShedPolicy {
 	var out []weighter.ShedPolicy
-	for _, above := range []float64{1.2, 1.3, 1.4, 1.5} {
-		for _, n := range []int{2, 3} {
-			for _, pm := range []int{1, 2} {
-				for _, age := range []time.Duration{10 * time.Second, 30 * time.Second} {
-					for _, progress := range []float64{0, 0.1} {
-						p := weighter.DefaultShed()
-						p.Above, p.For, p.MaxPerMinute, p.MinAge, p.Progress = above, n, pm, age, progress
-						out = append(out, p)
-					}
+	for _, above := range []float64{1.2, 1.3, 1.5, 1.75} {
+		for _, n := range []int{1, 2} {
+			for _, pm := range []int{1, 2, 4} {
+				for _, progress := range []float64{0, 0.1} {
+					p := weighter.DefaultShed()
+					p.Above, p.For, p.MaxPerMinute, p.MinAge, p.Progress = above, n, pm, 10*time.Second, progress
+					out = append(out, p)
 				}
 			}
 		}
 	}
 	return out
+}
+
+// UnboundedShed sheds as often as the model lets it (above 1.1 × the mean
+// for one cycle, 30 per minute, 10 % of the sessions per cycle, any age, no
+// cooldown): not a setting, the reference for what shedding could do at all.
+func UnboundedShed() weighter.ShedPolicy {
+	return weighter.ShedPolicy{Above: 1.1, For: 1, MaxPerMinute: 30, MaxShare: 0.1}
+}
+
+// ShedComparison is what --shed compares: the baselines, the recommended
+// pipeline without and with shedding (weighter.DefaultShed), and with
+// UnboundedShed ("… shed unbounded").
+func ShedComparison() []Pipeline {
+	out := append(FleetBaselines(), CandidatePipelines()[0])
+	all := CandidatePipelines()
+	out[len(out)-1] = all[slices.IndexFunc(all, func(p Pipeline) bool { return p.Name == RecommendedPipeline })]
+	out = append(out, ShedPipelines()...)
+	return append(out, ShedPipeline(RecommendedPipeline+ShedPipelineSuffix+" unbounded", UnboundedShed()))
 }
 
 // ShedGoalMaxPerHour is the most sheds per hour per server the goal allows

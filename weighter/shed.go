@@ -215,7 +215,7 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 		plan.Reason = fmt.Sprintf("data %s old (max_age %s)", in.DataAge, in.MaxAge)
 		return plan
 	}
-	mean, valid := shedMean(in.Servers)
+	mean, lowest, valid := shedMean(in.Servers)
 	if valid < 2 || !(mean > 0) {
 		clear(s.streaks)
 		plan.Reason = fmt.Sprintf("only %d servers with data and a positive mean", valid)
@@ -256,7 +256,7 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 		}
 	}
 	for _, h := range ready {
-		picked, note := s.choose(now, h, mean, in.Sessions, budget)
+		picked, note := s.choose(now, h, mean, s.p.Above*mean-lowest, in.Sessions, budget)
 		if len(picked) == 0 {
 			why = append(why, h.name+": "+note)
 			continue
@@ -362,10 +362,13 @@ func (s *Shedder) falling(st *shedStreak) bool {
 // choose picks, from the server's eligible sessions, the ones whose removal
 // brings its load closest to the mean: greedily, each time the session that
 // leaves it closest, while that gains at least shedMinGain × mean, up to
-// budget sessions, at most one per client address.
-func (s *Shedder) choose(now time.Time, h hotServer, mean float64, sessions []ShedSession, budget int) ([]ShedSession, string) {
+// budget sessions, at most one per client address. A session is eligible
+// when it is measured, old enough, its client is not cooling down, and it
+// is lighter than room (above × mean − the least loaded server's load): a
+// session no server can take without going hot would only move the problem.
+func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, sessions []ShedSession, budget int) ([]ShedSession, string) {
 	var cands []ShedSession
-	young, cooling, unmeasured, total := 0, 0, 0, 0
+	young, cooling, unmeasured, heavy, total := 0, 0, 0, 0, 0
 	ids := map[string]bool{}
 	for _, c := range sessions {
 		if c.Server != h.name || ids[c.ID] {
@@ -381,6 +384,8 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean float64, sessions []Sh
 			young++
 		case !ok || s.cooling(now, addr):
 			cooling++
+		case !(h.factor*c.Rate < room):
+			heavy++
 		default:
 			cands = append(cands, c)
 		}
@@ -421,8 +426,8 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean float64, sessions []Sh
 	if len(picked) > 0 {
 		return picked, ""
 	}
-	return nil, fmt.Sprintf("no session to close (%d sessions: %d eligible, none brings it %s× mean closer to the mean; %d younger than min_age, %d client in cooldown or unknown, %d not measured)",
-		total, total-young-cooling-unmeasured, ratioText(shedMinGain), young, cooling, unmeasured)
+	return nil, fmt.Sprintf("no session to close (%d sessions: %d eligible, none brings it %s× mean closer to the mean; %d younger than min_age, %d client in cooldown or unknown, %d not measured, %d too heavy for any server)",
+		total, total-young-cooling-unmeasured-heavy, ratioText(shedMinGain), young, cooling, unmeasured, heavy)
 }
 
 // cooling reports whether a session of addr was closed within the cooldown.
@@ -431,9 +436,10 @@ func (s *Shedder) cooling(now time.Time, addr string) bool {
 	return ok && now.Sub(last) < s.p.Cooldown
 }
 
-// shedMean is the mean load of the servers with valid data (first entry per name).
-func shedMean(servers []ShedServer) (float64, int) {
-	sum, n := 0.0, 0
+// shedMean is the mean and the least load of the servers with valid data
+// (first entry per name), and how many they are.
+func shedMean(servers []ShedServer) (mean, lowest float64, n int) {
+	sum := 0.0
 	seen := map[string]bool{}
 	for _, sv := range servers {
 		if seen[sv.Name] {
@@ -441,14 +447,17 @@ func shedMean(servers []ShedServer) (float64, int) {
 		}
 		seen[sv.Name] = true
 		if validLoad(sv.Load) {
+			if n == 0 || sv.Load < lowest {
+				lowest = sv.Load
+			}
 			sum += sv.Load
 			n++
 		}
 	}
 	if n == 0 || isInf(sum) {
-		return 0, n
+		return 0, 0, n
 	}
-	return sum / float64(n), n
+	return sum / float64(n), lowest, n
 }
 
 // clientAddr is the IP of an "ip:port" client address (the whole string

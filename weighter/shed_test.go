@@ -72,10 +72,12 @@ func TestShedChoosesClosestToMean(t *testing.T) {
 		{name: "nothing that gains less than a tenth of the mean", load: 3000, rates: []float64{140, 100}, budget: 3, want: nil},
 		{name: "the factor converts session rate to load", load: 3000, factor: 2, rates: []float64{1400, 750}, budget: 1, want: []string{"0x2"}},
 		{name: "ties: lower id", load: 3000, rates: []float64{1000, 1000}, budget: 1, want: []string{"0x1"}},
+		{name: "none that no server could take without going hot", load: 3000, rates: []float64{1850, 1700}, factor: 1.1, budget: 1, want: nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := DefaultShed()
-			p.For, p.MaxPerMinute, p.MaxShare = 1, tc.budget, 1
+			// s1 at 2× the mean; room for a session: 1.9 × 1500 − 1000 = 1850.
+			p.Above, p.For, p.MaxPerMinute, p.MaxShare = 1.9, 1, tc.budget, 1
 			s := mustShedder(t, p)
 			var sessions []ShedSession
 			for i, r := range tc.rates {
@@ -157,7 +159,7 @@ func TestShedWaitsWhileWeightsWork(t *testing.T) {
 func TestShedGuards(t *testing.T) {
 	p := DefaultShed()
 	p.For, p.MaxShare = 1, 1
-	in := ShedInput{Servers: shedServers(3000, 1000, 1000, 1000), Sessions: []ShedSession{sess("0x1", "s1", 1500)}, MaxAge: time.Minute}
+	in := ShedInput{Servers: shedServers(3000, 1000, 1000, 1000), Sessions: []ShedSession{sess("0x1", "s1", 1200)}, MaxAge: time.Minute}
 	for _, tc := range []struct {
 		name, reason string
 		edit         func(*ShedInput)
@@ -168,6 +170,7 @@ func TestShedGuards(t *testing.T) {
 		{"young", "1 younger than min_age", func(in *ShedInput) { in.Sessions[0].Age = time.Second }},
 		{"unmeasured", "1 not measured", func(in *ShedInput) { in.Sessions[0].Rate = math.NaN() }},
 		{"no client", "1 client in cooldown or unknown", func(in *ShedInput) { in.Sessions[0].Client = "" }},
+		{"too heavy", "1 too heavy for any server", func(in *ShedInput) { in.Sessions[0].Rate = 1300 }},
 		{"cool", "no server above 1.5× mean", func(in *ShedInput) { in.Servers = shedServers(1000, 1000, 1000, 1000) }},
 		{"share", "1 sessions × max_share 0.5 < 1", nil},
 	} {
@@ -194,9 +197,9 @@ func TestShedCooldownAndRate(t *testing.T) {
 	p.For, p.MaxShare, p.MaxPerMinute, p.Cooldown, p.Progress = 1, 1, 1, 10*time.Minute, 0
 	s := mustShedder(t, p)
 	in := ShedInput{Servers: shedServers(3000, 1000, 1000, 1000), Sessions: []ShedSession{
-		{ID: "0x1", Server: "s1", Client: "2001:db8::1:4000", Age: time.Hour, Rate: 1500},
-		{ID: "0x2", Server: "s1", Client: "2001:db8::1:4001", Age: time.Hour, Rate: 1400},
-		{ID: "0x3", Server: "s1", Client: "2001:db8::2:4000", Age: time.Hour, Rate: 1300},
+		{ID: "0x1", Server: "s1", Client: "2001:db8::1:4000", Age: time.Hour, Rate: 1200},
+		{ID: "0x2", Server: "s1", Client: "2001:db8::1:4001", Age: time.Hour, Rate: 1100},
+		{ID: "0x3", Server: "s1", Client: "2001:db8::2:4000", Age: time.Hour, Rate: 1000},
 	}}
 	plan := s.Plan(t0, in)
 	require.Len(t, plan.Sheds, 1)
@@ -294,7 +297,7 @@ func TestShedProperties(t *testing.T) {
 
 			where := fmt.Sprintf("seed %d cycle %d policy %+v", seed, cycle, p)
 			assert.False(t, math.IsNaN(plan.Mean) || math.IsInf(plan.Mean, 0), where)
-			mean, valid := shedMean(in.Servers)
+			mean, lowest, valid := shedMean(in.Servers)
 			for _, sv := range in.Servers {
 				if in.Hold || (in.DataAge > in.MaxAge) || valid < 2 || !(mean > 0) || !validLoad(sv.Load) || !(sv.Load/mean > p.Above) {
 					streak[sv.Name] = 0
@@ -321,8 +324,18 @@ func TestShedProperties(t *testing.T) {
 			}
 			assert.Greater(t, load/mean, p.Above, where)
 			addrs := map[string]bool{}
+			factor := 1.0
+			for _, sv := range in.Servers {
+				if sv.Name == plan.Server {
+					if sv.Factor > 0 {
+						factor = sv.Factor
+					}
+					break
+				}
+			}
 			for _, sh := range plan.Sheds {
 				c := sh.Session
+				assert.Less(t, lowest+factor*c.Rate, p.Above*mean, "a session the least loaded server cannot take: "+where)
 				assert.Equal(t, plan.Server, c.Server, "one server per cycle: "+where)
 				assert.GreaterOrEqual(t, c.Age, p.MinAge, "min_age: "+where)
 				assert.True(t, c.Rate > 0 && !math.IsInf(c.Rate, 0), where)

@@ -68,15 +68,12 @@ func runShed(cmd *cobra.Command, f *simulateFlags) error {
 	for i := range scenarios {
 		cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&scenarios[i], f.sc, flag.Name) })
 	}
-	pipelines, err := sim.SelectPipelines(sim.RecommendedPipeline + "," + sim.RecommendedPipeline + sim.ShedPipelineSuffix)
-	if err != nil {
-		return err
-	}
-	if err := applyShedFlags(cmd.Flags(), f, pipelines); err != nil {
+	pipelines := sim.ShedComparison()
+	if err := applyShedFlags(cmd.Flags(), f, pipelines[:len(pipelines)-1]); err != nil {
 		return err
 	}
 	if f.shedSweep {
-		pipelines = pipelines[:len(pipelines)-1]
+		pipelines = pipelines[:len(pipelines)-2]
 		for _, p := range sim.ShedGrid() {
 			pipelines = append(pipelines, sim.ShedPipeline(sim.ShedLabel(p), p))
 		}
