@@ -49,11 +49,17 @@ func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
 	fs.StringVar(&cf.f.Function, "function", "", "weighting function: "+strings.Join(weighter.FunctionNames(), ", ")+" (default "+p.Function+")")
 	fs.Float64Var(&cf.limitingFactor, "limiting-factor", p.LimitingFactor, "no server counts as lighter than mean/limiting-factor")
 	fs.Float64Var(&cf.aggressiveness, "aggressiveness", p.Aggressiveness, "exponent of the load ratio")
-	intervalHelp := "bound on the one cycle (its timeout, when timeout is not set)"
+	intervalHelp := fmt.Sprintf("bound on the one cycle (its timeout, when timeout is not set); default: the interval run would use (%s with the fast signal, else %s)",
+		config.DefaultFastInterval, config.DefaultInterval)
 	if withListen { // run: the daemon's interval
-		intervalHelp = "time between two cycles of a backend"
+		intervalHelp = fmt.Sprintf("time between two cycles of a backend (default %s with the fast signal, else %s)",
+			config.DefaultFastInterval, config.DefaultInterval)
 	}
-	fs.DurationVar(&cf.f.Interval, "interval", config.DefaultInterval, intervalHelp)
+	// No flag default: left unset, the configuration picks the interval by
+	// whether the backend uses the fast signal.
+	fs.DurationVar(&cf.f.Interval, "interval", 0, intervalHelp)
+	fs.StringVar(&cf.f.FastSignal, "fast-signal", "", fmt.Sprintf("%s or %s: weigh an HAProxy backend by HAProxy's live per-connection bytes, calibrated by the source (default %s)",
+		config.FastOn, config.FastOff, config.FastOn))
 	if withListen {
 		fs.StringVar(&cf.listen, "listen", config.DefaultListen, "address of /metrics, /healthz, /readyz (empty disables)")
 	}
@@ -97,7 +103,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 		}
 		return cfg, nil
 	}
-	backendFlags := []string{"socket", "backend", "function", "limiting-factor", "aggressiveness"}
+	backendFlags := []string{"socket", "backend", "function", "limiting-factor", "aggressiveness", "fast-signal"}
 	for name := range cf.source {
 		backendFlags = append(backendFlags, name)
 	}

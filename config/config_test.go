@@ -119,6 +119,27 @@ backends:
 	}
 }
 
+// TestFromFlagsFastSignal: --fast-signal off gives the backend fast_signal:
+// off, and with it the interval of a backend weighed by its source alone;
+// left out, the backend uses the fast signal and its 2 s interval.
+func TestFromFlagsFastSignal(t *testing.T) {
+	prom := map[string]string{"prometheus-url": "http://127.0.0.1:9090", "query": "rate(x[1m])", "server-label": "server"}
+	on, err := FromFlags(Flags{Backend: "b", Source: prom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := FromFlags(Flags{Backend: "b", Source: prom, FastSignal: FastOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if on.Backends[0].FastSignal != FastOn || !on.Backends[0].UsesFastSignal() || on.Interval != DefaultFastInterval {
+		t.Errorf("default: fast_signal %q, interval %s", on.Backends[0].FastSignal, on.Interval)
+	}
+	if off.Backends[0].FastSignal != FastOff || off.Backends[0].UsesFastSignal() || off.Interval != DefaultInterval {
+		t.Errorf("--fast-signal off: fast_signal %q, interval %s", off.Backends[0].FastSignal, off.Interval)
+	}
+}
+
 func TestFromFlagsPerConnection(t *testing.T) {
 	c, err := FromFlags(Flags{Backend: "b", Source: map[string]string{"haproxy-counter": "bytes_in", "per-connection": "true"}})
 	if err != nil {

@@ -26,6 +26,7 @@ type Flags struct {
 	Aggressiveness *float64
 	Interval       time.Duration
 	Listen         *string
+	FastSignal     string // "on", "off" or "" (the default, on)
 }
 
 // FromFlags builds a one-backend configuration from flags, over the same
@@ -54,6 +55,7 @@ func FromFlags(f Flags) (*Config, error) {
 	if f.Aggressiveness != nil {
 		b.Aggressiveness = *f.Aggressiveness
 	}
+	b.FastSignal = cmp.Or(f.FastSignal, b.FastSignal)
 	// No environment expansion: a ${...} in a flag (a Graphite template, a
 	// PromQL named group) is meant literally, and the shell has expanded the rest.
 	for _, k := range sourcekind.All() {
@@ -148,6 +150,7 @@ func flagNames() []flagName {
 		flagName{"function ", "--function "},
 		flagName{"limiting_factor ", "--limiting-factor "},
 		flagName{"aggressiveness ", "--aggressiveness "},
+		flagName{"fast_signal:", "--fast-signal:"},
 	)...)
 }
 
