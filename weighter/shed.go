@@ -37,21 +37,24 @@ type ShedPolicy struct {
 	Cooldown time.Duration `yaml:"cooldown" json:"cooldown"`
 	// Progress (0 <= p < 1): the weights count as bringing a hot server down,
 	// and nothing is closed, while its excess over the mean (load/mean − 1)
-	// shrank by at least this share over its last For cycles.
+	// shrank by more than this share over its last For cycles (0: while it
+	// shrank at all).
 	Progress float64 `yaml:"progress" json:"progress"`
 }
 
 // DefaultShed returns the recommended shedding factors (docs/shedding.md,
-// chosen in the simulator). Shedding itself stays off unless configured.
+// chosen in the simulator: the fewest sheds of the factors that bring every
+// whale's server under 1.5 × the mean fastest). Shedding itself stays off
+// unless configured.
 func DefaultShed() ShedPolicy {
 	return ShedPolicy{
-		Above:        1.5,
-		For:          3,
-		MaxPerMinute: 2,
+		Above:        1.75,
+		For:          2,
+		MaxPerMinute: 4,
 		MaxShare:     0.02,
 		MinAge:       10 * time.Second,
 		Cooldown:     10 * time.Minute,
-		Progress:     0.1,
+		Progress:     0,
 	}
 }
 
@@ -224,7 +227,7 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 	plan.Mean = mean
 	hot := s.track(in.Servers, mean)
 	if len(hot) == 0 {
-		plan.Reason = fmt.Sprintf("no server above %s× mean", ratioText(s.p.Above))
+		plan.Reason = fmt.Sprintf("no server above %s× mean", strconv.FormatFloat(s.p.Above, 'f', -1, 64))
 		return plan
 	}
 	var why []string
@@ -349,14 +352,14 @@ func (s *Shedder) track(servers []ShedServer, mean float64) []hotServer {
 	return hot
 }
 
-// falling reports whether the server's excess over the mean shrank by at
-// least Progress over its last For cycles: the weights are working.
+// falling reports whether the server's excess over the mean shrank by more
+// than Progress over its last For cycles: the weights are working.
 func (s *Shedder) falling(st *shedStreak) bool {
 	if len(st.ratios) < 2 {
 		return false
 	}
 	first, last := st.ratios[0]-1, st.ratios[len(st.ratios)-1]-1
-	return last <= (1-s.p.Progress)*first
+	return last < (1-s.p.Progress)*first
 }
 
 // choose picks, from the server's eligible sessions, the ones whose removal

@@ -170,8 +170,8 @@ func TestShedGuards(t *testing.T) {
 		{"young", "1 younger than min_age", func(in *ShedInput) { in.Sessions[0].Age = time.Second }},
 		{"unmeasured", "1 not measured", func(in *ShedInput) { in.Sessions[0].Rate = math.NaN() }},
 		{"no client", "1 client in cooldown or unknown", func(in *ShedInput) { in.Sessions[0].Client = "" }},
-		{"too heavy", "1 too heavy for any server", func(in *ShedInput) { in.Sessions[0].Rate = 1300 }},
-		{"cool", "no server above 1.5× mean", func(in *ShedInput) { in.Servers = shedServers(1000, 1000, 1000, 1000) }},
+		{"too heavy", "1 too heavy for any server", func(in *ShedInput) { in.Sessions[0].Rate = 1700 }},
+		{"cool", "no server above 1.75× mean", func(in *ShedInput) { in.Servers = shedServers(1000, 1000, 1000, 1000) }},
 		{"share", "1 sessions × max_share 0.5 < 1", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
