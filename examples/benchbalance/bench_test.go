@@ -16,14 +16,14 @@ import (
 // The harness runs what the README's Quick start says: the flags it reads from there
 // must be a Prometheus source this harness serves.
 func TestQuickStartFromREADME(t *testing.T) {
-	qs, err := readQuickStart("../../README.md", "once")
+	qs, err := readQuickStart("../../README.md", "run")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := checkQuickStart(qs); err != nil {
 		t.Fatal(err)
 	}
-	if qs.Args[0] != "run" || slices.Contains(qs.Args, "once") || slices.Contains(qs.Args, "--apply") {
+	if qs.Args[0] != "run" || slices.Contains(qs.Args, "--config") {
 		t.Errorf("args = %q, want run with the quick start's flags", qs.Args)
 	}
 	args := weighterArgs(qs.Args, "/x/weighted.sock", "http://127.0.0.1:1", "127.0.0.1:2")

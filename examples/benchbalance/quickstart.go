@@ -15,8 +15,8 @@ type quickStart struct {
 
 // readQuickStart finds, in the README's "## Quick start" section, the first command
 // `haproxy-weighter <sub> ...` and returns its arguments for `run`. With sub "once" (the
-// section's first command, the one that shows what the daemon would do), the same flags
-// are given to `run`; once-only flags (--apply, --output) are dropped.
+// command that shows what the daemon would do), the same flags are given to `run`;
+// once-only flags (--apply, --output) are dropped.
 func readQuickStart(readme, sub string) (quickStart, error) {
 	b, err := os.ReadFile(readme)
 	if err != nil {
