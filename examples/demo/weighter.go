@@ -22,10 +22,10 @@ type weighterConf struct {
 }
 
 // writeWeighterConfig writes the daemon's YAML config into dir: one backend, weighted
-// from HAProxy's own bytes_in counters, so no monitoring stack is needed. Each rate
-// spans rate_window: with contstats, counters advance in ~5 s steps, and a rate over
-// one interval of 5 s made the busiest server look idle. No sample_interval: the
-// first cycles hold the weights until the source's reads span the window.
+// from HAProxy's own bytes, so no monitoring stack is needed. With the fast signal on
+// (the default) the daemon reads each open connection's live byte totals; rate_window
+// serves the `show stat` fallback, whose counters advance in ~5 s steps with
+// contstats (a rate over one 5 s interval made the busiest server look idle).
 func writeWeighterConfig(dir string, c weighterConf) (string, error) {
 	text := fmt.Sprintf(`# written by the haproxy-weighter demo
 interval: %s
