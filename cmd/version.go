@@ -4,16 +4,27 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 )
 
 func init() {
+	// prometheus/common/version carries the version to the build_info
+	// metric; the revision it finds in the binary's VCS stamp.
+	version.Version = Version
+	rootCmd.Version = Version
+	rootCmd.SetVersionTemplate(versionLine(Version))
 	rootCmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  usageArgs(cobra.NoArgs),
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "haproxy-weighter %s (%s)\n", Version, runtime.Version())
+			fmt.Fprint(cmd.OutOrStdout(), versionLine(Version))
 		},
 	})
+}
+
+// versionLine is what `version` and `--version` print.
+func versionLine(v string) string {
+	return fmt.Sprintf("haproxy-weighter %s (%s)\n", v, runtime.Version())
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -98,7 +99,10 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
 		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		// haproxy_weighter_build_info{version,revision,goversion,…} 1, from
+		// prometheus/common/version, which the command line fills in.
+		versioncollector.NewCollector("haproxy_weighter"))
 	return m
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/version"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -58,4 +59,32 @@ haproxy_weighter_last_success_timestamp_seconds{backend="be"} 1.800000002e+09
 	if n, _ := testutil.GatherAndCount(reg, names...); n != 0 {
 		t.Errorf("%d series left after Forget", n)
 	}
+}
+
+// TestBuildInfo: the registry carries haproxy_weighter_build_info with the
+// version prometheus/common/version holds (the command line sets it).
+func TestBuildInfo(t *testing.T) {
+	old := version.Version
+	version.Version = "1.2.3"
+	t.Cleanup(func() { version.Version = old })
+	reg := prometheus.NewRegistry()
+	New(reg)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "haproxy_weighter_build_info" {
+			continue
+		}
+		labels := map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["version"] != "1.2.3" || labels["goversion"] == "" || f.GetMetric()[0].GetGauge().GetValue() != 1 {
+			t.Errorf("build_info %v = %v", labels, f.GetMetric()[0].GetGauge().GetValue())
+		}
+		return
+	}
+	t.Error("no haproxy_weighter_build_info")
 }
