@@ -69,6 +69,10 @@ type fastSettings struct {
 	calibration config.Calibration
 }
 
+// minAsyncTimeout bounds a background fetch of the calibrating source from
+// below: a refresh set shorter than a slow source's answer must not cut it.
+const minAsyncTimeout = 10 * time.Second
+
 // buildOptions change how Build wires units.
 type buildOptions struct {
 	// firstWait makes a unit's first fast read wait this long for a second
@@ -81,7 +85,13 @@ type buildOptions struct {
 func wrapFast(b config.Backend, hb *haproxy.Backend, src weighter.Source, o buildOptions) (*fastUnit, error) {
 	policy, w := b.CalibrationPolicy()
 	local := newLocalReader(hb, b.FastBytes())
-	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: local, External: src, Calibrate: b.Calibrates(),
+	ext := src
+	if b.Calibrates() {
+		// A remote metrics source answers in the background (asyncSource):
+		// the 2 s cycle must not decide whether it may calibrate.
+		ext = newAsyncSource(src, max(b.Calibration.Refresh, minAsyncTimeout))
+	}
+	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: local, External: ext, Calibrate: b.Calibrates(),
 		Calibration: policy, StepWindow: w.FromStep, Refresh: b.Calibration.Refresh, FirstWait: o.firstWait})
 	if err != nil {
 		return nil, fmt.Errorf("fast signal: %w", err)

@@ -1,0 +1,70 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// asyncSource fetches a remote metrics source in the background, one fetch at
+// a time, each bounded by its own timeout, and answers every Fetch at once
+// with the newest completed result (after the first, which it waits for
+// within the caller's deadline).
+//
+// Why: with the fast signal the cycle is 2 s and the source gets 4/5 of it,
+// so a source that takes longer to answer (a Graphite across the internet,
+// a heavy PromQL query) would time out every time and never calibrate. Its
+// points are 15-60 s old anyway and the calibration averages them over
+// minutes: one more refresh of age costs nothing, a source that never
+// arrives costs the calibration.
+type asyncSource struct {
+	src     weighter.Source
+	timeout time.Duration
+
+	mu      sync.Mutex
+	loads   weighter.Loads
+	err     error
+	have    bool          // a fetch has completed
+	running chan struct{} // closed when the fetch in flight ends; nil when none runs
+}
+
+func newAsyncSource(src weighter.Source, timeout time.Duration) *asyncSource {
+	return &asyncSource{src: src, timeout: timeout}
+}
+
+// Fetch starts a background fetch unless one is running and returns the
+// newest completed result. Before the first result it waits for it, as long
+// as ctx allows.
+func (a *asyncSource) Fetch(ctx context.Context) (weighter.Loads, error) {
+	a.mu.Lock()
+	if a.running == nil {
+		a.running = make(chan struct{})
+		go a.fetch(a.running)
+	}
+	running, have := a.running, a.have
+	a.mu.Unlock()
+	if !have {
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer from the source yet (it goes on in the background, for up to %s): %w",
+				a.timeout, ctx.Err())
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.loads, a.err
+}
+
+func (a *asyncSource) fetch(done chan struct{}) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	loads, err := a.src.Fetch(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.loads, a.err, a.have, a.running = loads, err, true, nil
+	close(done)
+}

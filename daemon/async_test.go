@@ -1,0 +1,104 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// slowSource answers after its gate opens, with the number of the fetch as
+// the load, or with err; it counts fetches running at once.
+type slowSource struct {
+	gate    chan struct{}
+	calls   atomic.Int32
+	running atomic.Int32
+	most    atomic.Int32
+	mu      sync.Mutex
+	err     error
+}
+
+func (s *slowSource) Fetch(ctx context.Context) (weighter.Loads, error) {
+	n := s.calls.Add(1)
+	r := s.running.Add(1)
+	defer s.running.Add(-1)
+	for m := s.most.Load(); r > m && !s.most.CompareAndSwap(m, r); m = s.most.Load() {
+	}
+	select {
+	case <-s.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	return weighter.Loads{"s1": {{Time: time.Unix(int64(n), 0), Value: float64(n)}}}, nil
+}
+
+// TestAsyncSourceOutlastsTheCycle: a source slower than the cycle's deadline
+// still delivers. The first cycle gives up at its deadline while the fetch
+// goes on in the background; the next cycle gets that fetch's answer at once
+// and starts the next fetch; never two at a time; an error is reported by
+// the cycle after it, and the answer after that replaces it.
+func TestAsyncSourceOutlastsTheCycle(t *testing.T) {
+	src := &slowSource{gate: make(chan struct{})}
+	a := newAsyncSource(src, time.Minute)
+
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := a.Fetch(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing has come back yet")
+	_, err = a.Fetch(short) // a second cycle while the first fetch runs
+	require.Error(t, err)
+	assert.EqualValues(t, 1, src.calls.Load(), "one fetch at a time")
+
+	src.gate <- struct{}{} // the first fetch answers
+	loads, err := a.Fetch(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, loads["s1"][0].Value, "the answer of the fetch that outlasted the cycle")
+	require.Eventually(t, func() bool {
+		l, err := a.Fetch(context.Background()) // answers at once, and starts the next fetch
+		return err == nil && l["s1"][0].Value == 1 && src.calls.Load() == 2
+	}, 5*time.Second, time.Millisecond, "a cycle starts the next fetch")
+
+	src.mu.Lock()
+	src.err = errors.New("graphite: 503")
+	src.mu.Unlock()
+	src.gate <- struct{}{} // the second fetch fails
+	require.Eventually(t, func() bool {
+		_, err := a.Fetch(context.Background())
+		return err != nil
+	}, 5*time.Second, time.Millisecond)
+	_, err = a.Fetch(context.Background())
+	require.ErrorContains(t, err, "graphite: 503")
+
+	src.mu.Lock()
+	src.err = nil
+	src.mu.Unlock()
+	close(src.gate) // every later fetch answers at once
+	require.Eventually(t, func() bool {
+		l, err := a.Fetch(context.Background())
+		return err == nil && l["s1"][0].Value >= 3
+	}, 5*time.Second, time.Millisecond)
+	assert.EqualValues(t, 1, src.most.Load(), "never two fetches at a time")
+}
+
+// TestAsyncSourceBoundsTheFetch: a fetch that never answers is cut by the
+// wrapper's own timeout, and the next one starts.
+func TestAsyncSourceBoundsTheFetch(t *testing.T) {
+	src := &slowSource{gate: make(chan struct{})} // never opened
+	a := newAsyncSource(src, 30*time.Millisecond)
+	_, err := a.Fetch(context.Background())
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the wrapper's timeout, not the caller's")
+	_, _ = a.Fetch(context.Background())
+	require.Eventually(t, func() bool { return src.calls.Load() >= 2 }, 5*time.Second, time.Millisecond)
+}
