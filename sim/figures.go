@@ -77,7 +77,7 @@ func score(sc Scenario, st Strategy, tr trace, fallbacks int) Figures {
 		r, cv := ratio(w.loads)
 		mm, cvs = append(mm, r), append(cvs, cv)
 	}
-	f.P50, f.P90, f.MedianCV = quantile(mm, 0.5), quantile(mm, 0.9), quantile(cvs, 0.5)
+	f.P50, f.P90, f.MedianCV = Quantile(mm, 0.5), Quantile(mm, 0.9), Quantile(cvs, 0.5)
 	if tr.cycles > 0 {
 		f.WritesPerCycle = float64(tr.writes) / float64(tr.cycles)
 	}
@@ -142,8 +142,10 @@ func peakShare(sc Scenario, tr trace) *float64 {
 	return &peak
 }
 
-// quantile is the q-quantile of xs by linear interpolation (NaN when empty).
-func quantile(xs []float64, q float64) float64 {
+// Quantile is the q-quantile of xs by linear interpolation between the two
+// nearest ranks, NaNs left out (NaN when none is left): how the simulator
+// and the real-HAProxy balance benchmark take their p50 and p90.
+func Quantile(xs []float64, q float64) float64 {
 	var v []float64
 	for _, x := range xs {
 		if !math.IsNaN(x) {

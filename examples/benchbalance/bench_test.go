@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/sim"
 )
 
 // The harness runs what the README's Quick start says: the flags it reads from there
@@ -94,7 +96,7 @@ func TestWindowRatiosAndGap(t *testing.T) {
 	if g := gapClosed(1.2, 1.2, 1.1); !math.IsNaN(g) {
 		t.Errorf("no gap: %v, want NaN", g)
 	}
-	if q := quantile([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.9); q != 10 {
+	if q := sim.Quantile([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.9); q != 10 {
 		t.Errorf("p90 = %v, want 10", q)
 	}
 }

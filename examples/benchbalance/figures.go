@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/sim"
 )
 
 // The three arms: the same clients through three HAProxies.
@@ -52,25 +53,6 @@ func windowRatios(snaps []snapshot, arm int, from, to, window time.Duration) []f
 	return out
 }
 
-// quantile is the q-quantile of xs by linear interpolation, NaNs left out (NaN when
-// none is left), as the simulator computes its p50 and p90.
-func quantile(xs []float64, q float64) float64 {
-	var v []float64
-	for _, x := range xs {
-		if !math.IsNaN(x) {
-			v = append(v, x)
-		}
-	}
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	slices.Sort(v)
-	pos := q * float64(len(v)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(v)-1)
-	return v[lo] + (v[hi]-v[lo])*(pos-float64(lo))
-}
-
 // gapClosed is the share of the control → oracle gap that x closes (NaN without a gap).
 func gapClosed(control, oracle, x float64) float64 {
 	if !(control-oracle > 0) || math.IsNaN(x) {
@@ -90,7 +72,7 @@ func figuresOf(label string, snaps []snapshot, from, to, window time.Duration) f
 	f := figures{Label: label}
 	for a := range nArms {
 		r := windowRatios(snaps, a, from, to, window)
-		f.P50[a], f.P90[a], f.Windows = quantile(r, 0.5), quantile(r, 0.9), len(r)
+		f.P50[a], f.P90[a], f.Windows = sim.Quantile(r, 0.5), sim.Quantile(r, 0.9), len(r)
 	}
 	return f
 }
