@@ -48,26 +48,15 @@ func applyShedFlags(fl *pflag.FlagSet, f *simulateFlags, pipelines []sim.Pipelin
 // runShed runs the shedding comparison (--shed) or sweep (--shed-sweep) over
 // sim.ShedScenarios, or --scenario alone.
 func runShed(cmd *cobra.Command, f *simulateFlags) error {
-	scenarios := sim.ShedScenarios()
-	if f.scenario != "" {
-		sc, err := loadScenarioFile(f.scenario)
-		if err != nil {
-			return err
-		}
-		scenarios = []sim.Scenario{sc}
+	scenarios, err := scenariosOr(f, sim.ShedScenarios())
+	if err != nil {
+		return err
 	}
-	if f.external != "" {
-		e, err := sim.ExternalNamed(f.external)
-		if err != nil {
-			return usageError{fmt.Errorf("--external: %w", err)}
-		}
-		for i := range scenarios {
-			e.Apply(&scenarios[i])
-		}
+	ext, err := externalFromFlags(f)
+	if err != nil {
+		return err
 	}
-	for i := range scenarios {
-		cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&scenarios[i], f.sc, flag.Name) })
-	}
+	applyScenarioFlags(cmd.Flags(), f, ext, scenarios)
 	pipelines := sim.ShedComparison()
 	if err := applyShedFlags(cmd.Flags(), f, pipelines[:len(pipelines)-1]); err != nil {
 		return err

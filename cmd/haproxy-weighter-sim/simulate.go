@@ -85,17 +85,15 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		return runFresh(cmd, f)
 	}
 	if f.sweep {
-		scenarios := sim.GoalScenarios()
-		for i := range scenarios { // pipeline and traffic flags apply to every goal scenario
-			cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&scenarios[i], f.sc, flag.Name) })
-		}
+		scenarios := sim.GoalScenarios() // pipeline and traffic flags apply to every goal scenario
+		applyScenarioFlags(cmd.Flags(), f, nil, scenarios)
 		res, err := sim.Sweep(scenarios, sim.Seeds(f.seeds), sim.DefaultGrid())
 		if err != nil {
 			return err
 		}
 		return res.WriteMarkdown(out, f.top)
 	}
-	sc, err := scenarioFromFlags(cmd.Flags(), f)
+	sc, err := scenarioFromFlags(cmd.Flags(), f, nil)
 	if err != nil {
 		return err
 	}
@@ -126,20 +124,50 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	return rep.WriteTable(out)
 }
 
-// scenarioFromFlags loads --scenario (or the default) and applies the flags the user set.
-func scenarioFromFlags(fl *pflag.FlagSet, f *simulateFlags) (sim.Scenario, error) {
-	sc := sim.DefaultScenario()
-	if f.scenario != "" {
-		data, err := readlimit.ReadFile(f.scenario, 1<<20)
-		if err != nil {
-			return sim.Scenario{}, fmt.Errorf("read scenario: %w", err)
-		}
-		if sc, err = sim.ParseScenario(data); err != nil {
-			return sim.Scenario{}, fmt.Errorf("%s: %w", f.scenario, err)
-		}
+// scenarioFromFlags loads --scenario (or the default), applies ext (the
+// --external metric, if any) and the flags the user set, and validates it.
+func scenarioFromFlags(fl *pflag.FlagSet, f *simulateFlags, ext *sim.External) (sim.Scenario, error) {
+	scenarios, err := scenariosOr(f, []sim.Scenario{sim.DefaultScenario()})
+	if err != nil {
+		return sim.Scenario{}, err
 	}
-	fl.Visit(func(flag *pflag.Flag) { sim.Override(&sc, f.sc, flag.Name) })
-	return sc, sc.Validate()
+	applyScenarioFlags(fl, f, ext, scenarios)
+	return scenarios[0], scenarios[0].Validate()
+}
+
+// scenariosOr returns the --scenario file alone, when given, else defaults.
+func scenariosOr(f *simulateFlags, defaults []sim.Scenario) ([]sim.Scenario, error) {
+	if f.scenario == "" {
+		return defaults, nil
+	}
+	sc, err := loadScenarioFile(f.scenario)
+	if err != nil {
+		return nil, err
+	}
+	return []sim.Scenario{sc}, nil
+}
+
+// applyScenarioFlags applies ext (the --external metric, if any) and then the
+// scenario flags the user set to every scenario.
+func applyScenarioFlags(fl *pflag.FlagSet, f *simulateFlags, ext *sim.External, scenarios []sim.Scenario) {
+	for i := range scenarios {
+		if ext != nil {
+			ext.Apply(&scenarios[i])
+		}
+		fl.Visit(func(flag *pflag.Flag) { sim.Override(&scenarios[i], f.sc, flag.Name) })
+	}
+}
+
+// externalFromFlags returns the --external metric, or nil when not given.
+func externalFromFlags(f *simulateFlags) (*sim.External, error) {
+	if f.external == "" {
+		return nil, nil
+	}
+	e, err := sim.ExternalNamed(f.external)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--external: %w", err)}
+	}
+	return &e, nil
 }
 
 // policyFlagsError rewrites the problems of a policy made from the flags in terms
@@ -172,47 +200,25 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	if err := applyShedFlags(cmd.Flags(), f, pipelines); err != nil {
 		return err
 	}
-	var ext *sim.External
-	if f.external != "" {
-		e, err := sim.ExternalNamed(f.external)
-		if err != nil {
-			return usageError{fmt.Errorf("--external: %w", err)}
-		}
-		ext = &e
+	ext, err := externalFromFlags(f)
+	if err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if f.fresh {
-		scenarios := sim.FreshScenarios()
-		if f.scenario != "" {
-			sc, err := loadScenarioFile(f.scenario)
-			if err != nil {
-				return err
-			}
-			scenarios = []sim.Scenario{sc}
+		scenarios, err := scenariosOr(f, sim.FreshScenarios())
+		if err != nil {
+			return err
 		}
-		for i := range scenarios {
-			if ext != nil {
-				ext.Apply(&scenarios[i])
-			}
-			cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&scenarios[i], f.sc, flag.Name) })
-		}
+		applyScenarioFlags(cmd.Flags(), f, ext, scenarios)
 		res, err := sim.CompareFresh(scenarios, sim.Seeds(f.seeds), pipelines)
 		if err != nil {
 			return err
 		}
 		return res.WriteMarkdown(out)
 	}
-	sc := sim.DefaultScenario()
-	if f.scenario != "" {
-		if sc, err = loadScenarioFile(f.scenario); err != nil {
-			return err
-		}
-	}
-	if ext != nil {
-		ext.Apply(&sc)
-	}
-	cmd.Flags().Visit(func(flag *pflag.Flag) { sim.Override(&sc, f.sc, flag.Name) })
-	if err := sc.Validate(); err != nil {
+	sc, err := scenarioFromFlags(cmd.Flags(), f, ext)
+	if err != nil {
 		return err
 	}
 	rep, err := sim.RunFleet(sc, pipelines)
