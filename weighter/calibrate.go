@@ -83,7 +83,7 @@ type Calibration struct {
 // Factor × local / sessions, or max(Offset + local, 0) / sessions. A server with
 // no connection counts as carrying one.
 func (c Calibration) Apply(local, sessions float64) float64 {
-	if math.IsNaN(local) || math.IsInf(local, 0) || local < 0 {
+	if !validLoad(local) {
 		return math.NaN()
 	}
 	if math.IsNaN(sessions) || sessions < 1 {
@@ -144,7 +144,7 @@ func (c *Calibrator) keep() time.Duration { return c.p.Window + c.p.Hold }
 // ignored; a counter that went backwards (HAProxy reload) restarts the history.
 func (c *Calibrator) Local(now time.Time, counters map[string]float64) {
 	for name, v := range counters {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		if !validLoad(v) {
 			continue
 		}
 		s := c.server(name)
@@ -211,7 +211,7 @@ func (c *Calibrator) External(loads Loads) {
 				break // the local side has not reached this point yet
 			}
 			s.consumed = pt.Time
-			if math.IsNaN(pt.Value) || math.IsInf(pt.Value, 0) || pt.Value < 0 {
+			if !validLoad(pt.Value) {
 				continue
 			}
 			local, ok := s.localMean(pt.Time.Add(-c.p.Window), pt.Time)

@@ -3,7 +3,6 @@ package weighter
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 )
 
@@ -83,19 +82,19 @@ func CombineFast(r LocalRead, cal map[string]Calibration) (Loads, map[string]Fas
 	loads := Loads{}
 	inputs := map[string]FastInput{}
 	for name, c := range r.Servers {
-		if c.Reset || !(c.Rate >= 0) || math.IsInf(c.Rate, 0) {
+		if c.Reset {
 			continue
 		}
 		sess := c.Sessions
-		if !(sess >= 0) || math.IsInf(sess, 0) {
+		if !validLoad(sess) {
 			sess = 0
 		}
 		k, ok := cal[name]
 		if !ok {
 			k = Calibration{Factor: 1}
 		}
-		x := k.Apply(c.Rate, sess)
-		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+		x := k.Apply(c.Rate, sess) // NaN for a rate that is not finite and not negative
+		if !validLoad(x) {
 			continue
 		}
 		loads[name] = Series{{Time: r.At, Value: x}}
