@@ -1,6 +1,7 @@
 package weighter
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -344,7 +345,7 @@ func (s *Shedder) track(servers []ShedServer, mean float64) []hotServer {
 		}
 	}
 	slices.SortFunc(hot, func(a, b hotServer) int {
-		if c := cmpDesc(a.ratio, b.ratio); c != 0 {
+		if c := cmp.Compare(b.ratio, a.ratio); c != 0 {
 			return c
 		}
 		return strings.Compare(a.name, b.name)
@@ -394,13 +395,13 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, session
 		}
 	}
 	slices.SortFunc(cands, func(a, b ShedSession) int {
-		if c := cmpDesc(a.Rate, b.Rate); c != 0 {
+		if c := cmp.Compare(b.Rate, a.Rate); c != 0 {
 			return c
 		}
 		if c := strings.Compare(a.ID, b.ID); c != 0 {
 			return c
 		}
-		return cmpUint(a.Serial, b.Serial)
+		return cmp.Compare(a.Serial, b.Serial)
 	})
 	var picked []ShedSession
 	used := map[string]bool{}
@@ -475,26 +476,6 @@ func clientAddr(client string) (string, bool) {
 		}
 	}
 	return client, true
-}
-
-func cmpDesc(a, b float64) int {
-	switch {
-	case a > b:
-		return -1
-	case a < b:
-		return 1
-	}
-	return 0
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func ratioText(r float64) string { return strconv.FormatFloat(r, 'f', 1, 64) }
