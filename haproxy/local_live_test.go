@@ -2,7 +2,6 @@ package haproxy
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -78,21 +77,6 @@ func (sc *localScenario) advance(d time.Duration) {
 	sc.fakeNow = sc.fakeNow.Add(d)
 }
 
-func localDial(t *testing.T, port int) net.Conn {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 5*time.Second)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func localWrite(t *testing.T, c net.Conn, n int) {
-	t.Helper()
-	require.NoError(t, c.SetWriteDeadline(time.Now().Add(10*time.Second)))
-	_, err := c.Write(make([]byte, n))
-	require.NoError(t, err)
-}
-
 // waitLocal reads be until done accepts the reading, and checks every
 // reading on the way: each server's Rate is its Bytes' growth since the
 // reading before over the span between their times, and no Bytes decreases.
@@ -156,16 +140,16 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			r0, err := be.ReadLocal(testCtx(t), q)
 			require.NoError(t, err)
 			assert.Equal(t, []string{"s1", "s2"}, r0.Names())
-			c1 := localDial(t, sc.feA)
+			c1 := dialFront(t, sc.feA)
 			srv1 := serverOf(t, be, r0)
 			r1 := waitLocal(t, be, q, func(LocalReading) bool { return true })
-			c2 := localDial(t, sc.feA)
+			c2 := dialFront(t, sc.feA)
 			srv2 := serverOf(t, be, r1)
 			require.NotEqual(t, srv1, srv2, "roundrobin alternates")
 			base := waitLocal(t, be, q, func(r LocalReading) bool { return r.Servers[srv1].Open == 1 && r.Servers[srv2].Open == 1 })
 
-			localWrite(t, c1, 10_000)
-			localWrite(t, c2, 30_000)
+			write(t, c1, 10_000)
+			write(t, c2, 30_000)
 			grown := func(a, b uint64) func(LocalReading) bool {
 				return func(r LocalReading) bool {
 					return r.Servers[srv1].Bytes-base.Servers[srv1].Bytes >= a && r.Servers[srv2].Bytes-base.Servers[srv2].Bytes >= b
@@ -178,7 +162,7 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			assert.False(t, r.Servers[srv1].Reset)
 
 			// c1 sends 5,000 more; once counted, it closes: the counter keeps them.
-			localWrite(t, c1, 5_000)
+			write(t, c1, 5_000)
 			waitLocal(t, be, q, grown(15_000, 30_000))
 			require.NoError(t, c1.Close())
 			r = waitLocal(t, be, q, func(r LocalReading) bool { return r.Servers[srv1].Open == 0 })
@@ -188,8 +172,8 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			assert.Zero(t, r.Servers[srv1].Rate)
 
 			// A new stream (roundrobin: back on srv1) adds its own.
-			c3 := localDial(t, sc.feA)
-			localWrite(t, c3, 2_000)
+			c3 := dialFront(t, sc.feA)
+			write(t, c3, 2_000)
 			r = waitLocal(t, be, q, grown(17_000, 30_000))
 			assert.Equal(t, uint64(17_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
 			assert.Equal(t, uint64(30_000), r.Servers[srv2].Bytes-base.Servers[srv2].Bytes)
@@ -214,9 +198,9 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 func TestLocalLiveBudget(t *testing.T) {
 	sc := startLocalScenario(t, false)
 	a, b := sc.c.Backend("be_a"), sc.c.Backend("be_b")
-	ca, cb := localDial(t, sc.feA), localDial(t, sc.feB)
-	localWrite(t, ca, 100)
-	localWrite(t, cb, 300)
+	ca, cb := dialFront(t, sc.feA), dialFront(t, sc.feB)
+	write(t, ca, 100)
+	write(t, cb, 300)
 	// Wait, dumping freely, until HAProxy shows both streams' bytes.
 	waitLocal(t, b, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 300 })
 	waitLocal(t, a, LocalQuery{}, func(r LocalReading) bool { return r.Servers["s1"].Bytes+r.Servers["s2"].Bytes == 100 })
@@ -245,7 +229,7 @@ func TestLocalLiveBudget(t *testing.T) {
 	assert.Equal(t, ra.Servers, again.Servers)
 
 	sc.advance(time.Second)
-	localWrite(t, cb, 50)
+	write(t, cb, 50)
 	// The write may take a moment to reach HAProxy: dump until it shows, each
 	// dump after the budget allows it.
 	var last LocalReading
@@ -313,8 +297,8 @@ func TestLocalLiveServerAdded(t *testing.T) {
 	for _, cmd := range []string{"enable server be_a/s3", "set server be_a/s1 weight 0", "set server be_a/s2 weight 0"} {
 		require.Empty(t, strings.TrimSpace(raw(t, sc.c, cmd)), cmd)
 	}
-	c := localDial(t, sc.feA)
-	localWrite(t, c, 4_000)
+	c := dialFront(t, sc.feA)
+	write(t, c, 4_000)
 	first := waitLocal(t, be, q, func(r LocalReading) bool { _, ok := r.Servers["s3"]; return ok })
 	assert.Equal(t, []string{"s1", "s2", "s3"}, first.Names())
 	assert.True(t, first.Servers["s3"].Reset, "first count of s3")
@@ -332,8 +316,8 @@ func TestLocalLiveServerAdded(t *testing.T) {
 func TestLocalLiveRestart(t *testing.T) {
 	sc := startLocalScenario(t, false)
 	be := sc.c.Backend("be_b")
-	c := localDial(t, sc.feB)
-	localWrite(t, c, 6_000)
+	c := dialFront(t, sc.feB)
+	write(t, c, 6_000)
 	before := waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 6_000 })
 	assert.False(t, before.Restarted)
 	// More CLI streams in the old process than the new one will have had by
@@ -348,8 +332,8 @@ func TestLocalLiveRestart(t *testing.T) {
 	assert.True(t, r.Restarted)
 	assert.Equal(t, uint64(6_000), r.Servers["t1"].Bytes, "the counter does not go back")
 	assert.False(t, r.Servers["t1"].Reset)
-	c2 := localDial(t, sc.feB)
-	localWrite(t, c2, 1_500)
+	c2 := dialFront(t, sc.feB)
+	write(t, c2, 1_500)
 	r = waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 7_500 })
 	assert.False(t, r.Restarted)
 }
@@ -362,7 +346,7 @@ func TestLocalLiveDead(t *testing.T) {
 	sc.useFakeClock()
 	sc.c.SetLocalBudget(LocalBudget{Share: time.Second, PerStream: time.Nanosecond, DeadAfter: 3})
 	be := sc.c.Backend("be_b")
-	c := localDial(t, sc.feB)
+	c := dialFront(t, sc.feB)
 	read := func(q LocalQuery) LocalReading {
 		sc.advance(2 * time.Second)
 		r, err := be.ReadLocal(testCtx(t), q)
@@ -377,7 +361,7 @@ func TestLocalLiveDead(t *testing.T) {
 	}
 	require.ErrorIs(t, r.Dead, ErrLocalSignalDead)
 	assert.ErrorContains(t, r.Dead, "backend be_b: 1 streams open, no bytes_in total moved over the last 3 dumps (6s)")
-	localWrite(t, c, 10)
+	write(t, c, 10)
 	require.Eventually(t, func() bool { return read(LocalQuery{}).Dead == nil }, 10*time.Second, 5*time.Millisecond)
 	r = read(LocalQuery{Counter: CounterBytesOut})
 	assert.ErrorIs(t, r.Dead, ErrLocalSignalDead, "nothing comes back from a discard server")
@@ -390,8 +374,8 @@ func TestLocalLiveUnreachable(t *testing.T) {
 	sc.useFakeClock()
 	sc.c.SetLocalBudget(LocalBudget{Share: 2 * time.Second})
 	be := sc.c.Backend("be_b")
-	c := localDial(t, sc.feB)
-	localWrite(t, c, 800)
+	c := dialFront(t, sc.feB)
+	write(t, c, 800)
 	require.Eventually(t, func() bool {
 		sc.advance(2 * time.Second)
 		r, err := be.ReadLocal(testCtx(t), LocalQuery{})
@@ -424,8 +408,8 @@ func TestLocalLiveContstatsDoubleCount(t *testing.T) {
 	be := sc.c.Backend("be_b")
 	base, err := be.ReadLocal(testCtx(t), LocalQuery{Servers: []string{"t1"}})
 	require.NoError(t, err)
-	c := localDial(t, sc.feB)
-	localWrite(t, c, 20_000)
+	c := dialFront(t, sc.feB)
+	write(t, c, 20_000)
 	waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes-base.Servers["t1"].Bytes == 20_000 })
 	// contstats moves bin about every 5 s for an open connection.
 	var bin uint64
@@ -451,8 +435,8 @@ func TestLocalLiveContstatsDoubleCount(t *testing.T) {
 // new Client (a reload builds one) reports every server with Reset.
 func TestLocalLiveNewClientResets(t *testing.T) {
 	sc := startLocalScenario(t, false)
-	c := localDial(t, sc.feB)
-	localWrite(t, c, 700)
+	c := dialFront(t, sc.feB)
+	write(t, c, 700)
 	waitLocal(t, sc.c.Backend("be_b"), LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 700 })
 	again, err := sc.c.Backend("be_b").ReadLocal(testCtx(t), LocalQuery{})
 	require.NoError(t, err)
