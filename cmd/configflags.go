@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -170,19 +170,8 @@ func anyChanged(changed func(string) bool, names ...string) bool {
 	return false
 }
 
-// policyFlagsError rewrites the problems of a policy made from the command's
-// flags (calc, simulate) in terms of the flags, as a usage error (exit 2):
-// "max_step must be > 1" becomes "--max-step must be > 1". A problem whose
-// key has no flag keeps its wording.
+// policyFlagsError rewrites the problems of a policy made from calc's flags
+// in terms of the flags (cliflags.PolicyError), as a usage error (exit 2).
 func policyFlagsError(fs *pflag.FlagSet, err error) error {
-	var out []error
-	for _, leaf := range errs.Leaves(err) {
-		msg := leaf.Error()
-		key, rest, _ := strings.Cut(msg, " ")
-		if flag := strings.ReplaceAll(key, "_", "-"); fs.Lookup(flag) != nil {
-			msg = "--" + flag + " " + rest
-		}
-		out = append(out, errors.New(msg))
-	}
-	return usageError{errors.Join(out...)}
+	return usageError{cliflags.PolicyError(fs, err)}
 }

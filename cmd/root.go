@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
 )
 
 // Version is set at build time with -ldflags "-X .../cmd.Version=...".
@@ -125,16 +127,9 @@ func init() {
 
 // newLogger builds the slog logger the global flags ask for, writing to w.
 func newLogger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+	log, err := cliflags.NewLogger(w, logLevel, logFormat)
+	if err != nil {
+		return nil, usageError{err}
 	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, usageError{fmt.Errorf("--log-format: %q is not text or json", logFormat)}
+	return log, nil
 }

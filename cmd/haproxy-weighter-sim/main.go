@@ -8,12 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -70,12 +71,8 @@ grid of policies instead.`,
 	_ = pf.MarkHidden("log-level")
 	_ = pf.MarkHidden("log-format")
 	root.PreRunE = func(*cobra.Command, []string) error {
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-			return usageError{fmt.Errorf("--log-level: %w", err)}
-		}
-		if logFormat != "text" && logFormat != "json" {
-			return usageError{fmt.Errorf("--log-format: %q is not text or json", logFormat)}
+		if _, err := cliflags.NewLogger(io.Discard, logLevel, logFormat); err != nil {
+			return usageError{err}
 		}
 		return nil
 	}

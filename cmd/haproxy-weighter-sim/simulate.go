@@ -1,14 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/readlimit"
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -170,20 +168,10 @@ func externalFromFlags(f *simulateFlags) (*sim.External, error) {
 	return &e, nil
 }
 
-// policyFlagsError rewrites the problems of a policy made from the flags in terms
-// of the flags, as a usage error (exit 2): "max_step must be > 1" becomes
-// "--max-step must be > 1". A problem whose key has no flag keeps its wording.
+// policyFlagsError rewrites the problems of a policy made from the flags in
+// terms of the flags (cliflags.PolicyError), as a usage error (exit 2).
 func policyFlagsError(fs *pflag.FlagSet, err error) error {
-	var out []error
-	for _, leaf := range errs.Leaves(err) {
-		msg := leaf.Error()
-		key, rest, _ := strings.Cut(msg, " ")
-		if flag := strings.ReplaceAll(key, "_", "-"); fs.Lookup(flag) != nil {
-			msg = "--" + flag + " " + rest
-		}
-		out = append(out, errors.New(msg))
-	}
-	return usageError{errors.Join(out...)}
+	return usageError{cliflags.PolicyError(fs, err)}
 }
 
 // runFresh runs the fresh-data model: one scenario with --pipelines, or with
