@@ -14,7 +14,6 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -159,9 +158,6 @@ func writeGzip(path string, text []byte) error {
 	}
 	if err := zw.Close(); err != nil {
 		return err
-	}
-	if b.Len() == 0 {
-		return errors.New("empty gzip stream")
 	}
 	return os.WriteFile(path, b.Bytes(), 0o644)
 }
