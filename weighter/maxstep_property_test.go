@@ -197,3 +197,22 @@ func checkHeldShare(t *testing.T, where string, p Policy, plan Plan) {
 			where, s.Server, s.Current, s.New, shareBefore, shareAfter)
 	}
 }
+
+// TestPlanHeldWithHugeMaxStep: a max_step so large that b × max_step
+// overflows (valid: finite and > 1) limits nothing. Before, the share's
+// bisection ran from +Inf, the factor came out +Inf and the backend's scale 0:
+// every weight, held ones included, was set to 1.
+func TestPlanHeldWithHugeMaxStep(t *testing.T) {
+	p := DefaultPolicy()
+	p.Deadband = 0
+	p.MaxStep = 1e307
+	require.NoError(t, p.Validate())
+	c := mustController(t, p)
+	plan := c.Plan(t0, loadsAt(t0, nan, nan, 40, 40), up(256, 128, 64, 32))
+	s := byServer(plan)
+	assert.InDelta(t, 1, plan.Scale, 1e-9)
+	assert.Equal(t, 256, s["s1"].New)
+	assert.Equal(t, 128, s["s2"].New)
+	assert.Equal(t, 48, s["s3"].New)
+	assert.Equal(t, 48, s["s4"].New)
+}

@@ -24,7 +24,9 @@ import (
 // the deadband, and no weight moves by more than max_step on that scale.
 func (c *Controller) weighBesideHeld(active, held []*work, raw []int) float64 {
 	step := c.p.MaxStep
-	if step == 0 {
+	if step == 0 || math.IsInf(step*MaxWeight, 1) {
+		// off, or so large that b·step overflows (the bisection would run
+		// from +Inf): either way no weight can reach the limit
 		step = math.Inf(1)
 	}
 	k := c.shareFactor(active, held, raw, step)
