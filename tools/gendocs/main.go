@@ -104,16 +104,17 @@ func generate(root *cobra.Command, out, version, extraFile string, date time.Tim
 		Date:    &date,
 		Source:  name + " " + version,
 		Manual:  "User Commands",
-	}, extra, root)
+	}, extra)
 }
 
-// manPages writes c's page and those of its available subcommands (not help, not hidden).
-func manPages(c *cobra.Command, dir string, header *doc.GenManHeader, extra []byte, root *cobra.Command) error {
+// manPages writes c's page and those of its available subcommands (not help, not hidden);
+// extra goes into the root's page.
+func manPages(c *cobra.Command, dir string, header *doc.GenManHeader, extra []byte) error {
 	for _, sub := range c.Commands() {
 		if !sub.IsAvailableCommand() || sub.IsAdditionalHelpTopicCommand() {
 			continue
 		}
-		if err := manPages(sub, dir, header, extra, root); err != nil {
+		if err := manPages(sub, dir, header, extra); err != nil {
 			return err
 		}
 	}
@@ -123,7 +124,7 @@ func manPages(c *cobra.Command, dir string, header *doc.GenManHeader, extra []by
 		return fmt.Errorf("man page of %s: %v", c.CommandPath(), err)
 	}
 	text := page.Bytes()
-	if c == root && len(extra) > 0 {
+	if !c.HasParent() && len(extra) > 0 {
 		var err error
 		if text, err = insertBefore(text, ".SH SEE ALSO\n", extra); err != nil {
 			return err
