@@ -32,29 +32,13 @@ backend be_ingest
   server s2 %s maxconn 1 weight 100
 `, front, testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)))
 
-	stop := make(chan struct{})
-	defer close(stop)
 	send := func(bytesPerTick int) {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", front), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		buf := make([]byte, bytesPerTick)
-		go func() {
-			tick := time.NewTicker(50 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-				}
-			}
-		}()
+		testenv.WriteEvery(t, c, bytesPerTick, 50*time.Millisecond)
 	}
 	send(20_000) // ~400 kB/s
 	time.Sleep(200 * time.Millisecond)

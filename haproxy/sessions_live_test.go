@@ -230,26 +230,7 @@ backend be
 			sessionOf(t, be, conn)
 
 			// ~160 kB/s: 4 kB every 25 ms, until the test ends.
-			done := make(chan struct{})
-			var wg sync.WaitGroup
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				buf := make([]byte, 4<<10)
-				tick := time.NewTicker(25 * time.Millisecond)
-				defer tick.Stop()
-				for {
-					select {
-					case <-done:
-						return
-					case <-tick.C:
-						if _, err := conn.Write(buf); err != nil {
-							return
-						}
-					}
-				}
-			}()
-			t.Cleanup(func() { close(done); wg.Wait() })
+			testenv.WriteEvery(t, conn, 4<<10, 25*time.Millisecond)
 
 			first := sessionOf(t, be, conn)
 			time.Sleep(time.Second) // the interval being measured, not a wait for an outcome
