@@ -58,10 +58,8 @@ func checkName(kind, name string) error {
 	if name == "" {
 		return fmt.Errorf("haproxy: empty %s name", kind)
 	}
-	for _, r := range name {
-		if !isNameChar(r) {
-			return fmt.Errorf("haproxy: invalid %s name %q: character %q is not allowed in HAProxy names", kind, name, r)
-		}
+	if err := ValidName(name); err != nil {
+		return fmt.Errorf("haproxy: invalid %s name %q: %w", kind, name, err)
 	}
 	return nil
 }
