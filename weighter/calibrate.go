@@ -101,13 +101,12 @@ type counterSample struct {
 
 // calServer is what the Calibrator remembers of one server.
 type calServer struct {
-	hist      []counterSample // local counter readings, oldest first
-	num, den  float64         // weighted sums of external and local (ratio, offset)
-	weight    float64         // weighted count of points (offset, ratio-ewma)
-	ratio     float64         // EWMA of per-point ratios (ratio-ewma)
-	updated   time.Time       // timestamp of the newest point used
-	consumed  time.Time       // timestamp of the newest point looked at
-	hasUpdate bool
+	hist     []counterSample // local counter readings, oldest first
+	num, den float64         // weighted sums of external and local (ratio, offset)
+	weight   float64         // weighted count of points (offset, ratio-ewma)
+	ratio    float64         // EWMA of per-point ratios (ratio-ewma)
+	updated  time.Time       // timestamp of the newest point used (zero: none yet)
+	consumed time.Time       // timestamp of the newest point looked at
 }
 
 // Calibrator keeps, per server, the history of the fast local counter and the
@@ -225,18 +224,15 @@ func (c *Calibrator) External(loads Loads) {
 
 // fold adds one aligned (external, local) pair to a server's weighted sums.
 func (c *Calibrator) fold(s *calServer, at time.Time, ext, local float64) {
-	d := 0.0
-	if s.hasUpdate && c.p.HalfLife > 0 {
+	d, r := 0.0, ext/local
+	if !s.updated.IsZero() && c.p.HalfLife > 0 {
 		d = math.Exp2(-at.Sub(s.updated).Seconds() / c.p.HalfLife.Seconds())
-	}
-	r := ext / local
-	if s.hasUpdate && c.p.HalfLife > 0 {
 		s.ratio = d*s.weight*s.ratio/(d*s.weight+1) + r/(d*s.weight+1)
 	} else {
 		s.ratio = r
 	}
 	s.num, s.den, s.weight = d*s.num+ext, d*s.den+local, d*s.weight+1
-	s.updated, s.hasUpdate = at, true
+	s.updated = at
 }
 
 // Factors returns the calibration of each named server at now. Servers
@@ -252,7 +248,7 @@ func (c *Calibrator) Factors(now time.Time, names []string) map[string]Calibrati
 	for _, name := range names {
 		s := c.servers[name]
 		switch {
-		case s == nil || !s.hasUpdate:
+		case s == nil || s.updated.IsZero():
 			out[name] = Calibration{Factor: 1, Reason: "no calibration yet (no external point aligned with local traffic)"}
 		case now.Sub(s.updated) > c.p.Hold:
 			out[name] = Calibration{Factor: 1, Reason: fmt.Sprintf("calibration expired (newest usable external point %v old)", now.Sub(s.updated).Round(time.Second))}
