@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -111,6 +112,11 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if err != nil {
 		return err
 	}
+	return writeReport(rep, f, out)
+}
+
+// writeReport writes rep's --plot, when asked, and rep itself in --output's format.
+func writeReport(rep *sim.Report, f *simulateFlags, out io.Writer) error {
 	if f.plot != "" {
 		if err := rep.WritePlot(f.plot); err != nil {
 			return err
@@ -213,15 +219,7 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.plot != "" {
-		if err := rep.WritePlot(f.plot); err != nil {
-			return err
-		}
-	}
-	if f.output == "json" {
-		return rep.WriteJSON(out)
-	}
-	return rep.WriteTable(out)
+	return writeReport(rep, f, out)
 }
 
 // loadScenarioFile reads and parses a scenario file, bounded in size.
