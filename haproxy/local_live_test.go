@@ -249,7 +249,7 @@ func TestLocalLiveBudget(t *testing.T) {
 	// With the streams closed, the dump is small and Share decides.
 	require.NoError(t, ca.Close())
 	require.NoError(t, cb.Close())
-	for {
+	for i := 0; ; i++ {
 		sc.advance(3 * time.Second)
 		r, err := b.ReadLocal(testCtx(t), LocalQuery{})
 		require.NoError(t, err)
@@ -257,6 +257,7 @@ func TestLocalLiveBudget(t *testing.T) {
 			assert.Equal(t, r.At.Add(2*time.Second), r.Next)
 			break
 		}
+		require.Less(t, i, 2000, "the closed streams are still listed: %+v", r)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
