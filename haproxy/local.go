@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -298,10 +297,8 @@ func (c *Client) localDump(ctx context.Context, now func() time.Time) (timedDump
 	out.maxSerial, out.total, out.torn = maxSerial, d.streams, d.torn
 	out.streams = make([]dumpedStream, 0, len(d.sessions))
 	for _, s := range d.sessions {
-		id, err := strconv.ParseUint(strings.TrimPrefix(s.ID, "0x"), 16, 64)
-		if err != nil || !strings.HasPrefix(s.ID, "0x") {
-			return timedDump{}, fmt.Errorf("show sess all: %w: stream id %q", ErrBadReply, s.ID)
-		}
+		// parseSessionHeader accepted only 0x and at most 16 hex digits.
+		id, _ := strconv.ParseUint(s.ID[len("0x"):], 16, 64)
 		out.streams = append(out.streams, dumpedStream{key: streamKey{id, s.Serial}, backend: s.Backend, server: s.Server,
 			in: uint64(s.ReqBytes), out: uint64(s.ResBytes), age: s.Age})
 	}
