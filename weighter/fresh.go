@@ -324,7 +324,8 @@ func counters(r LocalRead) map[string]float64 {
 
 // keepExternal keeps the external source's answer for the calibration:
 // Graphite's points moved to their bucket's end, and the calibration built
-// (again) for the series' step when that is the window.
+// (again) for the series' step when that is the window. The external age
+// counts from its newest valid point.
 func (f *Fresh) keepExternal(ext Loads) {
 	if f.cfg.StepWindow {
 		step := seriesStep(ext)
@@ -356,7 +357,8 @@ func (f *Fresh) keepExternal(ext Loads) {
 	f.ext = ext
 	for _, ser := range ext {
 		for _, p := range ser {
-			if p.Time.After(f.newestExt) {
+			// a null point (Graphite's buckets up to now) carries no data
+			if validLoad(p.Value) && p.Time.After(f.newestExt) {
 				f.newestExt = p.Time
 			}
 		}

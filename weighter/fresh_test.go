@@ -397,3 +397,20 @@ func TestFreshSaysWhenTheSourceNamesNoServer(t *testing.T) {
 	assert.Equal(t, PipelineCalibrated, sig.Pipeline)
 	assert.Contains(t, sig.ExternalError, "no series name matches a server of the backend")
 }
+
+// A source that answers only null points (Graphite's buckets up to now once
+// the metric stopped, a NaN from Prometheus) has no new data: the external
+// age grows while the calibration expires. Before, the null points' times
+// counted and the age stayed near 0 while every server was uncalibrated.
+func TestFreshExternalAgeIgnoresNullPoints(t *testing.T) {
+	r := newFreshRig(t, true)
+	_, _, err := r.run(t, 3*time.Minute)
+	require.NoError(t, err)
+	for name := range r.ext.loads {
+		r.ext.loads[name] = math.NaN()
+	}
+	_, sig, err := r.run(t, 11*time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, 3, sig.Uncalibrated)
+	assert.Greater(t, sig.ExternalAge, 10*time.Minute)
+}
