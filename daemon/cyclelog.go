@@ -63,15 +63,7 @@ const (
 func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
 	c := *l
 	c.log = log
-	c.seen = make(map[string]bool, len(l.seen))
-	for k := range l.seen {
-		c.seen[k] = true
-	}
-	c.unknown = make(map[string]bool, len(l.unknown))
-	for k := range l.unknown {
-		c.unknown[k] = true
-	}
-	c.expired = maps.Clone(l.expired)
+	c.seen, c.unknown, c.expired = maps.Clone(l.seen), maps.Clone(l.unknown), maps.Clone(l.expired)
 	return &c
 }
 
