@@ -198,21 +198,24 @@ func checkHeldShare(t *testing.T, where string, p Policy, plan Plan) {
 	}
 }
 
-// TestPlanHeldWithHugeMaxStep: a max_step so large that b × max_step
-// overflows (valid: finite and > 1) limits nothing. Before, the share's
-// bisection ran from +Inf, the factor came out +Inf and the backend's scale 0:
-// every weight, held ones included, was set to 1.
+// TestPlanHeldWithHugeMaxStep: a large max_step (valid: finite and > 1)
+// limits nothing. Before, the share's bisection ran over [b/step/r, b·step/r]:
+// from +Inf when b × max_step overflows, and 64 halvings of a bracket that
+// wide (max_step 1e20) land nowhere near the factor. The factor came out far
+// too large and the backend's scale near 0: every weight, held ones
+// included, was set to 1.
 func TestPlanHeldWithHugeMaxStep(t *testing.T) {
-	p := DefaultPolicy()
-	p.Deadband = 0
-	p.MaxStep = 1e307
-	require.NoError(t, p.Validate())
-	c := mustController(t, p)
-	plan := c.Plan(t0, loadsAt(t0, nan, nan, 40, 40), up(256, 128, 64, 32))
-	s := byServer(plan)
-	assert.InDelta(t, 1, plan.Scale, 1e-9)
-	assert.Equal(t, 256, s["s1"].New)
-	assert.Equal(t, 128, s["s2"].New)
-	assert.Equal(t, 48, s["s3"].New)
-	assert.Equal(t, 48, s["s4"].New)
+	for _, step := range []float64{1e20, 1e307} {
+		p := DefaultPolicy()
+		p.Deadband = 0
+		p.MaxStep = step
+		require.NoError(t, p.Validate())
+		c := mustController(t, p)
+		plan := c.Plan(t0, loadsAt(t0, nan, nan, 40, 40), up(256, 128, 64, 32))
+		s := byServer(plan)
+		assert.InDelta(t, 1, plan.Scale, 1e-9, "max_step %g", step)
+		for name, want := range map[string]int{"s1": 256, "s2": 128, "s3": 48, "s4": 48} {
+			assert.Equal(t, want, s[name].New, "max_step %g: %s", step, name)
+		}
+	}
 }

@@ -24,9 +24,7 @@ import (
 // the deadband, and no weight moves by more than max_step on that scale.
 func (c *Controller) weighBesideHeld(active, held []*work, raw []int) float64 {
 	step := c.p.MaxStep
-	if step == 0 || math.IsInf(step*MaxWeight, 1) {
-		// off, or so large that b·step overflows (the bisection would run
-		// from +Inf): either way no weight can reach the limit
+	if step == 0 {
 		step = math.Inf(1)
 	}
 	k := c.shareFactor(active, held, raw, step)
@@ -54,7 +52,11 @@ func (c *Controller) weighBesideHeld(active, held []*work, raw []int) float64 {
 
 // shareFactor finds k with Σ clamp(k·raw_i, b_i/step, b_i·step) = Σ b_i over
 // the servers with a base weight b_i > 0. The sum grows with k, continuous
-// and piecewise linear, from Σ b_i/step to Σ b_i·step, so bisection finds it.
+// and piecewise linear, from Σ b_i/step to Σ b_i·step, so bisection finds it,
+// between min b_i/raw_i and max b_i/raw_i: below the first every term is
+// under its b_i, above the last every one is over. That bracket does not
+// widen with step: [b/step/r, b·step/r] does, and a large max_step (1e20)
+// left 64 halvings far from k, or started them from +Inf.
 // Servers without a base (weight 0: resumed from a drain) take k·raw_i as it
 // comes. When no server with data has a base weight, k puts the largest of
 // them level with the largest held weight.
@@ -65,7 +67,7 @@ func (c *Controller) shareFactor(active, held []*work, raw []int, step float64) 
 		if b := float64(w.base()); b > 0 {
 			r := float64(raw[i]) // ≥ 1: every function returns weights in 1..max_weight
 			total, rawSum = total+b, rawSum+r
-			kLow, kHigh = min(kLow, b/step/r), max(kHigh, b*step/r)
+			kLow, kHigh = min(kLow, b/r), max(kHigh, b/r)
 		}
 	}
 	if total == 0 {
