@@ -123,8 +123,11 @@ func (a *localAcc) apply(d localDump) {
 	// HAProxy numbers streams from a process-wide counter, and every dump
 	// holds the CLI's own stream, newer than any stream of the dump before:
 	// a newest serial that went back is a new process. Its streams can take
-	// an old stream's address and serial; forget the old ones.
-	a.restarted = n > 1 && d.maxSerial < a.maxSerial
+	// an old stream's address and serial; forget the old ones. Unless a
+	// stream goes on: the counter is 32 bits and wraps on a busy HAProxy
+	// (every ~5 days at 10,000 streams/s) while the streams opened before
+	// it go on, and counted again from 0 they would count twice.
+	a.restarted = n > 1 && d.maxSerial < a.maxSerial && !a.carriesOn(d)
 	if a.restarted {
 		clear(a.streams)
 	}
@@ -210,6 +213,17 @@ func (a *localAcc) apply(d localDump) {
 			}
 		}
 	}
+}
+
+// carriesOn reports whether d lists a stream the dumps before listed, its
+// totals not gone back: the same process.
+func (a *localAcc) carriesOn(d localDump) bool {
+	for _, ds := range d.streams {
+		if rec := a.streams[ds.key]; rec != nil && ds.in >= rec.in && ds.out >= rec.out {
+			return true
+		}
+	}
+	return false
 }
 
 // counterIndex maps a query's counter to the index of localBackend.still.

@@ -106,6 +106,31 @@ func TestLocalAccRestart(t *testing.T) {
 	assert.Equal(t, uint64(6900), r.Servers["s1"].Bytes)
 }
 
+// HAProxy's stream counter is 32 bits: on a busy balancer it wraps within
+// days while the long-lived streams opened before go on. The newest serial
+// goes back, but that is not a new process: those streams must not be
+// counted again from 0.
+func TestLocalAccSerialWrap(t *testing.T) {
+	const top = 1<<32 - 10
+	a := newLocalAcc()
+	a.apply(dumpAt(0, top, ds(0xa0, top-5000, "s1", 5000, 0, time.Hour), ds(0xb0, top-10, "s2", 800, 0, time.Minute)))
+	a.apply(dumpAt(2, top+5, ds(0xa0, top-5000, "s1", 6000, 0, time.Hour), ds(0xb0, top-10, "s2", 900, 0, time.Minute)))
+	require.False(t, readIn(a).Restarted)
+	// The counter wrapped: the CLI's stream is #3, the old streams go on.
+	a.apply(dumpAt(4, 3, ds(0xa0, top-5000, "s1", 6400, 0, time.Hour), ds(0xb0, top-10, "s2", 1000, 0, time.Minute)))
+	r := readIn(a)
+	assert.False(t, r.Restarted)
+	assert.Equal(t, uint64(6400), r.Servers["s1"].Bytes, "only the growth counts")
+	assert.Equal(t, 200.0, r.Servers["s1"].Rate)
+	assert.Equal(t, uint64(1000), r.Servers["s2"].Bytes)
+	// The newest of the old streams ends: the newest serial goes back again.
+	a.apply(dumpAt(6, 8, ds(0xa0, top-5000, "s1", 6600, 0, time.Hour)))
+	r = readIn(a)
+	assert.False(t, r.Restarted)
+	assert.Equal(t, uint64(6600), r.Servers["s1"].Bytes)
+	assert.Equal(t, 100.0, r.Servers["s1"].Rate)
+}
+
 func TestLocalAccDead(t *testing.T) {
 	a := newLocalAcc()
 	idle := ds(1, 1, "s1", 100, 0, time.Minute)
