@@ -167,7 +167,8 @@ var DefaultLocalBudget = LocalBudget{Share: time.Second, PerStream: 600 * time.M
 // (unreachable, a malformed or cut dump, the context's deadline): the reader's
 // counts are left as they were, and the next dump is tried no sooner than
 // LocalBudget.Share after the failure (calls meanwhile get the same error), so
-// an HAProxy in trouble is not asked for a dump by every backend.
+// an HAProxy in trouble is not asked for a dump by every backend. A dump the
+// caller cancelled is not such a failure.
 func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, error) {
 	if err := q.Validate(); err != nil {
 		return LocalReading{}, err
@@ -207,7 +208,11 @@ func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, er
 		st.busy = nil
 		close(busy)
 		if err != nil {
-			st.failed, st.failErr = st.clock(), err
+			// A caller that cancelled (a reload, shutdown) learnt nothing
+			// about HAProxy: the next call dumps again.
+			if !errors.Is(ctx.Err(), context.Canceled) {
+				st.failed, st.failErr = st.clock(), err
+			}
 			return LocalReading{}, fmt.Errorf("backend %s: local signal: %w", b.name, err)
 		}
 		st.failErr = nil

@@ -1,8 +1,10 @@
 package haproxy
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"testing"
 	"time"
 
@@ -308,4 +310,24 @@ func TestLocalQueryValidate(t *testing.T) {
 	err := LocalQuery{Counter: CounterSessionsTotal}.Validate()
 	assert.ErrorContains(t, err, `unknown counter "sessions_total" (want bytes_in, bytes_out or both)`)
 	assert.False(t, errors.Is(err, ErrLocalSignalDead))
+}
+
+// A read cancelled by its caller (a reload, shutdown) says nothing about
+// HAProxy: the next call dumps again rather than get the cancel back for
+// LocalBudget.Share, which would make a kept backend weigh by its source
+// alone (fast signal dead) for its first cycles after the reload.
+func TestReadLocalCancelIsNoFailure(t *testing.T) {
+	f := startFake(t, true, nil) // never answers
+	c := fakeClient(t, f.path)
+	c.SetLocalBudget(LocalBudget{Share: time.Hour})
+	b := c.Backend("be")
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err := b.ReadLocal(ctx, LocalQuery{})
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = b.ReadLocal(context.Background(), LocalQuery{})
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, context.Canceled, "the second call dumped again (and timed out)")
+	var ne net.Error
+	assert.True(t, errors.As(err, &ne) && ne.Timeout(), "%v", err)
 }
