@@ -58,6 +58,8 @@ type Backend struct {
 	FastSignal string `yaml:"fast_signal"`
 	// Calibration tunes how the source calibrates the fast signal.
 	Calibration Calibration `yaml:"calibration"`
+	// Shed, when set, closes the heaviest session of a server that stays hot.
+	Shed *Shed `yaml:"shed"`
 	// Policy holds the weighting function and the guards around it.
 	weighter.Policy `yaml:",inline"`
 }
@@ -181,6 +183,7 @@ func (b *Backend) validate() []*FieldError {
 	}
 	problems = append(problems, b.Source.validate(b.IPVS == nil)...)
 	problems = append(problems, b.validateFast()...)
+	problems = append(problems, b.validateShed()...)
 	if b.IPVS != nil {
 		problems = append(problems, attributed(backendType, b.IPVS.Validate())...)
 		if b.Source.NeedsHAProxy() {
