@@ -17,20 +17,34 @@ func init() {
 		Short: "Run the daemon: weight every configured backend every interval",
 		Example: "  haproxy-weighter run --config /etc/haproxy-weighter/config.yaml\n" +
 			"  haproxy-weighter run --socket /run/haproxy/admin.sock --backend be_ingest --prometheus-url http://127.0.0.1:9090 \\\n" +
-			"    --query 'rate(datapoints_received_total[1m])' --server-label server",
+			"    --query 'rate(datapoints_received_total[1m])' --server-label server\n" +
+			"  haproxy-weighter run --config /etc/haproxy-weighter/config.yaml --dry-run   # shadow mode: plans, writes nothing",
 		Args: usageArgs(cobra.NoArgs),
 	}
 	cf := addConfigFlags(c, true)
+	var dryRun bool
+	c.Flags().BoolVar(&dryRun, "dry-run", false,
+		"cycle, plan, log and export every backend as usual, and write nothing (as dry_run: true on each backend); /readyz as in a live run")
+	load := func() (*config.Config, error) {
+		cfg, err := cf.load()
+		if err == nil && dryRun {
+			for i := range cfg.Backends {
+				cfg.Backends[i].DryRun = true
+			}
+		}
+		return cfg, err
+	}
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		log, err := newLogger(cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
-		cfg, err := cf.load()
+		cfg, err := load()
 		if err != nil {
 			return err
 		}
-		reload := func() (*config.Config, error) { return cf.load() }
+		// A reload keeps --dry-run: the flag holds for the process.
+		reload := load
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		hup := make(chan os.Signal, 1)

@@ -60,6 +60,9 @@ type Backend struct {
 	Calibration Calibration `yaml:"calibration"`
 	// Shed, when set, closes the heaviest session of a server that stays hot.
 	Shed *Shed `yaml:"shed"`
+	// DryRun makes the daemon cycle, plan and export the backend without
+	// writing anything to it (run --dry-run sets it on every backend).
+	DryRun bool `yaml:"dry_run"`
 	// Policy holds the weighting function and the guards around it.
 	weighter.Policy `yaml:",inline"`
 }

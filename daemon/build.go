@@ -35,6 +35,8 @@ type Unit struct {
 	fast *fastUnit
 	// fastOff says why an HAProxy backend does not read the fast signal.
 	fastOff string
+	// dryRun: the backend's cycles plan and export, and apply nothing.
+	dryRun bool
 }
 
 // checker is a target that can verify at start that it exists and accepts
@@ -82,7 +84,7 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error
 			closeAll(units)
 			return nil, fmt.Errorf("backend %s: %w", b.Name, err)
 		}
-		u.source, u.socket = b.Source, cfg.HAProxy
+		u.source, u.socket, u.dryRun = b.Source, cfg.HAProxy, b.DryRun
 		units = append(units, u)
 	}
 	return units, nil

@@ -42,6 +42,10 @@ type cycleLog struct {
 	fastDead   bool            // the fast signal is dead: the source weighs alone
 	extFailing bool            // the calibrating source fails while the fast signal weighs
 	expired    map[string]bool // servers whose calibration expired
+
+	// would is, in a dry run, the weight each server was last said to be
+	// wanted at ("would set"), so that a change is logged once, not every cycle.
+	would map[string]int
 }
 
 const (
@@ -64,6 +68,7 @@ func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
 	c := *l
 	c.log = log
 	c.seen, c.unknown, c.expired = maps.Clone(l.seen), maps.Clone(l.unknown), maps.Clone(l.expired)
+	c.would = maps.Clone(l.would)
 	return &c
 }
 
@@ -84,8 +89,8 @@ func (ln *line) add(level slog.Level, msg string, attrs ...any) {
 }
 
 // cycle logs one cycle that ended at end; ready is the backend's readiness
-// after it.
-func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) {
+// after it. It returns the weight changes a dry run newly wanted (wouldSet).
+func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int) {
 	ln := line{level: slog.LevelDebug}
 	if c.Result == weighter.ResultOK {
 		l.ok(&ln, c, end)
@@ -94,6 +99,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) {
 	}
 	l.signal(&ln, c)
 	l.written(&ln, c)
+	would = l.wouldSet(&ln, c)
 	if ready != l.ready {
 		l.ready = ready
 		if ready {
@@ -106,6 +112,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) {
 		l.log.Log(context.Background(), ln.level, ln.msg, ln.attrs...)
 	}
 	l.unknownServers(c.Plan.Unknown)
+	return would
 }
 
 func (l *cycleLog) ok(ln *line, c weighter.Cycle, end time.Time) {

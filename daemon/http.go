@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// handler serves /metrics, /healthz (every backend's loop still turns: what
+// handler serves the status page (/), /metrics, /healthz (every backend's loop still turns: what
 // the systemd watchdog checks, for liveness probes where there is none) and
 // /readyz (every backend had a successful cycle within 3 intervals).
 func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
@@ -39,6 +39,7 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	mux.HandleFunc("GET /{$}", d.status) // status.go
 	return mux
 }
 

@@ -61,7 +61,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 	gctx, cancel := context.WithCancel(ctx)
 	g := &group{units: units, cancel: cancel, wait: t.Timeout + d.grace}
 	for _, u := range units {
-		if cfg.RestoreOnExit {
+		if cfg.RestoreOnExit && !u.dryRun {
 			// Before this target's first read, hence before any write, it
 			// keeps the weights to restore (a target that cannot is left as is).
 			u.Backend.Target = d.startWeights.wrap(u.Backend.Name, u.Backend.Target)
@@ -73,6 +73,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 			d.metrics.SetFastState(u.Backend.Name, weighter.FastStarting)
 		}
 		r := newRunner(u, t, d.clock, d.metrics, d.log)
+		d.startDryRun(r, prev)
 		r.after = d.updateReady
 		if prev != nil {
 			r.inherit(prev.runner(u.Backend.Name))

@@ -47,6 +47,8 @@ type runner struct {
 	lastOK   time.Time // end of the last ok cycle
 	lastBeat time.Time // end of the last cycle, whatever its result
 	cl       *cycleLog // what was logged of the cycles so far
+	last     lastCycle // the last cycle that ended (status page)
+	plan     lastCycle // the last cycle that ended with a plan
 }
 
 func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
@@ -136,10 +138,15 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	}
 	ready := r.readyLocked(end)
 	// Log first: whoever sees the metric or readiness change finds the log line.
-	r.cl.cycle(c, end, ready)
+	would := r.cl.cycle(c, end, ready)
+	r.last = lastCycle{Cycle: c, End: end}
+	if r.last.planned() {
+		r.plan = r.last
+	}
 	r.mu.Unlock()
 	if r.metrics != nil {
 		r.metrics.Observe(c)
+		r.metrics.AddDryRunWrites(c.Backend, would)
 	}
 	if r.after != nil {
 		r.after()

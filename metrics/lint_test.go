@@ -30,6 +30,8 @@ func TestPromtoolLint(t *testing.T) {
 	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Signal: &weighter.Signal{Pipeline: weighter.PipelineCalibrated,
 		Fast: weighter.FastLive, Calibrate: true, Streams: 12, FastAge: time.Second, ExternalAge: 20 * time.Second,
 		Servers: map[string]weighter.FastInput{"s1": {Local: 10, Sessions: 1, Factor: 1.2, Calibrated: true}}, Uncalibrated: 0}})
+	m.SetDryRun("be", true)
+	m.AddDryRunWrites("be", 2)
 	m.SetReady(true)
 	m.SetReloadSuccess(true)
 	mfs, err := reg.Gather()

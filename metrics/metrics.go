@@ -34,6 +34,10 @@ type Metrics struct {
 	factor       *prometheus.GaugeVec
 	uncalibrated *prometheus.GaugeVec
 	externalAge  *prometheus.GaugeVec
+	// What the plan wants, and what a dry run did not write (desired.go).
+	desired      *prometheus.GaugeVec
+	dryRun       *prometheus.GaugeVec
+	dryRunWrites *prometheus.CounterVec
 
 	mu      sync.Mutex
 	servers map[string]map[string]bool // backend → servers whose series are exported
@@ -96,9 +100,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		servers: map[string]map[string]bool{},
 		factors: map[string]map[string]bool{},
 	}
+	m.newDesired()
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
 		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
+		m.desired, m.dryRun, m.dryRunWrites,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		// haproxy_weighter_build_info{version,revision,goversion,…} 1, from
 		// prometheus/common/version, which the command line fills in.
@@ -129,7 +135,8 @@ func (m *Metrics) Forget(backend string) {
 	l := prometheus.Labels{"backend": backend}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes, m.lastSuccess,
-		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge} {
+		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
+		m.desired, m.dryRun, m.dryRunWrites} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -175,6 +182,7 @@ func (m *Metrics) setServers(c weighter.Cycle) {
 		if !now[s] {
 			m.weight.DeleteLabelValues(c.Backend, s)
 			m.load.DeleteLabelValues(c.Backend, s)
+			m.desired.DeleteLabelValues(c.Backend, s)
 		}
 	}
 	m.servers[c.Backend] = now
@@ -188,6 +196,7 @@ func (m *Metrics) setServers(c weighter.Cycle) {
 			w = nw
 		}
 		m.weight.WithLabelValues(c.Backend, s.Server).Set(float64(w))
+		m.desired.WithLabelValues(c.Backend, s.Server).Set(float64(s.New))
 		if !math.IsNaN(s.Load) {
 			m.load.WithLabelValues(c.Backend, s.Server).Set(s.Load)
 		} else {

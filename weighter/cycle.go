@@ -45,6 +45,9 @@ type Cycle struct {
 	// Signal says what the loads were made of, when the source tells
 	// (SignalSource: the fast signal and its calibration); nil otherwise.
 	Signal *Signal
+	// DataTime is, per server the source returned, the time of its newest
+	// valid point (whatever its age): how old the data behind the plan is.
+	DataTime map[string]time.Time
 }
 
 // RunCycle runs one cycle for b: read the target's servers, fetch the loads,
@@ -75,6 +78,7 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	if err != nil {
 		return ResultSourceError, fmt.Errorf("fetch loads: %w", err)
 	}
+	c.DataTime = newestPoints(loads)
 	c.Plan = b.Controller.Plan(now, loads, servers)
 	c.Plan.Backend = b.Name
 	annotate(&c.Plan, c.Signal)
@@ -87,6 +91,7 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		return ResultSkippedCoverage, nil
 	}
 	if !apply {
+		// A dry run: everything from here on is the plan taking effect.
 		return ResultOK, nil
 	}
 	changes := c.Plan.Changes()
@@ -101,6 +106,21 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		return ResultTargetError, fmt.Errorf("write weights: %w", err)
 	}
 	return ResultOK, nil
+}
+
+// newestPoints returns the time of each series' newest valid point; a series
+// without one is left out.
+func newestPoints(loads Loads) map[string]time.Time {
+	out := make(map[string]time.Time, len(loads))
+	for name, s := range loads {
+		for i := len(s) - 1; i >= 0; i-- {
+			if validLoad(s[i].Value) {
+				out[name] = s[i].Time
+				break
+			}
+		}
+	}
+	return out
 }
 
 // annotate adds to each server's reason what its load was made of: its fast

@@ -1,0 +1,253 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// loadSource returns the loads the test sets, dated now.
+type loadSource struct {
+	mu    sync.Mutex
+	loads map[string]float64
+	err   error
+}
+
+func (s *loadSource) set(loads map[string]float64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loads, s.err = loads, err
+}
+
+func (s *loadSource) Fetch(context.Context) (weighter.Loads, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return nil, s.err
+	}
+	out := weighter.Loads{}
+	for name, v := range s.loads {
+		out[name] = weighter.Series{{Time: time.Unix(1_800_000_000, 0), Value: v}}
+	}
+	return out, nil
+}
+
+// readOnlyTarget lists fixed servers and fails the test on any write.
+type readOnlyTarget struct {
+	t       *testing.T
+	mu      sync.Mutex
+	servers []weighter.ServerState
+	writes  int
+}
+
+func (r *readOnlyTarget) Servers(context.Context) ([]weighter.ServerState, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]weighter.ServerState(nil), r.servers...), nil
+}
+
+func (r *readOnlyTarget) SetWeights(_ context.Context, ch []weighter.Change) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.writes += len(ch)
+	r.t.Errorf("a dry run wrote %v", ch)
+	return nil
+}
+
+type dryFixture struct {
+	d    *Daemon
+	r    *runner
+	src  *loadSource
+	tgt  *readOnlyTarget
+	reg  *prometheus.Registry
+	logs *strings.Builder
+}
+
+// newDryFixture is a daemon with one backend (dry or not) over the test's
+// source and target, its runner not started: the test steps it.
+func newDryFixture(t *testing.T, dry bool, servers ...string) *dryFixture {
+	t.Helper()
+	p := weighter.DefaultPolicy()
+	p.MaxStep, p.Deadband, p.MaxAge = 0, 0, 0
+	ctl, err := weighter.NewController(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &dryFixture{src: &loadSource{}, tgt: &readOnlyTarget{t: t}, reg: prometheus.NewRegistry(), logs: &strings.Builder{}}
+	for _, s := range servers {
+		f.tgt.servers = append(f.tgt.servers, weighter.ServerState{Name: s, Weight: 100, Admin: weighter.AdminReady, Operational: "up"})
+	}
+	log := slog.New(slog.NewTextHandler(&lockedWriter{b: f.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	clock := newFakeClock()
+	f.d = New(&config.Config{Interval: 10 * time.Second}, Options{Log: log, Clock: clock, Registry: f.reg})
+	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}, Kind: "haproxy", dryRun: dry}
+	f.r = newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second}, clock, f.d.metrics, log)
+	f.d.metrics.Init("be")
+	f.d.startDryRun(f.r, nil)
+	f.d.group = &group{units: []*Unit{u}, runners: []*runner{f.r}}
+	return f
+}
+
+// lockedWriter lets the status page's test read logs while cycles write them.
+type lockedWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (f *dryFixture) gauge(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
+				}
+				if !found {
+					continue next
+				}
+			}
+			if m.GetCounter() != nil {
+				return m.GetCounter().GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
+
+// TestDryRunPlansExportsAndNeverWrites: a dry run's cycles are ok and exported
+// like live ones (the desired weight beside HAProxy's), write nothing, and log
+// and count a wanted change once, not every cycle it is still wanted.
+func TestDryRunPlansExportsAndNeverWrites(t *testing.T) {
+	f := newDryFixture(t, true, "s1", "s2")
+	ctx := context.Background()
+	step := func(loads map[string]float64) {
+		t.Helper()
+		f.src.set(loads, nil)
+		if c := f.r.step(ctx); c.Result != weighter.ResultOK || c.Applied || len(c.Written) != 0 {
+			t.Fatalf("dry cycle: result %s applied %v written %v err %v", c.Result, c.Applied, c.Written, c.Err)
+		}
+	}
+	writes := func() float64 { return f.gauge(t, "haproxy_weighter_dry_run_weight_writes_total", "backend", "be") }
+	if got := f.gauge(t, "haproxy_weighter_dry_run", "backend", "be"); got != 1 {
+		t.Errorf("dry_run gauge %v, want 1", got)
+	}
+	if got := writes(); got != 0 {
+		t.Errorf("dry_run_weight_writes_total %v before any cycle, want 0", got)
+	}
+	for range 3 {
+		step(map[string]float64{"s1": 10, "s2": 40})
+	}
+	if got := writes(); got != 2 {
+		t.Errorf("after 3 cycles wanting the same 2 changes: dry_run_weight_writes_total %v, want 2", got)
+	}
+	for server, want := range map[string][2]float64{"s1": {100, 256}, "s2": {100, 64}} {
+		w := f.gauge(t, "haproxy_weighter_server_weight", "backend", "be", "server", server)
+		d := f.gauge(t, "haproxy_weighter_server_desired_weight", "backend", "be", "server", server)
+		if w != want[0] || d != want[1] {
+			t.Errorf("%s: server_weight %v desired %v, want %v and %v", server, w, d, want[0], want[1])
+		}
+	}
+	if got := f.gauge(t, "haproxy_weighter_weight_writes_total", "backend", "be"); got != 0 {
+		t.Errorf("weight_writes_total %v in a dry run", got)
+	}
+	if !f.r.ready(f.r.clock.Now()) {
+		t.Error("a dry run whose cycles are ok is not ready")
+	}
+	// The loads turn round: both wanted weights change, said once more.
+	step(map[string]float64{"s1": 40, "s2": 10})
+	step(map[string]float64{"s1": 40, "s2": 10})
+	if got := writes(); got != 4 {
+		t.Errorf("dry_run_weight_writes_total %v, want 4", got)
+	}
+	logs := f.logs.String()
+	if n := strings.Count(logs, "dry run: would set weights"); n != 2 {
+		t.Errorf("%d would-set lines, want 2 (one per change):\n%s", n, logs)
+	}
+	for _, want := range []string{`msg="dry run: planning and exporting, writing nothing to this backend" backend=be`,
+		`msg="dry run: would set weights" backend=be would_set=2 servers=2 largest="s1 100→256"`,
+		`msg="dry run: would set weights" backend=be would_set=2 servers=2 largest="s2 100→256"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("no %q in:\n%s", want, logs)
+		}
+	}
+	if strings.Contains(logs, "weights written") {
+		t.Errorf("a dry run logged a write:\n%s", logs)
+	}
+	if f.tgt.writes != 0 {
+		t.Errorf("%d writes", f.tgt.writes)
+	}
+}
+
+// TestDryRunSaysAChangeAgainAfterItWasDropped: a change the plan stops
+// wanting and wants again is a new one; a failed cycle forgets nothing.
+func TestDryRunSaysAChangeAgainAfterItWasDropped(t *testing.T) {
+	f := newDryFixture(t, true, "s1", "s2")
+	ctx := context.Background()
+	f.src.set(map[string]float64{"s1": 10, "s2": 40}, nil)
+	f.r.step(ctx)
+	f.src.set(nil, context.DeadlineExceeded)
+	f.r.step(ctx)
+	f.src.set(map[string]float64{"s1": 10, "s2": 40}, nil)
+	f.r.step(ctx)
+	if got := f.gauge(t, "haproxy_weighter_dry_run_weight_writes_total", "backend", "be"); got != 2 {
+		t.Errorf("after a failed cycle in between: %v, want 2", got)
+	}
+	f.src.set(map[string]float64{"s1": 10, "s2": 10}, nil) // s2 now wants 256: still a change from 100
+	f.r.step(ctx)
+	f.src.set(map[string]float64{"s1": 10, "s2": 40}, nil) // s2 back to 64: said again
+	f.r.step(ctx)
+	if got := f.gauge(t, "haproxy_weighter_dry_run_weight_writes_total", "backend", "be"); got != 4 {
+		t.Errorf("dry_run_weight_writes_total %v, want 4", got)
+	}
+}
+
+// TestLiveRunExportsDesiredWeight: desired_weight is exported live too, and
+// the dry-run series say the backend is live.
+func TestLiveRunExportsDesiredWeight(t *testing.T) {
+	f := newFixture(t)
+	f.r.step(context.Background())
+	if n, err := testutil.GatherAndCount(f.reg, "haproxy_weighter_server_desired_weight"); err != nil || n != 2 {
+		t.Fatalf("server_desired_weight series %d %v", n, err)
+	}
+	want := `
+# HELP haproxy_weighter_server_desired_weight Weight the last plan wants for the server; server_weight is the one HAProxy (or IPVS) has. They differ while a change is held back (deadband, max_step) or in a dry run.
+# TYPE haproxy_weighter_server_desired_weight gauge
+haproxy_weighter_server_desired_weight{backend="be",server="s1"} 256
+haproxy_weighter_server_desired_weight{backend="be",server="s2"} 64
+`
+	if err := testutil.GatherAndCompare(f.reg, strings.NewReader(want), "haproxy_weighter_server_desired_weight"); err != nil {
+		t.Error(err)
+	}
+	live := newDryFixture(t, false, "s1")
+	if got := live.gauge(t, "haproxy_weighter_dry_run", "backend", "be"); got != 0 {
+		t.Errorf("dry_run gauge %v for a live backend", got)
+	}
+	if !live.r.apply {
+		t.Error("a live backend's runner does not apply")
+	}
+}

@@ -1,0 +1,176 @@
+package daemon
+
+import (
+	_ "embed"
+	"fmt"
+	"html/template"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// The status page (GET /) is what an on-call engineer opens in an incident:
+// per backend, the last plan as a table, its imbalance, the last cycle's
+// result and error. It is plain HTML from html/template (which escapes every
+// name and message: server names and errors come from HAProxy and the
+// sources), with no script and no external asset, and it reloads itself.
+
+//go:embed status.html
+var statusHTML string
+
+var statusPage = template.Must(template.New("status").Parse(statusHTML))
+
+// lastCycle is the last cycle a runner ended, as the status page shows it.
+// The runner replaces it whole; the Cycle is not changed after it ended.
+type lastCycle struct {
+	weighter.Cycle
+	End time.Time
+}
+
+// planned reports whether the cycle got as far as a plan of the backend's
+// servers (a failed read has none; a failed write has one).
+func (c lastCycle) planned() bool {
+	return c.Result == weighter.ResultOK || c.Result == weighter.ResultSkippedCoverage || len(c.Plan.Servers) > 0
+}
+
+// statusView is what the template renders.
+type statusView struct {
+	Now      string
+	Refresh  int // seconds
+	Ready    bool
+	NotReady string
+	Backends []backendView
+}
+
+type backendView struct {
+	Name, Kind string
+	DryRun     bool
+	Ready      bool
+	Cycled     bool   // a cycle has ended
+	Result     string // of the last cycle
+	OK         bool
+	Err        string
+	Ended      string // how long ago the last cycle ended
+	Duration   string
+	LastOK     string // how long ago the last ok cycle ended; "" for never
+	Imbalance  string
+	Coverage   string
+	Hold       string // why the plan held every weight
+	Planned    bool   // a cycle has ended with a plan: the fields below are its
+	PlanAge    string // how long ago, when it is not the last cycle's
+	Changes    int    // written, or in a dry run wanted
+	Unknown    []string
+	MoreUnk    int
+	Servers    []serverView
+}
+
+type serverView struct {
+	Name, Load, Action, Reason, Age string
+	Now, Desired                    int
+	Differs                         bool
+}
+
+// maxUnknownShown bounds the names of unknown series the page lists.
+const maxUnknownShown = 20
+
+// status serves the status page.
+func (d *Daemon) status(w http.ResponseWriter, _ *http.Request) {
+	now := d.clock.Now()
+	v := statusView{Now: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds(d.config().Interval)}
+	v.Ready, v.NotReady = d.Ready()
+	if g := d.current(); g != nil {
+		for _, r := range g.runners {
+			v.Backends = append(v.Backends, r.view(now))
+		}
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if err := statusPage.Execute(w, v); err != nil {
+		d.log.Debug("status page not sent", "err", err) // the client went away
+	}
+}
+
+// refreshSeconds is how often the page reloads: every cycle, within [2s, 30s].
+func refreshSeconds(interval time.Duration) int {
+	return int(min(max(math.Ceil(interval.Seconds()), 2), 30))
+}
+
+// view is the runner's backend as the page shows it.
+func (r *runner) view(now time.Time) backendView {
+	r.mu.Lock()
+	last, plan, lastOK, ready := r.last, r.plan, r.lastOK, r.readyLocked(now)
+	r.mu.Unlock()
+	b := backendView{Name: r.unit.Backend.Name, Kind: r.unit.Kind, DryRun: r.unit.dryRun, Ready: ready}
+	if !lastOK.IsZero() {
+		b.LastOK = ago(now, lastOK)
+	}
+	if last.End.IsZero() {
+		return b
+	}
+	c := last.Cycle
+	b.Cycled, b.Result, b.OK = true, c.Result, c.Result == weighter.ResultOK
+	if c.Err != nil {
+		b.Err = c.Err.Error()
+	}
+	b.Ended, b.Duration = ago(now, last.End), c.Duration.Round(time.Millisecond).String()
+	if plan.End.IsZero() {
+		return b
+	}
+	if plan.End != last.End {
+		b.PlanAge = ago(now, plan.End)
+	}
+	c = plan.Cycle
+	b.Planned = true
+	if c.Plan.Imbalance > 0 && !math.IsInf(c.Plan.Imbalance, 0) {
+		b.Imbalance = strconv.FormatFloat(c.Plan.Imbalance, 'f', 2, 64)
+	}
+	if len(c.Plan.Servers) > 0 {
+		b.Coverage = fmt.Sprintf("%.0f%%", 100*c.Plan.Coverage)
+	}
+	if c.Plan.Hold {
+		b.Hold = c.Plan.Reason
+	}
+	b.Unknown = c.Plan.Unknown[:min(len(c.Plan.Unknown), maxUnknownShown)]
+	b.MoreUnk = len(c.Plan.Unknown) - len(b.Unknown)
+	written := make(map[string]int, len(c.Written))
+	for _, ch := range c.Written {
+		written[ch.Server] = ch.Weight
+	}
+	b.Changes = len(c.Written)
+	for _, s := range c.Plan.Servers {
+		sv := serverView{Name: s.Server, Load: "no data", Action: string(s.Action), Reason: s.Reason,
+			Now: s.Current, Desired: s.New, Age: "none"}
+		if !math.IsNaN(s.Load) {
+			sv.Load = strconv.FormatFloat(s.Load, 'g', 4, 64)
+		}
+		if w, ok := written[s.Server]; ok {
+			sv.Now = w
+		}
+		if s.Action == weighter.ActionSet && !c.Applied {
+			sv.Action = "would set"
+			b.Changes++
+		}
+		if t, ok := c.DataTime[s.Server]; ok && !t.IsZero() {
+			sv.Age = ago(now, t)
+		}
+		sv.Differs = sv.Now != sv.Desired
+		b.Servers = append(b.Servers, sv)
+	}
+	return b
+}
+
+// ago is the time from t to now, rounded for reading.
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
