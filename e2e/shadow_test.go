@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// setWeight sets one server's weight on HAProxy, as an operator would.
+func setWeight(t *testing.T, socket, server string, w int) {
+	t.Helper()
+	c, err := haproxy.New(haproxy.Config{Socket: socket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Backend("be_ingest").SetWeights(ctx, []weighter.Change{{Server: server, Weight: w}}); err != nil {
+		t.Fatalf("set weight %s %d: %v", server, w, err)
+	}
+}
+
+// planRow matches a server's line of the status page's plan table (in the
+// page as served, and in the DOM chromium dumps); action "" is any action.
+func planRow(server string, now, desired int, action string) *regexp.Regexp {
+	act := regexp.QuoteMeta(action)
+	if action == "" {
+		act = `[^<]*`
+	}
+	return regexp.MustCompile(`<tr[^>]*>\s*<td>` + regexp.QuoteMeta(server) + `</td>\s*<td class="n">[0-9.e+]+</td>\s*<td class="n">` +
+		strconv.Itoa(now) + `</td>\s*<td class="n">` + strconv.Itoa(desired) + `</td>\s*<td>` + act + `</td>`)
+}
+
+// TestDryRun runs the daemon with --dry-run against a real HAProxy and
+// Prometheus for several cycles: it plans the balanced weights, exports them
+// as desired weights, says each change once, is ready, and never writes to
+// HAProxy, not even restore_on_exit's weights at SIGTERM.
+func TestDryRun(t *testing.T) {
+	h := testenv.StartHAProxy(t, haproxyConfig(t))
+	prom := testenv.StartPrometheus(t, promData(time.Now()))
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg := writeConfig(t, promConfig(h.Socket, prom.URL, listen)) // restore_on_exit: true
+	d := startDaemon(t, listen, "--config", cfg, "--dry-run")
+
+	ok := `haproxy_weighter_cycles_total{backend="be_ingest",result="ok"}`
+	eventually(t, 20*time.Second, "3 ok cycles", func() bool { return d.metric(ok) >= 3 })
+	if got := weights(t, h.Socket); !sameWeights(got, initial) {
+		t.Fatalf("a dry run changed HAProxy's weights: %v", got)
+	}
+	for _, s := range servers {
+		desired := d.metric(fmt.Sprintf(`haproxy_weighter_server_desired_weight{backend="be_ingest",server=%q}`, s))
+		actual := d.metric(fmt.Sprintf(`haproxy_weighter_server_weight{backend="be_ingest",server=%q}`, s))
+		if desired != float64(want[s]) || actual != float64(initial[s]) {
+			t.Errorf("%s: desired %v, weight %v; want %d and HAProxy's %d", s, desired, actual, want[s], initial[s])
+		}
+	}
+	for series, want := range map[string]float64{
+		`haproxy_weighter_dry_run{backend="be_ingest"}`:                     1,
+		`haproxy_weighter_dry_run_weight_writes_total{backend="be_ingest"}`: 4, // once per server, however many cycles
+		`haproxy_weighter_weight_writes_total{backend="be_ingest"}`:         0,
+	} {
+		if got := d.metric(series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if code, body := d.get("/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz %d %s: a dry run whose cycles are ok is ready", code, body)
+	}
+	if n := strings.Count(d.logs.String(), `"msg":"dry run: would set weights"`); n != 1 {
+		t.Errorf("%d would-set lines after several cycles wanting the same weights, want 1", n)
+	}
+
+	// An operator sets a weight: the daemon reports it as HAProxy's, still
+	// wants its own, and does not write it back.
+	setWeight(t, h.Socket, "s1", 50)
+	s1 := `haproxy_weighter_server_weight{backend="be_ingest",server="s1"}`
+	eventually(t, 10*time.Second, "s1's weight 50 exported", func() bool { return d.metric(s1) == 50 })
+	code, page := d.get("/")
+	if code != http.StatusOK || !strings.Contains(page, "dry run: writes nothing") {
+		t.Errorf("status page %d:\n%s", code, page)
+	}
+	for _, re := range []*regexp.Regexp{planRow("s1", 50, 256, "would set"), planRow("s4", 100, 32, "would set")} {
+		if !re.MatchString(page) {
+			t.Errorf("status page has no row matching %s:\n%s", re, page)
+		}
+	}
+
+	if code := d.stop(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+	wantAfter := map[string]int{"s1": 50, "s2": 100, "s3": 100, "s4": 100}
+	if got := weights(t, h.Socket); !sameWeights(got, wantAfter) {
+		t.Errorf("after the dry run stopped (restore_on_exit on): weights %v, want the operator's %v", got, wantAfter)
+	}
+}
+
+// hostileSeries is a Prometheus series for no server of the backend, named
+// to break out of the page's markup if the name were not escaped.
+const hostileSeries = `<img src=x onerror="alert(1)">`
+
+// TestStatusPageInChromium loads the status page of a daemon weighting a
+// real HAProxy in Debian's headless chromium and reads the DOM it built: the
+// plan table (weight now and desired weight of every server, as HAProxy has
+// them), the links, the self-refresh, and a hostile series name as text,
+// not as an element.
+func TestStatusPageInChromium(t *testing.T) {
+	chromium := chromiumBinary(t)
+	h := testenv.StartHAProxy(t, haproxyConfig(t))
+	data := strings.TrimSuffix(promData(time.Now()), "# EOF\n")
+	start := time.Now().Truncate(time.Minute).Add(-30 * time.Minute)
+	for i := 0; i <= 720; i++ {
+		data += fmt.Sprintf("datapoints_received_total{server=%q} %d %d\n", hostileSeries, i*25, start.Add(time.Duration(i)*5*time.Second).Unix())
+	}
+	prom := testenv.StartPrometheus(t, data+"# EOF\n")
+	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	d := startDaemon(t, listen, "--config", writeConfig(t, promConfig(h.Socket, prom.URL, listen)))
+	eventually(t, 20*time.Second, "weights converge", func() bool { return sameWeights(weights(t, h.Socket), want) })
+	ok := `haproxy_weighter_cycles_total{backend="be_ingest",result="ok"}`
+	n := d.metric(ok)
+	eventually(t, 10*time.Second, "a cycle after the write", func() bool { return d.metric(ok) > n })
+
+	dom := dumpDOM(t, chromium, d.url+"/")
+	for _, s := range servers {
+		if re := planRow(s, want[s], want[s], ""); !re.MatchString(dom) {
+			t.Errorf("no row matching %s in the DOM:\n%s", re, dom)
+		}
+	}
+	if rows := regexp.MustCompile(`<tbody>(?s:(.*?))</tbody>`).FindStringSubmatch(dom); rows == nil ||
+		strings.Count(rows[1], "<tr") != len(servers) || strings.Count(rows[1], "<td") != 7*len(servers) {
+		t.Errorf("the DOM's table is not one row of 7 cells per server:\n%s", dom)
+	}
+	for _, want := range []string{`<meta http-equiv="refresh" content="2">`, `<a href="/metrics">/metrics</a>`,
+		`<a href="/healthz">/healthz</a>`, `<a href="/readyz">/readyz</a>`, `<span class="ok" id="ready">ready</span>`,
+		`<h2>be_ingest <small>(haproxy)</small></h2>`, `&lt;img src=x onerror="alert(1)"&gt;`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("no %q in the DOM:\n%s", want, dom)
+		}
+	}
+	if strings.Contains(dom, "<img") || strings.Contains(dom, "<script") {
+		t.Errorf("the DOM has an element the page did not write:\n%s", dom)
+	}
+	if code := d.stop(); code != 0 {
+		t.Errorf("exit code %d after SIGTERM", code)
+	}
+}
+
+// chromiumBinary returns Debian's chromium; without it the test fails.
+func chromiumBinary(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium not found (apt-get install chromium, as in the README's apt-get line): %v", err)
+	}
+	return path
+}
+
+// dumpDOM loads url in headless chromium and returns the DOM it built.
+func dumpDOM(t *testing.T, chromium, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	args := []string{"--headless", "--disable-gpu", "--no-first-run", "--user-data-dir=" + t.TempDir(), "--dump-dom", url}
+	if os.Geteuid() == 0 {
+		args = append([]string{"--no-sandbox"}, args...) // chromium refuses root without it
+	}
+	cmd := exec.CommandContext(ctx, chromium, args...)
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium --dump-dom %s: %v\n%s", url, err, errb.String())
+	}
+	if !strings.Contains(out.String(), "</html>") {
+		t.Fatalf("chromium dumped no page:\n%s\n%s", out.String(), errb.String())
+	}
+	return out.String()
+}
