@@ -18,6 +18,7 @@ import (
 var ourMetrics = []string{
 	"server_weight", "server_load", "backend_imbalance", "cycles_total", "cycle_duration_seconds",
 	"weight_writes_total", "last_success_timestamp_seconds", "ready", "config_reload_success",
+	"server_desired_weight", "dry_run", "dry_run_weight_writes_total",
 }
 
 var metricRe = regexp.MustCompile(`\bhaproxy_weighter_[a-z0-9_]+`)
@@ -136,7 +137,9 @@ func TestDashboardAndAlertsNameOurMetrics(t *testing.T) {
 	}
 	// The dashboard shows weights, loads, imbalance and cycle results; the alerts cover
 	// not ready, imbalance and source errors.
-	for _, m := range []string{"server_weight", "server_load", "backend_imbalance", "cycles_total", "ready"} {
+	// And, to compare a shadow week with a live one, desired weights and the dry-run state.
+	for _, m := range []string{"server_weight", "server_load", "backend_imbalance", "cycles_total", "ready",
+		"server_desired_weight", "dry_run", "dry_run_weight_writes_total"} {
 		if !used[m] {
 			t.Errorf("no panel or alert uses haproxy_weighter_%s", m)
 		}
