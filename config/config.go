@@ -53,6 +53,9 @@ type Backend struct {
 	Source Source `yaml:"source"`
 	// IPVS, when set, makes this backend an IPVS virtual service instead of an HAProxy backend.
 	IPVS *lvs.Config `yaml:"ipvs"`
+	// HAProxy, when set, is the runtime socket of this backend's HAProxy
+	// instead of the top-level one (socket.go).
+	HAProxy *haproxy.Config `yaml:"haproxy"`
 	// FastSignal is "on" (the default) or "off": whether an HAProxy backend
 	// weighs by HAProxy's fast local signal, calibrated by the source.
 	FastSignal string `yaml:"fast_signal"`
@@ -122,6 +125,7 @@ func (c *Config) Validate() error {
 	if c.usesHAProxy() {
 		problems = append(problems, attributed(configType, c.HAProxy.Validate())...)
 	}
+	problems = append(problems, c.validateSockets()...)
 	seen := map[string]bool{}
 	for i := range c.Backends {
 		b := &c.Backends[i]
@@ -187,6 +191,7 @@ func (b *Backend) validate() []*FieldError {
 	problems = append(problems, b.Source.validate(b.IPVS == nil)...)
 	problems = append(problems, b.validateFast()...)
 	problems = append(problems, b.validateShed()...)
+	problems = append(problems, b.validateSocket()...)
 	if b.IPVS != nil {
 		problems = append(problems, attributed(backendType, b.IPVS.Validate())...)
 		if b.Source.NeedsHAProxy() {

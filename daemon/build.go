@@ -27,6 +27,9 @@ type Unit struct {
 	// can tell whether it may keep the running Source (and its state).
 	source config.Source
 	socket haproxy.Config
+	// client is the HAProxy client of socket, shared by every unit on the
+	// same socket (nil when the unit does not talk to HAProxy).
+	client *haproxy.Client
 	// checked is set once Check has passed (StartCheck, startcheck.go).
 	checked atomic.Bool
 	// fast is set when the backend weighs by HAProxy's fast signal: its
@@ -68,14 +71,15 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 }
 
 func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error) {
-	var client *haproxy.Client
+	clients := clientPool{}
 	var units []*Unit
 	for _, b := range cfg.Backends {
-		if client == nil && (b.IPVS == nil || b.Source.NeedsHAProxy()) {
-			c, err := haproxy.New(cfg.HAProxy)
+		var client *haproxy.Client
+		if b.UsesSocket() {
+			c, err := clients.get(cfg.SocketOf(&b))
 			if err != nil {
 				closeAll(units) // IPVS services opened for earlier backends
-				return nil, fmt.Errorf("haproxy: %w", err)
+				return nil, fmt.Errorf("backend %s: haproxy: %w", b.Name, err)
 			}
 			client = c
 		}
@@ -84,7 +88,10 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error
 			closeAll(units)
 			return nil, fmt.Errorf("backend %s: %w", b.Name, err)
 		}
-		u.source, u.socket, u.dryRun = b.Source, cfg.HAProxy, b.DryRun
+		u.source, u.dryRun = b.Source, b.DryRun
+		if client != nil {
+			u.socket, u.client = cfg.SocketOf(&b), client
+		}
 		units = append(units, u)
 	}
 	return units, nil

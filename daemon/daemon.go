@@ -61,9 +61,11 @@ func New(cfg *config.Config, o Options) *Daemon {
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
-	return &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
+	d := &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
 		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
 		startWeights: newStartWeights(o.Log)}
+	d.metrics.WatchSockets(d.socketStates)
+	return d
 }
 
 // config is the configuration in force (a reload replaces it).

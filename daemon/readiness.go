@@ -2,22 +2,25 @@ package daemon
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
-// Ready reports whether every backend had an ok cycle within 3 intervals, and if not, which did not.
+// Ready reports whether every backend had an ok cycle within 3 intervals, and if not, which did not
+// (each with how its HAProxy socket answered last).
 func (d *Daemon) Ready() (bool, string) {
 	g := d.current()
 	if g == nil {
 		return false, "starting"
 	}
 	now := d.clock.Now()
+	var why []string
 	for _, r := range g.runners {
 		if !r.ready(now) {
-			return false, fmt.Sprintf("backend %s: no successful cycle within 3 intervals", r.unit.Backend.Name)
+			why = append(why, fmt.Sprintf("backend %s%s: no successful cycle within 3 intervals", r.unit.Backend.Name, r.unit.socketNote()))
 		}
 	}
-	return true, ""
+	return len(why) == 0, strings.Join(why, "; ")
 }
 
 // updateReady exports Ready as the ready gauge; runners call it after each cycle.

@@ -32,9 +32,10 @@ var (
 
 // Client talks to one HAProxy process through its runtime socket.
 type Client struct {
-	cfg   Config
-	trace func(cmds []string) // tests: sees each round trip's commands
-	local localState          // the shared `show sess all` of ReadLocal (local.go)
+	cfg    Config
+	trace  func(cmds []string) // tests: sees each round trip's commands
+	local  localState          // the shared `show sess all` of ReadLocal (local.go)
+	health health              // how the socket last answered (health.go)
 }
 
 // New returns a client for cfg. It does not connect: each operation dials.

@@ -19,7 +19,8 @@ var ErrBadReply = errors.New("bad reply from haproxy runtime api")
 // a newline, then the "> " prompt; none of the commands we send print "\n> " themselves.
 const promptSep = "\n> "
 
-// roundTrip sends cmds over one connection and returns one reply per command.
+// exchange sends cmds over one connection and returns one reply per command
+// (roundTrip, which calls it, also records how the socket answered).
 //
 // It speaks the socket protocol directly rather than through client-native's
 // ExecuteRaw, because ExecuteRaw (v5.1.27) dials unix sockets only, uses a fixed
@@ -29,7 +30,7 @@ const promptSep = "\n> "
 // session switches to prompt mode, sends every command on its own line in a single
 // write, and splits the replies on the prompt, so each reply belongs to exactly one
 // command and a missing reply is detected.
-func (c *Client) roundTrip(ctx context.Context, cmds []string) ([]string, error) {
+func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) {
 	for _, cmd := range cmds {
 		if strings.ContainsAny(cmd, "\n;") {
 			return nil, fmt.Errorf("haproxy: command %q contains a separator", cmd)

@@ -110,12 +110,12 @@ type sessionDump struct {
 	torn     int       // streams that ended while being dumped (left out)
 }
 
-// dumpSessions sends cmd (`show sess all` or `show sess <id>`) in HAProxy's
+// dumpOnce sends cmd (`show sess all` or `show sess <id>`) in HAProxy's
 // one-command mode, where the reply ends with an empty line and HAProxy
 // closes the connection, and parses the dump as it arrives. It does not go
 // through roundTrip: that holds the whole reply in memory, and at 10,000
 // streams the dump is 10–13 MB of which a backend may need a few lines.
-func (c *Client) dumpSessions(ctx context.Context, cmd string, keep func(*Session) bool) (sessionDump, error) {
+func (c *Client) dumpOnce(ctx context.Context, cmd string, keep func(*Session) bool) (sessionDump, error) {
 	if c.trace != nil {
 		c.trace([]string{cmd})
 	}

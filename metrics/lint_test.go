@@ -34,6 +34,9 @@ func TestPromtoolLint(t *testing.T) {
 	m.AddDryRunWrites("be", 2)
 	m.SetReady(true)
 	m.SetReloadSuccess(true)
+	m.WatchSockets(func() []SocketState {
+		return []SocketState{{Socket: "/run/haproxy/admin.sock", Backends: []string{"be"}, Known: true, Up: true}}
+	})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,9 @@ type Metrics struct {
 	dryRun       *prometheus.GaugeVec
 	dryRunWrites *prometheus.CounterVec
 
+	// sockets exports the HAProxy runtime sockets (socket.go).
+	sockets *socketCollector
+
 	mu      sync.Mutex
 	servers map[string]map[string]bool // backend → servers whose series are exported
 	factors map[string]map[string]bool // backend → servers whose calibration factor is exported
@@ -99,8 +102,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Age of the newest point read from the source that calibrates the fast signal; absent before the first.", "backend"),
 		servers: map[string]map[string]bool{},
 		factors: map[string]map[string]bool{},
+		sockets: newSocketCollector(),
 	}
 	m.newDesired()
+	reg.MustRegister(m.sockets)
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
 		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,

@@ -1,0 +1,70 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+)
+
+// A backend's own haproxy block is its socket; the others keep the
+// top-level one, and an unset timeout is the top-level one.
+func TestBackendSocket(t *testing.T) {
+	file := `haproxy: {socket: /run/a.sock, timeout: 3s}
+backends:
+  - name: be_a
+    source: {haproxy: {counter: bytes_in}}
+  - name: be_b
+    haproxy: {socket: /run/b.sock}
+    source: {haproxy: {counter: bytes_in}}
+  - name: be_c
+    haproxy: {socket: "127.0.0.1:9999", timeout: 1s}
+    source: {haproxy: {counter: bytes_in}}
+`
+	c, err := Parse("f.yml", []byte(file), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []haproxy.Config{
+		{Socket: "/run/a.sock", Timeout: 3 * time.Second},
+		{Socket: "/run/b.sock", Timeout: 3 * time.Second},
+		{Socket: "127.0.0.1:9999", Timeout: time.Second},
+	}
+	for i, w := range want {
+		if got := c.SocketOf(&c.Backends[i]); got != w {
+			t.Errorf("%s: socket %+v, want %+v", c.Backends[i].Name, got, w)
+		}
+	}
+}
+
+func TestBackendSocketErrors(t *testing.T) {
+	for _, tc := range []struct{ name, file, want string }{
+		{"empty socket", `backends:
+  - name: be_a
+    haproxy: {timeout: 1s}
+    source: {haproxy: {counter: bytes_in}}
+`, `f.yml:3: backends[0] (be_a): haproxy: socket is required`},
+		{"one socket two timeouts", `haproxy: {socket: /run/a.sock}
+backends:
+  - name: be_a
+    source: {haproxy: {counter: bytes_in}}
+  - name: be_b
+    haproxy: {socket: /run/a.sock, timeout: 9s}
+    source: {haproxy: {counter: bytes_in}}
+`, `f.yml:6: backends[1] (be_b): haproxy: socket /run/a.sock is also set by the top-level haproxy with other settings`},
+		{"IPVS without HAProxy", `backends:
+  - name: svc
+    ipvs: {service: "udp://10.0.0.1:2003", servers: {n1: "10.0.2.1:2003"}}
+    haproxy: {socket: /run/b.sock}
+    source: {prometheus: {url: "http://127.0.0.1:9090", query: up, server_label: server}}
+`, `f.yml:4: backends[0] (svc): haproxy: an IPVS service whose source does not read HAProxy uses no runtime socket`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("f.yml", []byte(tc.file), noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

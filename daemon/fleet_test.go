@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// startFleetHAProxy starts an HAProxy with the named backends, each with s1
+// weight 10 and s2 weight 20.
+func startFleetHAProxy(t *testing.T, backends ...string) *testenv.HAProxy {
+	t.Helper()
+	cfg := testenv.HAProxyDefaults
+	for _, b := range backends {
+		cfg += fmt.Sprintf("backend %s\n  balance leastconn\n  server s1 127.0.0.1:%d weight 10\n  server s2 127.0.0.1:%d weight 20\n",
+			b, testenv.FreePort(t), testenv.FreePort(t))
+	}
+	return testenv.StartHAProxy(t, cfg)
+}
+
+// weightsOf reads a backend's weights from HAProxy.
+func weightsOf(t *testing.T, socket, backend string) (map[string]int, error) {
+	t.Helper()
+	c, err := haproxy.New(haproxy.Config{Socket: socket})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	servers, err := c.Backend(backend).Servers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, s := range servers {
+		out[s.Name] = s.Weight
+	}
+	return out, nil
+}
+
+// socketUp is haproxy_weighter_haproxy_socket_up of socket, or -1 when absent.
+func socketUp(t *testing.T, reg *prometheus.Registry, socket string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "haproxy_weighter_haproxy_socket_up" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == socket {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// socketInfo is the backend → socket of haproxy_weighter_backend_socket_info.
+func socketInfo(t *testing.T, reg *prometheus.Registry) map[string]string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, mf := range mfs {
+		if mf.GetName() != "haproxy_weighter_backend_socket_info" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out[labels["backend"]] = labels["socket"]
+		}
+	}
+	return out
+}
+
+// One daemon drives two HAProxy processes, a backend naming its own socket;
+// when one HAProxy dies, only its backend fails, the other goes on being
+// weighted, and /metrics and /readyz say which socket is down.
+func TestOneDaemonTwoHAProxies(t *testing.T) {
+	h1 := startFleetHAProxy(t, "be_a", "be_a2")
+	h2 := startFleetHAProxy(t, "be_b")
+	// No traffic: every load is 0, so each cycle moves both servers towards
+	// max_weight, from the configured 10 and 20.
+	stats := "    source: {haproxy: {counter: bytes_in, rate_window: 300ms}}\n"
+	yml := "listen: \"\"\ninterval: 100ms\nhaproxy: {socket: " + h1.Socket + "}\nbackends:\n" +
+		"  - name: be_a\n" + stats +
+		"  - name: be_a2\n" + stats +
+		"  - name: be_b\n    haproxy: {socket: " + h2.Socket + "}\n" + stats
+	cfg, err := config.Parse("test.yml", []byte(yml), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.SyncBuffer
+	reg := prometheus.NewRegistry()
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(cfg, Options{Notifier: n, Registry: reg, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	startDaemon(t, d, n)
+
+	// Backends on one socket share one client (one `show sess all` per
+	// cycle for both), the other socket has its own.
+	units := d.current().units
+	if units[0].client != units[1].client || units[0].client == units[2].client {
+		t.Fatalf("clients: be_a %p, be_a2 %p, be_b %p: want be_a and be_a2 on one, be_b on another",
+			units[0].client, units[1].client, units[2].client)
+	}
+	written := func(socket, backend string) bool {
+		w, err := weightsOf(t, socket, backend)
+		return err == nil && w["s1"] > 10 && w["s2"] > 20
+	}
+	waitFor(t, "weights written to both HAProxies", func() bool {
+		return written(h1.Socket, "be_a") && written(h1.Socket, "be_a2") && written(h2.Socket, "be_b")
+	})
+	if got, want := socketInfo(t, reg), map[string]string{"be_a": h1.Socket, "be_a2": h1.Socket, "be_b": h2.Socket}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("backend_socket_info %v, want %v", got, want)
+	}
+	if socketUp(t, reg, h1.Socket) != 1 || socketUp(t, reg, h2.Socket) != 1 {
+		t.Errorf("socket_up %v %v, want 1 1", socketUp(t, reg, h1.Socket), socketUp(t, reg, h2.Socket))
+	}
+	waitFor(t, "ready", func() bool { ok, _ := d.Ready(); return ok })
+
+	h2.Kill()
+	waitFor(t, "be_b failing", func() bool { return cycles(t, reg, "be_b", weighter.ResultTargetError) >= 3 })
+	okA := cycles(t, reg, "be_a", weighter.ResultOK)
+	waitFor(t, "be_a and be_a2 cycling on", func() bool {
+		return cycles(t, reg, "be_a", weighter.ResultOK) >= okA+3 && cycles(t, reg, "be_a2", weighter.ResultOK) >= okA+3
+	})
+	if errs := cycles(t, reg, "be_a", weighter.ResultTargetError) + cycles(t, reg, "be_a2", weighter.ResultTargetError); errs != 0 {
+		t.Errorf("%v failed cycles on the live HAProxy's backends", errs)
+	}
+	if socketUp(t, reg, h1.Socket) != 1 || socketUp(t, reg, h2.Socket) != 0 {
+		t.Errorf("socket_up live %v dead %v, want 1 and 0", socketUp(t, reg, h1.Socket), socketUp(t, reg, h2.Socket))
+	}
+	// be_b's readiness runs out after 3 intervals without an ok cycle.
+	var why string
+	waitFor(t, "not ready", func() bool {
+		var ok bool
+		ok, why = d.Ready()
+		return !ok
+	})
+	if !strings.Contains(why, "backend be_b (HAProxy socket "+h2.Socket+" down: ") ||
+		strings.Contains(why, "be_a") {
+		t.Errorf("readiness says %q: want be_b alone, its socket down", why)
+	}
+}
