@@ -11,6 +11,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -115,7 +116,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 		return nil, err
 	}
 	if fs.Changed("interval") {
-		cfg.Interval = cf.f.Interval
+		cfg.Interval = duration.Duration(cf.f.Interval)
 	}
 	if cf.f.Listen != nil {
 		cfg.Listen = *cf.f.Listen

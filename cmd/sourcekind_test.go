@@ -17,14 +17,15 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // tickConfig is the configuration of a source kind that exists only here.
 type tickConfig struct {
-	Level int           `yaml:"level"`
-	Every time.Duration `yaml:"every"`
+	Level int               `yaml:"level"`
+	Every duration.Duration `yaml:"every"`
 }
 
 type tickSource struct{ backend string }
@@ -38,7 +39,7 @@ func registerTick(t *testing.T) *[]string {
 	sourcekind.Register(sourcekind.Spec[tickConfig]{
 		Name:    "tick",
 		Rank:    1000,
-		Default: func() tickConfig { return tickConfig{Level: 7, Every: time.Second} },
+		Default: func() tickConfig { return tickConfig{Level: 7, Every: duration.Duration(time.Second)} },
 		Validate: func(c tickConfig) error {
 			if c.Level < 0 {
 				return errors.New("tick: level: must not be negative")

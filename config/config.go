@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -30,9 +31,9 @@ const (
 // Config is the whole configuration file.
 type Config struct {
 	// Interval between two cycles of one backend.
-	Interval time.Duration `yaml:"interval"`
+	Interval duration.Duration `yaml:"interval"`
 	// Timeout bounds one cycle (fetch, plan, write); 0 means Interval.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout duration.Duration `yaml:"timeout"`
 	// Jitter spreads cycles by ±Jitter×Interval so balancers do not act in lockstep.
 	Jitter float64 `yaml:"jitter"`
 	// Listen is the address of /metrics, /healthz and /readyz; empty disables them.
@@ -93,9 +94,9 @@ func Default() Config {
 // CycleTimeout is the timeout of one cycle: Timeout, or Interval when unset.
 func (c *Config) CycleTimeout() time.Duration {
 	if c.Timeout > 0 {
-		return c.Timeout
+		return time.Duration(c.Timeout)
 	}
-	return c.Interval
+	return time.Duration(c.Interval)
 }
 
 // Validate checks the values that decoding alone cannot. Each problem is a
@@ -105,7 +106,7 @@ func (c *Config) Validate() error {
 	c.resolveInterval()
 	var problems []*FieldError
 	add := func(err error, keys ...any) { problems = append(problems, fieldErr(err, keys...)) }
-	if c.Interval < MinInterval {
+	if time.Duration(c.Interval) < MinInterval {
 		// 1ms is a typo for 1m far more often than a wish: it would cycle
 		// back to back against HAProxy and the metrics source.
 		add(fmt.Errorf("interval: must be at least %s, got %s", MinInterval, c.Interval), "interval")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -67,7 +68,7 @@ func TestGoodConfigDefaultsAndEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Interval != 5*time.Second || c.Listen != "" || c.Jitter != DefaultJitter || c.CycleTimeout() != 5*time.Second {
+	if c.Interval != duration.Duration(5*time.Second) || c.Listen != "" || c.Jitter != DefaultJitter || c.CycleTimeout() != 5*time.Second {
 		t.Errorf("top level: interval %s listen %q jitter %g timeout %s", c.Interval, c.Listen, c.Jitter, c.CycleTimeout())
 	}
 	ingest, udp := c.Backends[0], c.Backends[1]
@@ -76,7 +77,7 @@ func TestGoodConfigDefaultsAndEnv(t *testing.T) {
 	if ingest.Policy != want {
 		t.Errorf("be_ingest policy %+v, want defaults with avg and L=3: %+v", ingest.Policy, want)
 	}
-	if p := ingest.Source.Config().(*sources.PrometheusConfig); p == nil || p.ServerLabel != "server" || p.Timeout != 5*time.Second {
+	if p := ingest.Source.Config().(*sources.PrometheusConfig); p == nil || p.ServerLabel != "server" || p.Timeout != duration.Duration(5*time.Second) {
 		t.Errorf("prometheus source defaults lost: %+v", p)
 	}
 	if udp.Function != "normalised-exponential" || udp.LimitingFactor != 4 || udp.Source.Kind() != "graphite" {
@@ -132,10 +133,10 @@ func TestFromFlagsFastSignal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if on.Backends[0].FastSignal != FastOn || !on.Backends[0].UsesFastSignal() || on.Interval != DefaultFastInterval {
+	if on.Backends[0].FastSignal != FastOn || !on.Backends[0].UsesFastSignal() || on.Interval != duration.Duration(DefaultFastInterval) {
 		t.Errorf("default: fast_signal %q, interval %s", on.Backends[0].FastSignal, on.Interval)
 	}
-	if off.Backends[0].FastSignal != FastOff || off.Backends[0].UsesFastSignal() || off.Interval != DefaultInterval {
+	if off.Backends[0].FastSignal != FastOff || off.Backends[0].UsesFastSignal() || off.Interval != duration.Duration(DefaultInterval) {
 		t.Errorf("--fast-signal off: fast_signal %q, interval %s", off.Backends[0].FastSignal, off.Interval)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/sources"
 )
 
@@ -52,11 +53,11 @@ func TestAliasAndMergeKeepSourceDefaults(t *testing.T) {
 	for _, b := range c.Backends {
 		switch b.Source.Kind() {
 		case "prometheus":
-			if p := b.Source.Config().(*sources.PrometheusConfig); p.ServerLabel != "server" || p.Timeout != 5*time.Second {
+			if p := b.Source.Config().(*sources.PrometheusConfig); p.ServerLabel != "server" || p.Timeout != duration.Duration(5*time.Second) {
 				t.Errorf("%s: prometheus defaults lost: %+v", b.Name, p)
 			}
 		case "graphite":
-			if g := b.Source.Config().(*sources.GraphiteConfig); g.From != "-5min" || g.Timeout != 5*time.Second || g.Retries != 2 {
+			if g := b.Source.Config().(*sources.GraphiteConfig); g.From != "-5min" || g.Timeout != duration.Duration(5*time.Second) || g.Retries != 2 {
 				t.Errorf("%s: graphite defaults lost: %+v", b.Name, g)
 			}
 		default:

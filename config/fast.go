@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -34,7 +35,7 @@ const (
 	FastOff = "off"
 	// intervalAuto marks an interval the file did not set: it becomes
 	// DefaultFastInterval or DefaultInterval once the backends are known.
-	intervalAuto time.Duration = math.MinInt64
+	intervalAuto duration.Duration = math.MinInt64
 )
 
 // Calibration is a backend's `calibration:` block: how the external metric
@@ -43,19 +44,19 @@ const (
 type Calibration struct {
 	// Window is the span each external point averages over; 0 infers it
 	// from the source (the query's range, Graphite's step).
-	Window    time.Duration `yaml:"window"`
-	HalfLife  time.Duration `yaml:"half_life"`
-	Hold      time.Duration `yaml:"hold"`
-	MaxFactor float64       `yaml:"max_factor"`
+	Window    duration.Duration `yaml:"window"`
+	HalfLife  duration.Duration `yaml:"half_life"`
+	Hold      duration.Duration `yaml:"hold"`
+	MaxFactor float64           `yaml:"max_factor"`
 	// Refresh is how often the external source is asked while the fast
 	// signal carries the weights.
-	Refresh time.Duration `yaml:"refresh"`
+	Refresh duration.Duration `yaml:"refresh"`
 }
 
 // DefaultCalibration returns the calibration defaults.
 func DefaultCalibration() Calibration {
 	p := weighter.DefaultCalibration(0)
-	return Calibration{HalfLife: p.HalfLife, Hold: p.Hold, MaxFactor: p.MaxFactor, Refresh: DefaultRefresh}
+	return Calibration{HalfLife: duration.Duration(p.HalfLife), Hold: duration.Duration(p.Hold), MaxFactor: p.MaxFactor, Refresh: duration.Duration(DefaultRefresh)}
 }
 
 func (c Calibration) validate() error {
@@ -138,10 +139,10 @@ func (b *Backend) Calibrates() bool {
 // and how says so: the daemon logs it at start.
 func (b *Backend) CalibrationPolicy() (p weighter.CalibrationPolicy, w sourcekind.Window) {
 	p = weighter.DefaultCalibration(0)
-	p.HalfLife, p.Hold, p.MaxFactor = b.Calibration.HalfLife, b.Calibration.Hold, b.Calibration.MaxFactor
+	p.HalfLife, p.Hold, p.MaxFactor = time.Duration(b.Calibration.HalfLife), time.Duration(b.Calibration.Hold), b.Calibration.MaxFactor
 	switch {
 	case b.Calibration.Window > 0:
-		w = sourcekind.Window{Span: b.Calibration.Window, How: "calibration.window"}
+		w = sourcekind.Window{Span: time.Duration(b.Calibration.Window), How: "calibration.window"}
 	case b.Source.kind != nil:
 		w = b.Source.kind.Window(b.Source.Config())
 	}
@@ -160,10 +161,10 @@ func (c *Config) resolveInterval() {
 	if c.Interval != intervalAuto {
 		return
 	}
-	c.Interval = DefaultInterval
+	c.Interval = duration.Duration(DefaultInterval)
 	for i := range c.Backends {
 		if c.Backends[i].UsesFastSignal() {
-			c.Interval = DefaultFastInterval
+			c.Interval = duration.Duration(DefaultFastInterval)
 		}
 	}
 }

@@ -29,7 +29,7 @@ func TestIntervalDefaultFollowsTheFastSignal(t *testing.T) {
 	} {
 		c, err := Parse("c.yml", []byte(tc.yml), noEnv)
 		require.NoError(t, err, name)
-		assert.Equal(t, tc.want, c.Interval, name)
+		assert.Equal(t, tc.want, time.Duration(c.Interval), name)
 	}
 }
 
@@ -43,7 +43,7 @@ func TestFastDefaultsAndWindow(t *testing.T) {
 	p, w := b.CalibrationPolicy()
 	assert.Equal(t, weighter.DefaultCalibration(time.Minute), p, "the research's parameters, the query's window")
 	assert.Contains(t, w.How, "[1m]")
-	assert.Equal(t, DefaultRefresh, b.Calibration.Refresh)
+	assert.Equal(t, DefaultRefresh, time.Duration(b.Calibration.Refresh))
 
 	c, err = Parse("c.yml", []byte("backends:\n  - name: b\n    calibration: {window: 30s, half_life: 1m}\n"+promSource), noEnv)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 )
@@ -41,7 +42,7 @@ func FromFlags(f Flags) (*Config, error) {
 		cfg.HAProxy.Socket = f.Socket
 	}
 	if f.Interval != 0 {
-		cfg.Interval = f.Interval
+		cfg.Interval = duration.Duration(f.Interval)
 	}
 	if f.Listen != nil {
 		cfg.Listen = *f.Listen

@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -80,14 +79,13 @@ type document struct {
 	cfg  Config
 }
 
-// UnmarshalYAML keeps the tree, lets a bare 0 stand for a zero duration,
-// and decodes the tree. It takes unmarshal (rather than a node) because
-// that decodes with the decoder's own strictness, which Node.Decode drops.
+// UnmarshalYAML keeps the tree and decodes it. It takes unmarshal (rather
+// than a node) because that decodes with the decoder's own strictness, which
+// Node.Decode drops.
 func (d *document) UnmarshalYAML(unmarshal func(any) error) error {
 	if err := unmarshal(&d.root); err != nil {
 		return err
 	}
-	zeroDurations(d.root.node, configType)
 	return unmarshal(&d.cfg)
 }
 
@@ -102,38 +100,10 @@ func (r *nodeRef) UnmarshalYAML(n *yaml.Node) error {
 }
 
 var (
-	configType   = reflect.TypeFor[Config]()
-	backendType  = reflect.TypeFor[Backend]()
-	sourceType   = reflect.TypeFor[Source]()
-	durationType = reflect.TypeFor[time.Duration]()
+	configType  = reflect.TypeFor[Config]()
+	backendType = reflect.TypeFor[Backend]()
+	sourceType  = reflect.TypeFor[Source]()
 )
-
-// zeroDurations rewrites, in the tree, a bare 0 where t takes a duration
-// (max_age: 0) as 0s. yaml.v3 takes no number without a unit as a duration,
-// yet "0 = off" is how the README and every reader put it, and 0 is the one
-// number whose unit does not matter. Other numbers stay errors (is 10 seconds
-// or minutes?). An anchored 0 is left alone: its aliases may be integers.
-func zeroDurations(n *yaml.Node, t reflect.Type) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch {
-	case t == durationType:
-		if n.Kind == yaml.ScalarNode && n.Tag == "!!int" && n.Value == "0" && n.Style == 0 && n.Anchor == "" {
-			n.Tag, n.Value = "!!str", "0s"
-		}
-	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
-		for _, c := range n.Content {
-			zeroDurations(c, t.Elem())
-		}
-	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
-		for _, kv := range pairs(n) {
-			if ft, ok := fieldType(t, kv[0].Value); ok {
-				zeroDurations(kv[1], ft)
-			}
-		}
-	}
-}
 
 // fieldType is the type of the value under key in struct t: a field, one of
 // an inline struct, or, in a Source, the configuration of the kind named key.

@@ -89,10 +89,10 @@ func wrapFast(b config.Backend, hb *haproxy.Backend, src weighter.Source, o buil
 	if b.Calibrates() {
 		// A remote metrics source answers in the background (asyncSource):
 		// the 2 s cycle must not decide whether it may calibrate.
-		ext = newAsyncSource(src, max(b.Calibration.Refresh, minAsyncTimeout))
+		ext = newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
 	}
 	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: local, External: ext, Calibrate: b.Calibrates(),
-		Calibration: policy, StepWindow: w.FromStep, Refresh: b.Calibration.Refresh, FirstWait: o.firstWait})
+		Calibration: policy, StepWindow: w.FromStep, Refresh: time.Duration(b.Calibration.Refresh), FirstWait: o.firstWait})
 	if err != nil {
 		return nil, fmt.Errorf("fast signal: %w", err)
 	}

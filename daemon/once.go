@@ -20,8 +20,8 @@ func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, err
 	var o buildOptions
 	for i := range cfg.Backends {
 		if cfg.Backends[i].UsesFastSignal() {
-			o.firstWait = cfg.Interval
-			wait = max(wait, cfg.Interval)
+			o.firstWait = time.Duration(cfg.Interval)
+			wait = max(wait, o.firstWait)
 		}
 	}
 	units, err := build(cfg, d.log, o)

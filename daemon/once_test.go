@@ -9,6 +9,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // TestSampleOnceLeavesTheConfig: a single cycle waits one rate window for a
@@ -26,11 +27,11 @@ func TestSampleOnceLeavesTheConfig(t *testing.T) {
 	assert.Equal(t, 20*time.Second, wait)
 	got := []time.Duration{}
 	for _, b := range sampled.Backends[:3] {
-		got = append(got, b.Source.Config().(*haproxy.StatsConfig).SampleInterval)
+		got = append(got, time.Duration(b.Source.Config().(*haproxy.StatsConfig).SampleInterval))
 	}
 	assert.Equal(t, []time.Duration{haproxy.DefaultRateWindow, 20 * time.Second, time.Second}, got)
 	for i, b := range cfg.Backends[:2] {
 		assert.Zero(t, b.Source.Config().(*haproxy.StatsConfig).SampleInterval, "backend %d of the loaded config changed", i)
 	}
-	assert.Equal(t, time.Second, cfg.Backends[2].Source.Config().(*haproxy.StatsConfig).SampleInterval)
+	assert.Equal(t, duration.Duration(time.Second), cfg.Backends[2].Source.Config().(*haproxy.StatsConfig).SampleInterval)
 }

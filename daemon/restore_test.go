@@ -11,6 +11,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -30,7 +31,7 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 	waitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
 		return d.startWeights.has("be")
 	})
-	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: 5 * time.Second})
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ backend kept
 		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
 
-	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: 5 * time.Second})
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

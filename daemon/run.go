@@ -57,7 +57,7 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 // also ran keeps its readiness.
 func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan struct{} {
 	cfg := d.config()
-	t := Timing{Interval: cfg.Interval, Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
+	t := Timing{Interval: time.Duration(cfg.Interval), Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
 	gctx, cancel := context.WithCancel(ctx)
 	g := &group{units: units, cancel: cancel, wait: t.Timeout + d.grace}
 	for _, u := range units {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -106,10 +107,10 @@ func (s *slowTarget) Servers(context.Context) ([]weighter.ServerState, error) {
 func TestSlowStartIsNotAStuckLoop(t *testing.T) {
 	clock := newFakeClock()
 	cfg := testConfig(t, "be")
-	cfg.Interval, cfg.Timeout = 10*time.Second, 30*time.Second
+	cfg.Interval, cfg.Timeout = duration.Duration(10*time.Second), duration.Duration(30*time.Second)
 	d := New(cfg, Options{Clock: clock})
 	var stuck *runner
-	tgt := &slowTarget{clock: clock, timeout: cfg.Timeout, check: func() { stuck = d.stuck() }}
+	tgt := &slowTarget{clock: clock, timeout: time.Duration(cfg.Timeout), check: func() { stuck = d.stuck() }}
 	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: &fakeSource{}, Target: tgt,
 		Controller: newFixture(t).r.unit.Backend.Controller}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -31,7 +32,7 @@ func TestStopDoesNotHangOnAWedgedBackend(t *testing.T) {
 	wedged := &Unit{Backend: &weighter.Backend{Name: "be_wedged", Source: src, Target: &fakeTarget{weights: map[string]int{}},
 		Controller: newFixture(t).r.unit.Backend.Controller}}
 	cfg := testConfig(t, "be")
-	cfg.Timeout = 10 * time.Millisecond
+	cfg.Timeout = duration.Duration(10 * time.Millisecond)
 	d := New(cfg, Options{})
 	d.grace = 10 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())

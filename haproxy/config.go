@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // DefaultTimeout bounds the dial and each wait while writing a request or reading
@@ -18,7 +20,7 @@ type Config struct {
 	Socket string `yaml:"socket"`
 	// Timeout bounds the dial and each stall while writing a request or reading
 	// a reply (a long batch that keeps moving is not cut); 0 means DefaultTimeout.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout duration.Duration `yaml:"timeout"`
 }
 
 // Validate reports a configuration that cannot work.
@@ -36,7 +38,7 @@ func (c Config) timeout() time.Duration {
 	if c.Timeout == 0 {
 		return DefaultTimeout
 	}
-	return c.Timeout
+	return time.Duration(c.Timeout)
 }
 
 // network tells a unix socket path from a TCP host:port.

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -92,7 +93,7 @@ func (f *fakeSocket) seen() []string {
 }
 
 func fakeClient(t *testing.T, path string) *Client {
-	c, err := New(Config{Socket: path, Timeout: 300 * time.Millisecond})
+	c, err := New(Config{Socket: path, Timeout: duration.Duration(300 * time.Millisecond)})
 	require.NoError(t, err)
 	return c
 }
@@ -169,7 +170,7 @@ func TestSlowButSteadyReplyIsNotATimeout(t *testing.T) {
 
 func TestCanceledContextStopsRoundTrip(t *testing.T) {
 	f := startFake(t, true, nil)
-	c, err := New(Config{Socket: f.path, Timeout: time.Hour})
+	c, err := New(Config{Socket: f.path, Timeout: duration.Duration(time.Hour)})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -49,7 +50,7 @@ func bigConfig(n int) string {
 
 func newClient(t testing.TB, socket string) *Client {
 	t.Helper()
-	c, err := New(Config{Socket: socket, Timeout: 5 * time.Second})
+	c, err := New(Config{Socket: socket, Timeout: duration.Duration(5 * time.Second)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

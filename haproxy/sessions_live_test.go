@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -422,7 +423,7 @@ backend be
 // frozen HAProxy (accepts, never answers) fails at the deadline.
 func TestSessionsContextBounds(t *testing.T) {
 	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+"backend be\n  server s1 127.0.0.1:1\n")
-	c, err := New(Config{Socket: h.Socket, Timeout: 10 * time.Second})
+	c, err := New(Config{Socket: h.Socket, Timeout: duration.Duration(10 * time.Second)})
 	require.NoError(t, err)
 	h.Freeze()
 	defer h.Thaw()

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -61,7 +62,7 @@ type StatsConfig struct {
 	// for a cycle; it got weight 256 and was flooded. A 10 s window read every
 	// 2 s has lag but no such holes: in the simulator sweep it closes 79/71/88 %
 	// of the leastconn → oracle gap (docs/simulator-sweep.md, section 3).
-	RateWindow time.Duration `yaml:"rate_window"`
+	RateWindow duration.Duration `yaml:"rate_window"`
 	// SampleInterval is the shortest span a rate may cover before the reads
 	// span rate_window. 0 (the default) means rate_window itself: a new source,
 	// and a server that appeared or whose counter went down, has no point until
@@ -72,7 +73,7 @@ type StatsConfig struct {
 	// sample_interval and reads again, and rates cover all the reads so far until
 	// they span rate_window: useful for `once`, whose single cycle would otherwise
 	// hold. It must fit in the cycle timeout (timeout, or interval when unset).
-	SampleInterval time.Duration `yaml:"sample_interval"`
+	SampleInterval duration.Duration `yaml:"sample_interval"`
 	// PerConnection divides each server's rate by its mean open sessions (scur)
 	// over the same reads: the time-weighted mean of scur at the reads the rate
 	// is computed from (two reads: the mean of the two). A server with no
@@ -123,8 +124,8 @@ func (c *StatsConfig) ForOneCycle() (any, time.Duration) {
 		return c, 0
 	}
 	out := *c
-	out.SampleInterval = cmp.Or(c.RateWindow, DefaultRateWindow)
-	return &out, out.SampleInterval
+	out.SampleInterval = cmp.Or(c.RateWindow, duration.Duration(DefaultRateWindow))
+	return &out, time.Duration(out.SampleInterval)
 }
 
 // StatsSource is the load source that needs no monitoring stack: it reads the
@@ -157,15 +158,15 @@ func NewStatsSource(cfg StatsConfig, backend string, stats StatsReader, log *slo
 		return nil, fmt.Errorf("haproxy source: no stats reader")
 	}
 	if cfg.RateWindow == 0 {
-		cfg.RateWindow = DefaultRateWindow
+		cfg.RateWindow = duration.Duration(DefaultRateWindow)
 	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	h := &StatsSource{cfg: cfg, backend: backend, stats: stats, log: log}
-	h.history = history{window: cfg.RateWindow, minSpan: cfg.RateWindow, servers: map[string][]read{}}
+	h.history = history{window: time.Duration(cfg.RateWindow), minSpan: time.Duration(cfg.RateWindow), servers: map[string][]read{}}
 	if cfg.SampleInterval > 0 && cfg.SampleInterval < cfg.RateWindow {
-		h.history.minSpan = cfg.SampleInterval
+		h.history.minSpan = time.Duration(cfg.SampleInterval)
 	}
 	return h, nil
 }
@@ -236,7 +237,7 @@ func (h *StatsSource) read(ctx context.Context) (map[string]ServerStat, time.Tim
 }
 
 func (h *StatsSource) wait(ctx context.Context) error {
-	t := time.NewTimer(h.cfg.SampleInterval)
+	t := time.NewTimer(time.Duration(h.cfg.SampleInterval))
 	defer t.Stop()
 	select {
 	case <-t.C:

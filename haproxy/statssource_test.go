@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -49,7 +50,7 @@ func (s *scriptedStats) ReadStats(context.Context) ([]ServerStat, time.Time, err
 
 func newStatsSource(t *testing.T, counter string, r StatsReader) *StatsSource {
 	t.Helper()
-	src, err := NewStatsSource(StatsConfig{Counter: counter, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
+	src, err := NewStatsSource(StatsConfig{Counter: counter, SampleInterval: duration.Duration(time.Millisecond), RateWindow: duration.Duration(time.Nanosecond)}, "be", r, nil)
 	require.NoError(t, err)
 	return src
 }
@@ -59,8 +60,8 @@ func TestHAProxyStatsConfigValidate(t *testing.T) {
 		assert.NoError(t, StatsConfig{Counter: c}.Validate(), c)
 	}
 	assert.ErrorContains(t, StatsConfig{Counter: "cpu"}.Validate(), `unknown counter "cpu"`)
-	assert.ErrorContains(t, StatsConfig{Counter: "bytes_in", SampleInterval: -time.Second}.Validate(), "negative")
-	assert.ErrorContains(t, StatsConfig{Counter: "bytes_in", RateWindow: -time.Second}.Validate(), "rate_window -1s is negative")
+	assert.ErrorContains(t, StatsConfig{Counter: "bytes_in", SampleInterval: duration.Duration(-time.Second)}.Validate(), "negative")
+	assert.ErrorContains(t, StatsConfig{Counter: "bytes_in", RateWindow: duration.Duration(-time.Second)}.Validate(), "rate_window -1s is negative")
 	for _, c := range []string{"bytes_in", "bytes_out", "sessions_total"} {
 		assert.NoError(t, StatsConfig{Counter: c, PerConnection: true}.Validate(), c)
 	}
@@ -80,7 +81,7 @@ func TestHAProxyStatsPerConnection(t *testing.T) {
 			{Server: "c", BytesOut: 800, CurrentSessions: 4}, {Server: "d", BytesOut: 500, CurrentSessions: 0},
 			{Server: "e", BytesOut: 0, CurrentSessions: 1}},
 	}}
-	src, err := NewStatsSource(StatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: time.Millisecond, RateWindow: time.Nanosecond}, "be", r, nil)
+	src, err := NewStatsSource(StatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: duration.Duration(time.Millisecond), RateWindow: duration.Duration(time.Nanosecond)}, "be", r, nil)
 	require.NoError(t, err)
 	loads, err := src.Fetch(context.Background())
 	require.NoError(t, err)
@@ -206,7 +207,7 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 	h := testenv.StartHAProxy(t, cfg)
 	client, err := New(Config{Socket: h.Socket})
 	require.NoError(t, err)
-	src, err := NewStatsSource(StatsConfig{Counter: "bytes_in", SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client.Backend("be"), nil)
+	src, err := NewStatsSource(StatsConfig{Counter: "bytes_in", SampleInterval: duration.Duration(10 * time.Millisecond), RateWindow: duration.Duration(time.Nanosecond)}, "be", client.Backend("be"), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -265,7 +266,7 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 	h := testenv.StartHAProxy(t, cfg)
 	client, err := New(Config{Socket: h.Socket})
 	require.NoError(t, err)
-	src, err := NewStatsSource(StatsConfig{Counter: "bytes_in", PerConnection: true, SampleInterval: 10 * time.Millisecond, RateWindow: time.Nanosecond}, "be", client.Backend("be"), nil)
+	src, err := NewStatsSource(StatsConfig{Counter: "bytes_in", PerConnection: true, SampleInterval: duration.Duration(10 * time.Millisecond), RateWindow: duration.Duration(time.Nanosecond)}, "be", client.Backend("be"), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -155,7 +156,7 @@ func TestHAProxyStatsSampleInterval(t *testing.T) {
 		tick = tick.Add(time.Second)
 		return tick
 	}
-	src := windowSource(t, StatsConfig{Counter: "bytes_in", SampleInterval: time.Millisecond, RateWindow: 3 * time.Second}, r, clock)
+	src := windowSource(t, StatsConfig{Counter: "bytes_in", SampleInterval: duration.Duration(time.Millisecond), RateWindow: duration.Duration(3 * time.Second)}, r, clock)
 	want := []float64{100, 150, 1300.0 / 3} // over 1 s, 2 s, then the window (3 s)
 	for i, w := range want {
 		loads, err := src.Fetch(context.Background())

@@ -122,7 +122,7 @@ func (f *fleet) reconnect() {
 // shedCycle gives lb's Shedder this cycle's loads and its HAProxy's streams
 // (rates measured between this read and the previous one) and closes what it plans.
 func (f *fleet) shedCycle(lb *balancer, now float64, plan weighter.Plan, names []string, totals map[string]weighter.ShedServer) {
-	in := weighter.ShedInput{Hold: plan.Hold, HoldReason: plan.Reason, MaxAge: f.pl.Policy.MaxAge, Unit: "lines/s"}
+	in := weighter.ShedInput{Hold: plan.Hold, HoldReason: plan.Reason, MaxAge: time.Duration(f.pl.Policy.MaxAge), Unit: "lines/s"}
 	for _, name := range names {
 		sv, ok := totals[name]
 		if !ok {

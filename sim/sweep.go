@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -56,7 +57,7 @@ func (g Grid) Policies() []weighter.Policy {
 				for _, ms := range g.MaxSteps {
 					for _, life := range g.lives() {
 						p := def
-						p.Function, p.Deadband, p.MaxStep, p.ConnectionLife = fn, db, ms, life
+						p.Function, p.Deadband, p.MaxStep, p.ConnectionLife = fn, db, ms, duration.Duration(life)
 						p.LimitingFactor, p.Aggressiveness, p.Gain = a[0], a[1], a[2]
 						if life > 0 && fn == "feedback" {
 							continue
@@ -76,7 +77,7 @@ func (g Grid) Policies() []weighter.Policy {
 // lives is ConnectionLives, or the default's alone when the grid lists none.
 func (g Grid) lives() []time.Duration {
 	if len(g.ConnectionLives) == 0 {
-		return []time.Duration{weighter.DefaultPolicy().ConnectionLife}
+		return []time.Duration{time.Duration(weighter.DefaultPolicy().ConnectionLife)}
 	}
 	return g.ConnectionLives
 }

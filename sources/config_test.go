@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 func TestGraphiteConfigValidate(t *testing.T) {
@@ -23,7 +25,7 @@ func TestGraphiteConfigValidate(t *testing.T) {
 		"relative url":  {func(c *GraphiteConfig) { c.URL = "graphite/render?key=s3cr3t" }, "graphite: url: must be an absolute http or https URL"},
 		"no target":     {func(c *GraphiteConfig) { c.Target = " " }, "graphite: target: must be set"},
 		"retries":       {func(c *GraphiteConfig) { c.Retries = -1 }, "graphite: retries: -1 not in 0..10"},
-		"timeout":       {func(c *GraphiteConfig) { c.Timeout = -time.Second }, "graphite: timeout: must not be negative"},
+		"timeout":       {func(c *GraphiteConfig) { c.Timeout = duration.Duration(-time.Second) }, "graphite: timeout: must not be negative"},
 		"regex":         {func(c *GraphiteConfig) { c.ServerRegex = "node" }, `graphite: server_regex: "node" has no capture group`},
 		"two auths":     {func(c *GraphiteConfig) { c.BasicAuth.Username, c.BearerToken = "u", "t" }, "graphite: basic_auth and bearer_token are mutually exclusive"},
 		"password only": {func(c *GraphiteConfig) { c.BasicAuth.Password = "p" }, "graphite: basic_auth: username must be set with password"},
@@ -47,13 +49,17 @@ func TestPrometheusConfigValidate(t *testing.T) {
 		mod  func(*PrometheusConfig)
 		want string
 	}{
-		"no query":       {func(c *PrometheusConfig) { c.Query = "" }, "prometheus: query: must be set"},
-		"bad label":      {func(c *PrometheusConfig) { c.ServerLabel = "\xff" }, `prometheus: server_label: "\xff" is not a valid label name`},
-		"step alone":     {func(c *PrometheusConfig) { c.Step = time.Second }, "prometheus: step: only valid with range"},
-		"range no step":  {func(c *PrometheusConfig) { c.Range = time.Minute }, "prometheus: step: must be > 0 with range"},
-		"step > range":   {func(c *PrometheusConfig) { c.Range, c.Step = time.Minute, time.Hour }, "prometheus: step: must not exceed range"},
-		"too many steps": {func(c *PrometheusConfig) { c.Range, c.Step = 24*time.Hour, time.Second }, "prometheus: step: range/step must be at most 11000 points"},
-		"negative range": {func(c *PrometheusConfig) { c.Range = -time.Minute }, "prometheus: range: must not be negative"},
+		"no query":      {func(c *PrometheusConfig) { c.Query = "" }, "prometheus: query: must be set"},
+		"bad label":     {func(c *PrometheusConfig) { c.ServerLabel = "\xff" }, `prometheus: server_label: "\xff" is not a valid label name`},
+		"step alone":    {func(c *PrometheusConfig) { c.Step = duration.Duration(time.Second) }, "prometheus: step: only valid with range"},
+		"range no step": {func(c *PrometheusConfig) { c.Range = duration.Duration(time.Minute) }, "prometheus: step: must be > 0 with range"},
+		"step > range": {func(c *PrometheusConfig) {
+			c.Range, c.Step = duration.Duration(time.Minute), duration.Duration(time.Hour)
+		}, "prometheus: step: must not exceed range"},
+		"too many steps": {func(c *PrometheusConfig) {
+			c.Range, c.Step = duration.Duration(24*time.Hour), duration.Duration(time.Second)
+		}, "prometheus: step: range/step must be at most 11000 points"},
+		"negative range": {func(c *PrometheusConfig) { c.Range = duration.Duration(-time.Minute) }, "prometheus: range: must not be negative"},
 		"ftp url":        {func(c *PrometheusConfig) { c.URL = "ftp://p" }, "prometheus: url: must be an absolute http or https URL"},
 	}
 	for name, c := range cases {
@@ -70,7 +76,7 @@ func TestConstructorsFillDefaults(t *testing.T) {
 	p, err := NewPrometheus(PrometheusConfig{URL: "http://p", Query: "up"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "server", p.cfg.ServerLabel)
-	assert.Equal(t, 5*time.Second, p.cfg.Timeout)
+	assert.Equal(t, duration.Duration(5*time.Second), p.cfg.Timeout)
 }
 
 func TestTLSFilesErrors(t *testing.T) {

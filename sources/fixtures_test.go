@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -69,7 +70,7 @@ func TestPrometheusFixtures(t *testing.T) {
 	assert.Equal(t, time.Unix(1796036800, 0).UTC(), loads["node-1"][0].Time)
 
 	p, _ = newProm(t, replay(t, "prometheus-2.42.0/query_range-load1.json", 200), func(c *PrometheusConfig) {
-		c.Query, c.Range, c.Step, c.ServerLabel, c.ServerRegex = "x", 5*time.Minute, time.Minute, "instance", `^(.+):9100$`
+		c.Query, c.Range, c.Step, c.ServerLabel, c.ServerRegex = "x", duration.Duration(5*time.Minute), duration.Duration(time.Minute), "instance", `^(.+):9100$`
 	})
 	loads, err = p.Fetch(ctx)
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -38,14 +39,14 @@ type GraphiteConfig struct {
 	Headers map[string]string `yaml:"headers"`
 	TLS     TLSConfig         `yaml:"tls"`
 	// Timeout bounds each HTTP attempt.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout duration.Duration `yaml:"timeout"`
 	// Retries is how many times a failed request (network error, 5xx) is retried.
 	Retries int `yaml:"retries"`
 }
 
 // DefaultGraphiteConfig returns the defaults: from -5min, timeout 5s, 2 retries.
 func DefaultGraphiteConfig() GraphiteConfig {
-	return GraphiteConfig{From: "-5min", Timeout: 5 * time.Second, Retries: 2}
+	return GraphiteConfig{From: "-5min", Timeout: duration.Duration(5 * time.Second), Retries: 2}
 }
 
 // Validate checks the configuration; messages name the yaml field.
@@ -116,7 +117,7 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 		return nil, err
 	}
 	log = orDiscard(log)
-	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: cfg.Timeout}
+	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: time.Duration(cfg.Timeout)}
 	rt, red, err := opts.connect("graphite", cfg.URL)
 	if err != nil {
 		return nil, err
@@ -126,7 +127,7 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 	g := &Graphite{cfg: cfg, rules: rules, asm: newAssembler(log, red, rules), red: red, log: log}
 	g.render = renderURL(cfg)
 	g.shown = red.URL(g.render)
-	g.http = &http.Client{Transport: rt, Timeout: cfg.Timeout}
+	g.http = &http.Client{Transport: rt, Timeout: time.Duration(cfg.Timeout)}
 	return g, nil
 }
 

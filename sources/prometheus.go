@@ -13,6 +13,7 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -24,8 +25,8 @@ type PrometheusConfig struct {
 	Query string `yaml:"query"`
 	// Range, when set, makes a range query over [now-Range, now] with Step; the
 	// aggregation then happens in the weighter. Zero means an instant query.
-	Range time.Duration `yaml:"range"`
-	Step  time.Duration `yaml:"step"`
+	Range duration.Duration `yaml:"range"`
+	Step  duration.Duration `yaml:"step"`
 	// ServerLabel is the label whose value names the server.
 	ServerLabel string `yaml:"server_label"`
 	// ServerRegex rewrites the label value: its first capture group (or the group
@@ -39,12 +40,12 @@ type PrometheusConfig struct {
 	TLS         TLSConfig         `yaml:"tls"`
 	// Timeout bounds one query, request and evaluation. Prometheus is given
 	// four fifths of it, so that a query too slow ends with its own error.
-	Timeout time.Duration `yaml:"timeout"`
+	Timeout duration.Duration `yaml:"timeout"`
 }
 
 // DefaultPrometheusConfig returns the defaults: label "server", timeout 5s.
 func DefaultPrometheusConfig() PrometheusConfig {
-	return PrometheusConfig{ServerLabel: "server", Timeout: 5 * time.Second}
+	return PrometheusConfig{ServerLabel: "server", Timeout: duration.Duration(5 * time.Second)}
 }
 
 // maxPoints is Prometheus' own limit on points per series in a range query.
@@ -126,7 +127,7 @@ func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) 
 		return nil, err
 	}
 	log = orDiscard(log)
-	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: cfg.Timeout}
+	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: time.Duration(cfg.Timeout)}
 	rt, red, err := opts.connect("prometheus", cfg.URL)
 	if err != nil {
 		return nil, err
@@ -146,7 +147,7 @@ func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) 
 
 // Fetch runs the query and returns the series per server.
 func (p *Prometheus) Fetch(ctx context.Context) (weighter.Loads, error) {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Timeout))
 	defer cancel()
 	val, err := p.query(ctx)
 	if err != nil {
@@ -180,7 +181,7 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 	// deadline if sooner), so that a query too slow for it ends with its
 	// "query timed out" reply, in time for us to read it, rather than with our
 	// deadline, which reads like an unreachable server.
-	budget := p.cfg.Timeout
+	budget := time.Duration(p.cfg.Timeout)
 	if d, ok := ctx.Deadline(); ok {
 		budget = min(budget, time.Until(d))
 	}
@@ -188,7 +189,7 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 	if p.cfg.Range == 0 {
 		val, warnings, _, err = p.api.Query(ctx, p.cfg.Query, now, limit)
 	} else {
-		r := v1.Range{Start: now.Add(-p.cfg.Range), End: now, Step: p.cfg.Step}
+		r := v1.Range{Start: now.Add(-time.Duration(p.cfg.Range)), End: now, Step: time.Duration(p.cfg.Step)}
 		val, warnings, _, err = p.api.QueryRange(ctx, p.cfg.Query, r, limit)
 	}
 	if len(warnings) > 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -87,7 +88,7 @@ func TestPrometheusIntegration(t *testing.T) {
 	})
 	t.Run("counter rates, range, extra series dropped by regex", func(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) {
-			c.Query, c.Range, c.Step = "rate(weighter_rx_total[1m])", 5*time.Minute, time.Minute
+			c.Query, c.Range, c.Step = "rate(weighter_rx_total[1m])", duration.Duration(5*time.Minute), duration.Duration(time.Minute)
 			c.ServerRegex = `^(node-\d+)$`
 		})
 		loads, err := p.Fetch(ctx)
@@ -104,14 +105,16 @@ func TestPrometheusIntegration(t *testing.T) {
 		// Prometheus rejects a timeout parameter like "1.2s" (bad_data), which is
 		// how Go prints such a duration: every query failed.
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) {
-			c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", 1500*time.Millisecond
+			c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", duration.Duration(1500*time.Millisecond)
 		})
 		loads, err := p.Fetch(ctx)
 		require.NoError(t, err)
 		assert.Len(t, loads, 2)
 		ctx, cancel := context.WithTimeout(ctx, 2345*time.Millisecond) // a cycle deadline before the timeout
 		defer cancel()
-		p, _ = newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", time.Minute })
+		p, _ = newProm(t, prom.URL, func(c *PrometheusConfig) {
+			c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", duration.Duration(time.Minute)
+		})
 		_, err = p.Fetch(ctx)
 		require.NoError(t, err)
 	})

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // answer serves one fixed Prometheus API reply.
@@ -43,7 +45,7 @@ func TestPrometheusNativeHistograms(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, _ := newProm(t, answer(t, http.StatusOK, c.body), func(cfg *PrometheusConfig) {
-				cfg.Query, cfg.Range, cfg.Step = "x", c.rng, c.rng
+				cfg.Query, cfg.Range, cfg.Step = "x", duration.Duration(c.rng), duration.Duration(c.rng)
 			})
 			loads, err := p.Fetch(context.Background())
 			require.ErrorIs(t, err, ErrBadReply, "loads %v", loads)
@@ -77,7 +79,7 @@ func TestPrometheusSlowQuery(t *testing.T) {
 	// The source's timeout, then a cycle deadline shorter than it: Prometheus
 	// must be told a fraction of whichever ends first.
 	for _, c := range []struct{ timeout, deadline time.Duration }{{time.Second, time.Minute}, {time.Minute, time.Second}} {
-		p, _ := newProm(t, srv.URL, func(cfg *PrometheusConfig) { cfg.Query, cfg.Timeout = "x", c.timeout })
+		p, _ := newProm(t, srv.URL, func(cfg *PrometheusConfig) { cfg.Query, cfg.Timeout = "x", duration.Duration(c.timeout) })
 		ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
 		_, err := p.Fetch(ctx)
 		cancel()

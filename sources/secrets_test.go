@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -91,7 +92,7 @@ type fetcher func(t *testing.T, url string, bearer bool, logs *bytes.Buffer) wei
 
 func graphiteFetcher(t *testing.T, url string, bearer bool, logs *bytes.Buffer) weighter.Source {
 	cfg := DefaultGraphiteConfig()
-	cfg.URL, cfg.Target, cfg.Retries, cfg.Timeout = url, "tcp.*.rx", 1, 300*time.Millisecond
+	cfg.URL, cfg.Target, cfg.Retries, cfg.Timeout = url, "tcp.*.rx", 1, duration.Duration(300*time.Millisecond)
 	cfg.ServerRegex = `^tcp\.(node-\d+)\.rx$`
 	cfg.Headers = map[string]string{"X-Api-Key": secretHeader}
 	if bearer {
@@ -106,7 +107,7 @@ func graphiteFetcher(t *testing.T, url string, bearer bool, logs *bytes.Buffer) 
 
 func prometheusFetcher(t *testing.T, url string, bearer bool, logs *bytes.Buffer) weighter.Source {
 	cfg := DefaultPrometheusConfig()
-	cfg.URL, cfg.Query, cfg.Timeout = url, "up", 300*time.Millisecond
+	cfg.URL, cfg.Query, cfg.Timeout = url, "up", duration.Duration(300*time.Millisecond)
 	cfg.Headers = map[string]string{"X-Api-Key": secretHeader}
 	if bearer {
 		cfg.BearerToken = secretBearer

@@ -107,7 +107,7 @@ func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, 
 			found++
 		}
 		var load float64
-		load, scratch = aggregate(series, c.p.Aggregate, now, c.p.MaxAge, scratch[:0])
+		load, scratch = aggregate(series, c.p.Aggregate, now, time.Duration(c.p.MaxAge), scratch[:0])
 		if raw != nil {
 			raw[k] = load
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // free turns off the guards so that New = the function's raw output.
@@ -122,7 +124,7 @@ func TestPlanMissingMean(t *testing.T) {
 
 func TestPlanStaleSeriesIsMissing(t *testing.T) {
 	p := free()
-	p.MaxAge = time.Minute
+	p.MaxAge = duration.Duration(time.Minute)
 	c := mustController(t, p)
 	loads := loadsAt(t0, 10, 20, 40)
 	loads["s2"] = Series{{Time: t0.Add(-2 * time.Minute), Value: 20}}
@@ -282,7 +284,7 @@ func TestPlanUnknownLoads(t *testing.T) {
 
 func TestPlanSmoothing(t *testing.T) {
 	p := free()
-	p.Smoothing = 10 * time.Second
+	p.Smoothing = duration.Duration(10 * time.Second)
 	p.PanicThreshold = 2
 	c := mustController(t, p)
 	servers := up(9, 9, 9)
@@ -398,7 +400,7 @@ func TestPlanHoldsWithoutWeightableServers(t *testing.T) {
 // server of the same name that comes back later starts fresh.
 func TestPlanForgetsServersThatLeft(t *testing.T) {
 	p := free()
-	p.Smoothing = time.Minute
+	p.Smoothing = duration.Duration(time.Minute)
 	c := mustController(t, p)
 	c.Plan(t0, loadsAt(t0, 1, 2, 3), up(9, 9, 9))
 	c.Commit([]Change{{"s1", 50}, {"s2", 60}, {"s3", 70}})

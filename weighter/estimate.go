@@ -82,7 +82,7 @@ func pointTimes(s Series) (at time.Time, span time.Duration) {
 // last two points (right for Graphite's perSecond, too short for a Prometheus
 // rate over several scrapes).
 func (c *Controller) estimatePerConnection(now time.Time, series Loads, active []*work, loads []float64) {
-	life := c.p.ConnectionLife.Seconds()
+	life := time.Duration(c.p.ConnectionLife).Seconds()
 	then := c.estimateBuf(len(active))
 	sumL, sumC := 0.0, 0.0
 	for i, w := range active {
@@ -90,7 +90,7 @@ func (c *Controller) estimatePerConnection(now time.Time, series Loads, active [
 		e := estimateInput{cur: cur, then: cur}
 		if at, span := pointTimes(series[w.Server]); !at.IsZero() && w.valid() {
 			if c.p.RateWindow > 0 {
-				span = c.p.RateWindow
+				span = time.Duration(c.p.RateWindow)
 			}
 			e.then = sessionsAt(w.mem.hist().sessions, at, span, cur)
 			e.age = max(now.Sub(at).Seconds()+span.Seconds()/2, 0)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // withSessions returns up servers with the given weights and session counts.
@@ -22,7 +24,7 @@ func withSessions(weights []int, sessions ...int) []ServerState {
 // with 20 and 10 sessions now, and returns the new weights.
 func estimateRun(t *testing.T, rateWindow time.Duration) []int {
 	p := free()
-	p.ConnectionLife, p.RateWindow = 30*time.Second, rateWindow
+	p.ConnectionLife, p.RateWindow = duration.Duration(30*time.Second), duration.Duration(rateWindow)
 	c := mustController(t, p)
 	c.Plan(t0.Add(-20*time.Second), nil, withSessions([]int{256, 256}, 30, 10))
 	c.Plan(t0, nil, withSessions([]int{256, 256}, 10, 10))
@@ -65,7 +67,7 @@ func TestConnectionLifeRateWindow(t *testing.T) {
 // the loads as they are.
 func TestConnectionLifeWithoutSessions(t *testing.T) {
 	p := free()
-	p.ConnectionLife = 30 * time.Second
+	p.ConnectionLife = duration.Duration(30 * time.Second)
 	plain := mustController(t, free()).Plan(t0, loadsAt(t0, 10, 40), up(256, 256))
 	est := mustController(t, p).Plan(t0, loadsAt(t0, 10, 40), up(256, 256))
 	assert.Equal(t, plain.Servers, est.Servers)
@@ -75,7 +77,7 @@ func TestConnectionLifeWithoutSessions(t *testing.T) {
 // sessionSamples cycles, and forgotten for a server that left.
 func TestConnectionLifeSessionHistoryIsBounded(t *testing.T) {
 	p := free()
-	p.ConnectionLife = 30 * time.Second
+	p.ConnectionLife = duration.Duration(30 * time.Second)
 	c := mustController(t, p)
 	for i := range 2 * sessionSamples {
 		c.Plan(t0.Add(time.Duration(i)*time.Second), nil, withSessions([]int{9, 9}, i, 1))
@@ -99,7 +101,7 @@ func TestConnectionLifeOffKeepsNoHistory(t *testing.T) {
 
 func TestConnectionLifeValidate(t *testing.T) {
 	p := DefaultPolicy()
-	p.ConnectionLife, p.RateWindow = -time.Second, -time.Second
+	p.ConnectionLife, p.RateWindow = duration.Duration(-time.Second), duration.Duration(-time.Second)
 	err := p.Validate()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "connection_life must be >= 0, got -1s")
@@ -109,7 +111,7 @@ func TestConnectionLifeValidate(t *testing.T) {
 // TestConnectionLifeHugeLoads: an estimate that would overflow falls back to the loads.
 func TestConnectionLifeHugeLoads(t *testing.T) {
 	p := free()
-	p.ConnectionLife = 30 * time.Second
+	p.ConnectionLife = duration.Duration(30 * time.Second)
 	loads := loadsAt(t0, 1e308, 1e308, 1)
 	plain := mustController(t, free()).Plan(t0, loads, withSessions([]int{9, 9, 9}, 1, 1, 5))
 	est := mustController(t, p).Plan(t0, loads, withSessions([]int{9, 9, 9}, 1, 1, 5))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // floats decodes b as little-endian float64s: any bit pattern, NaN and Inf included.
@@ -117,7 +119,7 @@ func fuzzPolicy(flags uint16) Policy {
 		p.DrainAbove, p.ResumeBelow = 100, 50
 	}
 	if flags&16 != 0 {
-		p.Smoothing = 10 * time.Second
+		p.Smoothing = duration.Duration(10 * time.Second)
 	}
 	if flags&32 != 0 {
 		p.Deadband, p.MaxStep = 0, 0

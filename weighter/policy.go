@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // Policy is the per-backend configuration of the weighting engine: which function
@@ -26,7 +28,7 @@ type Policy struct {
 	// Aggregate reduces a series to one load: last, avg, max or median.
 	Aggregate string `yaml:"aggregate" json:"aggregate"`
 	// MaxAge: a series whose newest valid point is older counts as missing (0 = no limit).
-	MaxAge time.Duration `yaml:"max_age" json:"max_age"`
+	MaxAge duration.Duration `yaml:"max_age" json:"max_age"`
 	// Missing says what to do with a server without valid data: keep or mean.
 	Missing string `yaml:"missing" json:"missing"`
 	// MinCoverage (0..1) is the share of servers that must have data, else the backend holds.
@@ -36,7 +38,7 @@ type Policy struct {
 	// MaxStep (> 1, 0 = off) is the largest factor one cycle may move a weight by.
 	MaxStep float64 `yaml:"max_step" json:"max_step"`
 	// Smoothing is the half-life of the per-server EWMA of the load (0 = off).
-	Smoothing time.Duration `yaml:"smoothing" json:"smoothing"`
+	Smoothing duration.Duration `yaml:"smoothing" json:"smoothing"`
 	// PanicThreshold (> 1, 0 = off): a raw load above this multiple of the mean
 	// bypasses the smoothing at once.
 	PanicThreshold float64 `yaml:"panic_threshold" json:"panic_threshold"`
@@ -50,11 +52,11 @@ type Policy struct {
 	// When set, each server's load is turned into an estimate of its load per
 	// open connection now, from the session counts the target reports every
 	// cycle (ServerState.Sessions, HAProxy's scur): see estimatePerConnection.
-	ConnectionLife time.Duration `yaml:"connection_life" json:"connection_life"`
+	ConnectionLife duration.Duration `yaml:"connection_life" json:"connection_life"`
 	// RateWindow is the window of the rate the source returns (the [20s] of a
 	// PromQL rate), used with ConnectionLife to date the data; 0 = the gap
 	// between the last two points.
-	RateWindow time.Duration `yaml:"rate_window" json:"rate_window"`
+	RateWindow duration.Duration `yaml:"rate_window" json:"rate_window"`
 	// ManageOperatorStates lets the engine weight servers an operator set to drain or maint.
 	ManageOperatorStates bool `yaml:"manage_operator_states" json:"manage_operator_states"`
 }
@@ -78,7 +80,7 @@ func DefaultPolicy() Policy {
 		Gain:           0.5,
 		MaxWeight:      MaxWeight,
 		Aggregate:      AggregateLast,
-		MaxAge:         5 * time.Minute,
+		MaxAge:         duration.Duration(5 * time.Minute),
 		Missing:        MissingKeep,
 		MinCoverage:    0.5,
 		Deadband:       2,

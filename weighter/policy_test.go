@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"gopkg.in/yaml.v3"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 func TestDefaultPolicyIsValid(t *testing.T) {
@@ -36,14 +38,14 @@ func TestValidateRejects(t *testing.T) {
 		{"max weight 257", func(p *Policy) { p.MaxWeight = 257 }, "max_weight must be in 1..256, got 257"},
 		{"unknown aggregate", func(p *Policy) { p.Aggregate = "p99" },
 			`aggregate "p99" is unknown, valid: last, avg, max, median`},
-		{"negative max age", func(p *Policy) { p.MaxAge = -time.Second }, "max_age must be >= 0, got -1s"},
+		{"negative max age", func(p *Policy) { p.MaxAge = duration.Duration(-time.Second) }, "max_age must be >= 0, got -1s"},
 		{"unknown missing", func(p *Policy) { p.Missing = "zero" }, `missing "zero" is unknown, valid: keep, mean`},
 		{"coverage above 1", func(p *Policy) { p.MinCoverage = 1.5 }, "min_coverage must be in 0..1, got 1.5"},
 		{"coverage negative", func(p *Policy) { p.MinCoverage = -0.1 }, "min_coverage must be in 0..1, got -0.1"},
 		{"deadband negative", func(p *Policy) { p.Deadband = -1 }, "deadband must be in 0..256, got -1"},
 		{"max step 1", func(p *Policy) { p.MaxStep = 1 }, "max_step must be > 1 (or 0 = off), got 1"},
 		{"max step negative", func(p *Policy) { p.MaxStep = -2 }, "max_step must be > 1 (or 0 = off), got -2"},
-		{"smoothing negative", func(p *Policy) { p.Smoothing = -time.Second }, "smoothing must be >= 0, got -1s"},
+		{"smoothing negative", func(p *Policy) { p.Smoothing = duration.Duration(-time.Second) }, "smoothing must be >= 0, got -1s"},
 		{"panic threshold 1", func(p *Policy) { p.PanicThreshold = 1 }, "panic_threshold must be > 1 (or 0 = off), got 1"},
 		{"drain above negative", func(p *Policy) { p.DrainAbove = -1 }, "drain_above must be >= 0, got -1"},
 		{"resume without drain", func(p *Policy) { p.ResumeBelow = 5 },
@@ -108,7 +110,7 @@ func TestPolicyYAMLOverDefaults(t *testing.T) {
 	dec.KnownFields(true)
 	require.NoError(t, dec.Decode(&p))
 	want := DefaultPolicy()
-	want.Function, want.MaxAge, want.Smoothing, want.DrainAbove, want.ResumeBelow = "feedback", 30*time.Second, time.Minute, 900, 700
+	want.Function, want.MaxAge, want.Smoothing, want.DrainAbove, want.ResumeBelow = "feedback", duration.Duration(30*time.Second), duration.Duration(time.Minute), 900, 700
 	assert.Equal(t, want, p)
 	require.NoError(t, p.Validate())
 }

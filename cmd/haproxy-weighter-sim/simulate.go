@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -69,7 +70,7 @@ func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
 	fl.Float64Var(&p.Gain, "gain", p.Gain, "custom row: feedback gain")
 	fl.IntVar(&p.Deadband, "deadband", p.Deadband, "custom row: deadband")
 	fl.Float64Var(&p.MaxStep, "max-step", p.MaxStep, "custom row: max step")
-	fl.DurationVar(&p.Smoothing, "smoothing", p.Smoothing, "custom row: smoothing half-life")
+	fl.DurationVar((*time.Duration)(&p.Smoothing), "smoothing", time.Duration(p.Smoothing), "custom row: smoothing half-life")
 }
 
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
