@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -32,7 +33,7 @@ func TestShedKeysOverDefaults(t *testing.T) {
 	p, on := c.Backends[0].ShedPolicy()
 	require.True(t, on)
 	want := weighter.DefaultShed()
-	want.Above, want.For, want.MaxPerMinute, want.MaxShare, want.MinAge, want.Cooldown = 1.5, 3, 2, 0.02, time.Minute, 2*time.Minute
+	want.Above, want.For, want.MaxPerMinute, want.MaxShare, want.MinAge, want.Cooldown = 1.5, 3, 2, 0.02, duration.Duration(time.Minute), duration.Duration(2*time.Minute)
 	assert.Equal(t, want, p)
 
 	p, on = c.Backends[1].ShedPolicy()

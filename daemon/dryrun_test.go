@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -88,7 +89,7 @@ func newDryFixture(t *testing.T, dry bool, servers ...string) *dryFixture {
 	}
 	log := slog.New(slog.NewTextHandler(&lockedWriter{b: f.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	clock := newFakeClock()
-	f.d = New(&config.Config{Interval: 10 * time.Second}, Options{Log: log, Clock: clock, Registry: f.reg})
+	f.d = New(&config.Config{Interval: duration.Duration(10 * time.Second)}, Options{Log: log, Clock: clock, Registry: f.reg})
 	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}, Kind: "haproxy", dryRun: dry}
 	f.r = newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second}, clock, f.d.metrics, log)
 	f.d.metrics.Init("be")

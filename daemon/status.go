@@ -79,7 +79,7 @@ const maxUnknownShown = 20
 // status serves the status page.
 func (d *Daemon) status(w http.ResponseWriter, _ *http.Request) {
 	now := d.clock.Now()
-	v := statusView{Now: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds(d.config().Interval)}
+	v := statusView{Now: now.UTC().Format(time.RFC3339), Refresh: refreshSeconds(time.Duration(d.config().Interval))}
 	v.Ready, v.NotReady = d.Ready()
 	if g := d.current(); g != nil {
 		for _, r := range g.runners {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -472,7 +473,7 @@ func ShedGrid() []weighter.ShedPolicy {
 			for _, pm := range []int{1, 2, 4} {
 				for _, progress := range []float64{0, 0.1} {
 					p := weighter.DefaultShed()
-					p.Above, p.For, p.MaxPerMinute, p.MinAge, p.Progress = above, n, pm, 10*time.Second, progress
+					p.Above, p.For, p.MaxPerMinute, p.MinAge, p.Progress = above, n, pm, duration.Duration(10*time.Second), progress
 					out = append(out, p)
 				}
 			}

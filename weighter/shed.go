@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // ShedPolicy bounds session shedding on one backend: closing the heaviest
@@ -31,11 +33,11 @@ type ShedPolicy struct {
 	// closed in one cycle: at most floor(MaxShare × sessions).
 	MaxShare float64 `yaml:"max_share" json:"max_share"`
 	// MinAge: a session younger than this is never closed.
-	MinAge time.Duration `yaml:"min_age" json:"min_age"`
+	MinAge duration.Duration `yaml:"min_age" json:"min_age"`
 	// Cooldown: a session from a client address (IP, any port) closed less
 	// than this long ago is never closed again, so that a client that always
 	// sends a heavy stream is not bounced from server to server.
-	Cooldown time.Duration `yaml:"cooldown" json:"cooldown"`
+	Cooldown duration.Duration `yaml:"cooldown" json:"cooldown"`
 	// Progress (0 <= p < 1): the weights count as bringing a hot server down,
 	// and nothing is closed, while its excess over the mean (load/mean − 1)
 	// shrank by more than this share over its last For cycles (0: while it
@@ -53,8 +55,8 @@ func DefaultShed() ShedPolicy {
 		For:          2,
 		MaxPerMinute: 4,
 		MaxShare:     0.02,
-		MinAge:       10 * time.Second,
-		Cooldown:     10 * time.Minute,
+		MinAge:       duration.Duration(10 * time.Second),
+		Cooldown:     duration.Duration(10 * time.Minute),
 		Progress:     0,
 	}
 }
@@ -295,7 +297,7 @@ func (s *Shedder) forget(now time.Time) {
 	}
 	s.recent = keep
 	for addr, t := range s.clients {
-		if now.Sub(t) >= s.p.Cooldown {
+		if now.Sub(t) >= time.Duration(s.p.Cooldown) {
 			delete(s.clients, addr)
 		}
 	}
@@ -384,7 +386,7 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, session
 		switch {
 		case !(c.Rate > 0) || isInf(c.Rate):
 			unmeasured++
-		case c.Age < s.p.MinAge:
+		case c.Age < time.Duration(s.p.MinAge):
 			young++
 		case !ok || s.cooling(now, addr):
 			cooling++
@@ -437,7 +439,7 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, session
 // cooling reports whether a session of addr was closed within the cooldown.
 func (s *Shedder) cooling(now time.Time, addr string) bool {
 	last, ok := s.clients[addr]
-	return ok && now.Sub(last) < s.p.Cooldown
+	return ok && now.Sub(last) < time.Duration(s.p.Cooldown)
 }
 
 // shedMean is the mean and the least load of the servers with valid data

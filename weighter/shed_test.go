@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 func mustShedder(t testing.TB, p ShedPolicy) *Shedder {
@@ -194,7 +196,7 @@ func TestShedGuards(t *testing.T) {
 
 func TestShedCooldownAndRate(t *testing.T) {
 	p := DefaultShed()
-	p.For, p.MaxShare, p.MaxPerMinute, p.Cooldown, p.Progress = 1, 1, 1, 10*time.Minute, 0
+	p.For, p.MaxShare, p.MaxPerMinute, p.Cooldown, p.Progress = 1, 1, 1, duration.Duration(10*time.Minute), 0
 	s := mustShedder(t, p)
 	in := ShedInput{Servers: shedServers(3000, 1000, 1000, 1000), Sessions: []ShedSession{
 		{ID: "0x1", Server: "s1", Client: "2001:db8::1:4000", Age: time.Hour, Rate: 1200},
@@ -274,8 +276,8 @@ func TestShedProperties(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 0x5ed))
 		p := ShedPolicy{
 			Above: 1 + rng.Float64()*1.5, For: 1 + rng.IntN(4), MaxPerMinute: 1 + rng.IntN(4),
-			MaxShare: []float64{0.01, 0.02, 0.1, 1}[rng.IntN(4)], MinAge: time.Duration(rng.IntN(120)) * time.Second,
-			Cooldown: time.Duration(rng.IntN(600)) * time.Second, Progress: rng.Float64() * 0.5,
+			MaxShare: []float64{0.01, 0.02, 0.1, 1}[rng.IntN(4)], MinAge: duration.Duration(time.Duration(rng.IntN(120)) * time.Second),
+			Cooldown: duration.Duration(time.Duration(rng.IntN(600)) * time.Second), Progress: rng.Float64() * 0.5,
 		}
 		s, twin := mustShedder(t, p), mustShedder(t, p)
 		servers := 2 + rng.IntN(6)
@@ -337,14 +339,14 @@ func TestShedProperties(t *testing.T) {
 				c := sh.Session
 				assert.Less(t, lowest+factor*c.Rate, p.Above*mean, "a session the least loaded server cannot take: "+where)
 				assert.Equal(t, plan.Server, c.Server, "one server per cycle: "+where)
-				assert.GreaterOrEqual(t, c.Age, p.MinAge, "min_age: "+where)
+				assert.GreaterOrEqual(t, c.Age, time.Duration(p.MinAge), "min_age: "+where)
 				assert.True(t, c.Rate > 0 && !math.IsInf(c.Rate, 0), where)
 				addr, ok := clientAddr(c.Client)
 				require.True(t, ok, where)
 				assert.False(t, addrs[addr], "same client twice in a cycle: "+where)
 				addrs[addr] = true
 				if last, seen := lastShed[addr]; seen {
-					assert.GreaterOrEqual(t, now.Sub(last), p.Cooldown, "cooldown: "+where)
+					assert.GreaterOrEqual(t, now.Sub(last), time.Duration(p.Cooldown), "cooldown: "+where)
 				}
 				for _, x := range []float64{sh.Ratio, sh.After} {
 					assert.False(t, math.IsNaN(x) || math.IsInf(x, 0), where)

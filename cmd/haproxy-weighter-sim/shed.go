@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -19,8 +20,8 @@ func addShedFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.IntVar(&p.For, "shed-for", p.For, "shedding: cycles a server must stay hot")
 	fl.IntVar(&p.MaxPerMinute, "shed-max-per-minute", p.MaxPerMinute, "shedding: most sessions closed per backend within any minute")
 	fl.Float64Var(&p.MaxShare, "shed-max-share", p.MaxShare, "shedding: largest share of the backend's sessions closed per cycle")
-	fl.DurationVar(&p.MinAge, "shed-min-age", p.MinAge, "shedding: never close a session younger than this")
-	fl.DurationVar(&p.Cooldown, "shed-cooldown", p.Cooldown, "shedding: never close a session of the same client address again within this")
+	fl.DurationVar((*time.Duration)(&p.MinAge), "shed-min-age", time.Duration(p.MinAge), "shedding: never close a session younger than this")
+	fl.DurationVar((*time.Duration)(&p.Cooldown), "shed-cooldown", time.Duration(p.Cooldown), "shedding: never close a session of the same client address again within this")
 	fl.Float64Var(&p.Progress, "shed-progress", p.Progress, "shedding: wait while the hot server's excess over the mean shrank by at least this share over the last --shed-for cycles")
 }
 
