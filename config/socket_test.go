@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 // A backend's own haproxy block is its socket; the others keep the
@@ -27,9 +28,9 @@ backends:
 		t.Fatal(err)
 	}
 	want := []haproxy.Config{
-		{Socket: "/run/a.sock", Timeout: 3 * time.Second},
-		{Socket: "/run/b.sock", Timeout: 3 * time.Second},
-		{Socket: "127.0.0.1:9999", Timeout: time.Second},
+		{Socket: "/run/a.sock", Timeout: duration.Duration(3 * time.Second)},
+		{Socket: "/run/b.sock", Timeout: duration.Duration(3 * time.Second)},
+		{Socket: "127.0.0.1:9999", Timeout: duration.Duration(time.Second)},
 	}
 	for i, w := range want {
 		if got := c.SocketOf(&c.Backends[i]); got != w {
