@@ -38,6 +38,9 @@ type Config struct {
 	Jitter float64 `yaml:"jitter"`
 	// Listen is the address of /metrics, /healthz and /readyz; empty disables them.
 	Listen string `yaml:"listen"`
+	// Peers are the listen URLs of the daemons on the other balancers in
+	// front of the same servers, whose fast readings this one adds to its own.
+	Peers []string `yaml:"peers"`
 	// RestoreOnExit writes back, on shutdown, the weights read at start.
 	RestoreOnExit bool `yaml:"restore_on_exit"`
 	// HAProxy is the runtime socket shared by every HAProxy backend.
@@ -119,6 +122,9 @@ func (c *Config) Validate() error {
 	}
 	if err := checkListen(c.Listen); err != nil {
 		add(err, "listen")
+	}
+	for _, p := range c.checkPeers() {
+		add(p.err, "peers", p.index)
 	}
 	if len(c.Backends) == 0 {
 		add(errors.New("backends: at least one backend is required"), "backends")

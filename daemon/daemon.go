@@ -43,6 +43,10 @@ type Daemon struct {
 	// before the daemon's first write (restore.go). It outlives reloads.
 	startWeights *startWeights
 
+	// peers publishes the backends' own fast readings and fetches the
+	// other balancers' daemons' (peers.go). It outlives reloads.
+	peers *peerSet
+
 	mu    sync.Mutex
 	group *group // the runners of the configuration in force
 }
@@ -63,7 +67,7 @@ func New(cfg *config.Config, o Options) *Daemon {
 	}
 	d := &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
 		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
-		startWeights: newStartWeights(o.Log)}
+		startWeights: newStartWeights(o.Log), peers: newPeerSet(o.Registry, o.Log)}
 	d.metrics.WatchSockets(d.socketStates)
 	return d
 }

@@ -78,6 +78,9 @@ type buildOptions struct {
 	// firstWait makes a unit's first fast read wait this long for a second
 	// one: a single cycle (once) has no earlier read to take a rate from.
 	firstWait time.Duration
+	// peers, when set, adds the other balancers' readings to each backend's
+	// fast signal (peers.go).
+	peers *peerSet
 }
 
 // wrapFast makes src the external side of a Fresh source over the
@@ -91,7 +94,11 @@ func wrapFast(b config.Backend, hb *haproxy.Backend, src weighter.Source, o buil
 		// the 2 s cycle must not decide whether it may calibrate.
 		ext = newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
 	}
-	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: local, External: ext, Calibrate: b.Calibrates(),
+	var fast weighter.LocalReader = local
+	if o.peers != nil {
+		fast = newPeeredReader(local, b.Name, o.peers)
+	}
+	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: fast, External: ext, Calibrate: b.Calibrates(),
 		Calibration: policy, StepWindow: w.FromStep, Refresh: time.Duration(b.Calibration.Refresh), FirstWait: o.firstWait})
 	if err != nil {
 		return nil, fmt.Errorf("fast signal: %w", err)

@@ -24,6 +24,7 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 		d.updateReady()
 		metrics.ServeHTTP(w, r)
 	})
+	mux.Handle(PeerPath, d.peers)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if r := d.stuck(); r != nil {
 			http.Error(w, fmt.Sprintf("backend %s: loop stuck, no cycle ended for more than 2 intervals + timeout",

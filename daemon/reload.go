@@ -18,7 +18,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	cfg, err := d.reload()
 	var units []*Unit
 	if err == nil {
-		units, err = Build(cfg, d.log)
+		units, err = build(cfg, d.log, buildOptions{peers: d.peers})
 	}
 	if err != nil {
 		d.log.Error("config reload rejected, keeping the old configuration", "err", err)
@@ -46,6 +46,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	d.mu.Lock()
 	d.cfg = cfg
 	d.mu.Unlock()
+	d.startPeers(ctx, cfg)
 	d.start(ctx, units, prev)
 	d.log.Info("config reloaded", "backends", len(cfg.Backends))
 	d.metrics.SetReloadSuccess(true)

@@ -16,10 +16,12 @@ import (
 // operator must learn that HAProxy kept the daemon's weights (drains
 // included) after it stopped. A value on hup reloads the configuration.
 func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
-	units, err := Build(d.cfg, d.log)
+	units, err := build(d.cfg, d.log, buildOptions{peers: d.peers})
 	if err != nil {
 		return err
 	}
+	d.startPeers(ctx, d.cfg)
+	defer d.peers.stop()
 	d.metrics.SetReloadSuccess(true)
 	if d.cfg.Listen != "" {
 		stop, err := d.serve(ctx, d.cfg.Listen, d.handler(d.reg))

@@ -37,6 +37,9 @@ type LocalRead struct {
 	// Dead is non-nil when the reader found the signal dead: connections
 	// open on the servers and no byte of theirs moving for several reads.
 	Dead error
+	// Peers says, when the read adds other balancers' readings (peers), which
+	// were added and which left out; "" without peers.
+	Peers string
 }
 
 // LocalReader reads the fast local signal of one backend (HAProxy's

@@ -59,6 +59,9 @@ type Signal struct {
 	ExternalAge time.Duration `json:"-"`
 	// Servers are the fast inputs of each server with a fast load.
 	Servers map[string]FastInput `json:"servers,omitempty"`
+	// Peers says which other balancers' readings the fast signal includes
+	// ("" without peers).
+	Peers string `json:"peers,omitempty"`
 	// Uncalibrated counts the servers weighted by the fast signal alone
 	// although calibration is on (no usable external point, or expired).
 	Uncalibrated int `json:"uncalibrated"`
@@ -193,7 +196,7 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	cur, ok, ferr := f.readFast(ctx, names)
 	sig := f.signal()
 	if ok {
-		sig.Streams, sig.FastAge = cur.Streams, cur.Age
+		sig.Streams, sig.FastAge, sig.Peers = cur.Streams, cur.Age, cur.Peers
 	}
 	live := f.state == FastLive
 	// External: every cycle when it is the load, else every Refresh; a
@@ -260,6 +263,9 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 			sig.Uncalibrated++
 		}
 		in.Note = fastNote(in, f.cfg.Calibrate)
+		if cur.Peers != "" {
+			in.Note += "; " + cur.Peers
+		}
 		inputs[name] = in
 	}
 	sig.Servers = inputs

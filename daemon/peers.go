@@ -1,0 +1,449 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// Peers: with several balancers in front of the same servers, each daemon
+// sees only its own balancer's share of the fresh load; the others' reaches
+// it through the external metric, 15-60 s late, while connections turn over
+// every 30 s (docs/fresh-by-default.md: 47 % of the gap with its own signal,
+// 80 % with every balancer's). So each daemon publishes its own per-server
+// fast readings at PeerPath, fetches its peers' in the background, and adds
+// the fresh ones to its own signal: rates and sessions summed per server,
+// the peers' rates integrated into the byte counter its calibration takes.
+// A peer that is down, slow, stale, answers garbage or is this daemon itself
+// is left out, in the plan's reason, haproxy_weighter_peer_up and one log
+// line per change.
+
+// PeerPath is where a daemon serves its own fast readings to its peers.
+const PeerPath = "/peer/fast"
+
+// peerMaxBody bounds a peer's answer (a few hundred bytes per server).
+const peerMaxBody = 4 << 20
+
+// peerAnswer is what PeerPath serves: this daemon's own readings (never its
+// peers'), per backend.
+type peerAnswer struct {
+	// Instance is a random id of the daemon process, so that a daemon listed
+	// as its own peer is recognised and left out rather than counted twice.
+	Instance string                     `json:"instance"`
+	Backends map[string]peerBackendRead `json:"backends"`
+}
+
+// peerBackendRead is one backend's newest reading of its own balancer.
+type peerBackendRead struct {
+	// AgeSeconds is how old the reading was when served (the reader's clock:
+	// the peer's clock is never compared with it).
+	AgeSeconds float64 `json:"age_seconds"`
+	// SpanSeconds is the span its rates and session means cover.
+	SpanSeconds float64                   `json:"span_seconds"`
+	Servers     map[string]peerServerRead `json:"servers"`
+}
+
+// peerServerRead is one server's fast reading on one balancer.
+type peerServerRead struct {
+	BytesPerSecond float64 `json:"bytes_per_second"`
+	Sessions       float64 `json:"sessions"`
+}
+
+func (a *peerAnswer) validate() error {
+	if a.Instance == "" {
+		return errors.New("no instance")
+	}
+	bad := func(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) || v < 0 }
+	for name, b := range a.Backends {
+		if bad(b.AgeSeconds) || bad(b.SpanSeconds) || b.SpanSeconds == 0 {
+			return fmt.Errorf("backend %q: age %g s, span %g s", name, b.AgeSeconds, b.SpanSeconds)
+		}
+		for s, r := range b.Servers {
+			if bad(r.BytesPerSecond) || bad(r.Sessions) {
+				return fmt.Errorf("backend %q server %q: %g B/s, %g sessions", name, s, r.BytesPerSecond, r.Sessions)
+			}
+		}
+	}
+	return nil
+}
+
+// ownRead is a backend's newest own reading, as published.
+type ownRead struct {
+	at      time.Time
+	span    time.Duration
+	servers map[string]peerServerRead
+}
+
+// peerTiming is how often peers are asked and when a reading is too old.
+type peerTiming struct {
+	// Poll is the time between two asks of one peer: a quarter of the
+	// interval, so that a reading reaches the other daemons well within a
+	// cycle of it being made.
+	Poll time.Duration
+	// Timeout bounds one ask (half the interval): a slow peer is left out,
+	// never waited for by a cycle, which only takes what was fetched.
+	Timeout time.Duration
+	// Interval is the daemon's: a reading older than 3 intervals (or twice
+	// its own span, when dumps are spaced wider) is stale.
+	Interval time.Duration
+}
+
+func timingFor(interval time.Duration) peerTiming {
+	return peerTiming{Poll: interval / 4, Timeout: interval / 2, Interval: interval}
+}
+
+// staleAfter is the age beyond which a reading over span is left out.
+func (t peerTiming) staleAfter(span time.Duration) time.Duration {
+	return max(3*t.Interval, 2*span)
+}
+
+// peerSet is the daemon's side of peering: the readings it publishes and its
+// peers' it fetches. It outlives reloads; set changes the peers.
+type peerSet struct {
+	instance string
+	log      *slog.Logger
+	client   *http.Client
+	now      func() time.Time
+
+	up    *prometheus.GaugeVec // per peer: 1 when its readings are added
+	added *prometheus.GaugeVec // per backend: peers added in the last cycle
+
+	mu     sync.Mutex
+	own    map[string]ownRead // per backend
+	peers  map[string]*peer   // per URL
+	timing peerTiming
+}
+
+func newPeerSet(reg prometheus.Registerer, log *slog.Logger) *peerSet {
+	id := make([]byte, 8)
+	_, _ = rand.Read(id) // never fails (crypto/rand)
+	p := &peerSet{instance: hex.EncodeToString(id), log: log, now: time.Now,
+		client: &http.Client{}, own: map[string]ownRead{}, peers: map[string]*peer{},
+		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "haproxy_weighter_peer_up",
+			Help: "1 when the peer's fresh readings are added to this daemon's fast signal, 0 when it is left out (down, slow, stale, garbage, itself)."}, []string{"peer"}),
+		added: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "haproxy_weighter_backend_peers_added",
+			Help: "Peers whose readings the backend's last cycle added to its own fast signal."}, []string{"backend"}),
+	}
+	reg.MustRegister(p.up, p.added)
+	return p
+}
+
+// peer is one other daemon, fetched in the background.
+type peer struct {
+	url    string
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	answer  *peerAnswer
+	asked   time.Time // when the answer was asked for
+	problem string    // why the peer is left out ("" = it is not)
+	logged  string    // the problem the log last said ("" = fine)
+}
+
+// set starts polling the peers in urls and stops those no longer in it. ctx
+// bounds every poller.
+func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t := timingFor(interval)
+	for u, pr := range p.peers {
+		if !slices.Contains(urls, u) || t != p.timing {
+			pr.cancel()
+			<-pr.done
+			delete(p.peers, u)
+			p.up.DeleteLabelValues(u)
+		}
+	}
+	p.timing = t
+	for _, u := range urls {
+		if _, ok := p.peers[u]; ok {
+			continue
+		}
+		pctx, cancel := context.WithCancel(ctx)
+		pr := &peer{url: u, cancel: cancel, done: make(chan struct{}), problem: "not asked yet", logged: "not asked yet"}
+		p.peers[u] = pr
+		p.up.WithLabelValues(u).Set(0)
+		go p.poll(pctx, pr, t)
+	}
+}
+
+// stop ends every poller.
+func (p *peerSet) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for u, pr := range p.peers {
+		pr.cancel()
+		<-pr.done
+		delete(p.peers, u)
+	}
+}
+
+func (p *peerSet) poll(ctx context.Context, pr *peer, t peerTiming) {
+	defer close(pr.done)
+	for {
+		p.fetch(ctx, pr, t)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(t.Poll):
+		}
+	}
+}
+
+// fetch asks one peer for its readings and keeps the answer, or why it is
+// left out.
+func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
+	asked := p.now()
+	a, err := p.ask(ctx, pr.url, t.Timeout)
+	if ctx.Err() != nil {
+		return // stopped: not the peer's fault
+	}
+	pr.mu.Lock()
+	switch {
+	case err != nil:
+		pr.answer, pr.problem = nil, err.Error()
+	case a.Instance == p.instance:
+		pr.answer, pr.problem = nil, "this daemon itself"
+	default:
+		pr.answer, pr.asked, pr.problem = a, asked, ""
+		for name, b := range a.Backends {
+			age := time.Duration(b.AgeSeconds * float64(time.Second))
+			if span := time.Duration(b.SpanSeconds * float64(time.Second)); age > t.staleAfter(span) {
+				pr.problem = fmt.Sprintf("stale: backend %s's reading is %s old", name, age.Round(time.Millisecond))
+				break
+			}
+		}
+	}
+	problem, changed := pr.problem, pr.problem != pr.logged
+	pr.logged = problem
+	pr.mu.Unlock()
+	if problem == "" {
+		p.up.WithLabelValues(pr.url).Set(1)
+	} else {
+		p.up.WithLabelValues(pr.url).Set(0)
+	}
+	switch {
+	case !changed:
+	case problem == "":
+		p.log.Info("peer readings added to the fast signal", "peer", pr.url)
+	default:
+		p.log.Warn("peer left out of the fast signal", "peer", pr.url, "why", problem)
+	}
+}
+
+// ask GETs url's PeerPath within timeout and checks the answer.
+func (p *peerSet) ask(ctx context.Context, base string, timeout time.Duration) (*peerAnswer, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+PeerPath, nil)
+	if err != nil {
+		return nil, fmt.Errorf("request: %w", err)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("down: no answer within %s", timeout)
+		}
+		return nil, fmt.Errorf("down: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("down: HTTP %s", resp.Status)
+	}
+	var a peerAnswer
+	if err := json.NewDecoder(io.LimitReader(resp.Body, peerMaxBody)).Decode(&a); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("down: answer not read within %s", timeout)
+		}
+		return nil, fmt.Errorf("garbage: %w", err)
+	}
+	if err := a.validate(); err != nil {
+		return nil, fmt.Errorf("garbage: %w", err)
+	}
+	return &a, nil
+}
+
+// publish keeps the backend's newest own reading for the peers.
+func (p *peerSet) publish(backend string, r weighter.LocalRead) {
+	if r.Since.IsZero() || r.Dead != nil {
+		return // no rate yet, or a dead signal: nothing a peer can add
+	}
+	servers := make(map[string]peerServerRead, len(r.Servers))
+	for name, c := range r.Servers {
+		if !c.Reset {
+			servers[name] = peerServerRead{BytesPerSecond: c.Rate, Sessions: c.Sessions}
+		}
+	}
+	p.mu.Lock()
+	p.own[backend] = ownRead{at: r.At, span: r.At.Sub(r.Since), servers: servers}
+	p.mu.Unlock()
+}
+
+// forget drops the published readings of backends not in keep.
+func (p *peerSet) forget(keep []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name := range p.own {
+		if !slices.Contains(keep, name) {
+			delete(p.own, name)
+		}
+	}
+}
+
+// ServeHTTP serves this daemon's own readings (PeerPath).
+func (p *peerSet) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	now := p.now()
+	a := peerAnswer{Instance: p.instance, Backends: map[string]peerBackendRead{}}
+	p.mu.Lock()
+	for name, r := range p.own {
+		a.Backends[name] = peerBackendRead{AgeSeconds: max(now.Sub(r.at), 0).Seconds(),
+			SpanSeconds: r.span.Seconds(), Servers: r.servers}
+	}
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(a)
+}
+
+// peerReading is one peer's fresh reading of a backend.
+type peerReading struct {
+	peer    string
+	servers map[string]peerServerRead
+}
+
+// readings returns the fresh readings of backend from every peer, and a note
+// for the plan's reason saying which were added and why others were left out.
+func (p *peerSet) readings(backend string) ([]peerReading, string) {
+	p.mu.Lock()
+	peers := slices.Sorted(maps.Keys(p.peers))
+	all, t := p.peers, p.timing
+	p.mu.Unlock()
+	if len(peers) == 0 {
+		return nil, ""
+	}
+	now := p.now()
+	var out []peerReading
+	var left []string
+	for _, u := range peers {
+		pr := all[u]
+		pr.mu.Lock()
+		a, asked, problem := pr.answer, pr.asked, pr.problem
+		pr.mu.Unlock()
+		if a == nil || problem != "" {
+			left = append(left, fmt.Sprintf("%s: %s", u, problem))
+			continue
+		}
+		b, ok := a.Backends[backend]
+		if !ok {
+			left = append(left, fmt.Sprintf("%s: no reading of backend %s", u, backend))
+			continue
+		}
+		age := now.Sub(asked) + time.Duration(b.AgeSeconds*float64(time.Second))
+		if span := time.Duration(b.SpanSeconds * float64(time.Second)); age > t.staleAfter(span) {
+			left = append(left, fmt.Sprintf("%s: stale (%s old)", u, age.Round(time.Millisecond)))
+			continue
+		}
+		out = append(out, peerReading{peer: u, servers: b.Servers})
+	}
+	p.added.WithLabelValues(backend).Set(float64(len(out)))
+	note := fmt.Sprintf("peers %d of %d added", len(out), len(peers))
+	if len(left) > 0 {
+		note += " (left out: " + strings.Join(left, "; ") + ")"
+	}
+	return out, note
+}
+
+// peeredReader is a backend's fast reader with its peers' readings added:
+// per server, their rates and sessions to its own, and their rates over its
+// own read span to its byte counter (which then never goes back, whichever
+// peers come and go).
+type peeredReader struct {
+	own     weighter.LocalReader
+	backend string
+	peers   *peerSet
+
+	mu     sync.Mutex
+	lastAt time.Time
+	added  map[string]float64 // per server: the peers' bytes added so far
+}
+
+var _ weighter.LocalReader = (*peeredReader)(nil)
+
+func newPeeredReader(own weighter.LocalReader, backend string, peers *peerSet) *peeredReader {
+	return &peeredReader{own: own, backend: backend, peers: peers, added: map[string]float64{}}
+}
+
+// ReadLocal reads the own signal, publishes it, and adds the peers'.
+func (r *peeredReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+	cur, err := r.own.ReadLocal(ctx, servers)
+	if err != nil {
+		return cur, err
+	}
+	r.peers.publish(r.backend, cur)
+	got, note := r.peers.readings(r.backend)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	span := 0.0
+	if !cur.Since.IsZero() && cur.At.After(r.lastAt) {
+		span = cur.At.Sub(cur.Since).Seconds()
+		r.lastAt = cur.At
+	}
+	out := cur
+	out.Peers = note
+	out.Servers = make(map[string]weighter.LocalCounter, len(cur.Servers))
+	for name, c := range cur.Servers {
+		rate, sess := 0.0, 0.0
+		for _, g := range got {
+			s := g.servers[name]
+			rate, sess = rate+s.BytesPerSecond, sess+s.Sessions
+		}
+		r.added[name] += rate * span
+		c.Bytes += r.added[name]
+		if !c.Reset {
+			c.Rate += rate
+			c.Sessions += sess
+		}
+		out.Servers[name] = c
+	}
+	return out, nil
+}
+
+// startPeers points the peer set at cfg's peers (a reload may change them)
+// and says when this daemon's own readings cannot reach them.
+func (d *Daemon) startPeers(ctx context.Context, cfg *config.Config) {
+	names := make([]string, len(cfg.Backends))
+	for i, b := range cfg.Backends {
+		names[i] = b.Name
+	}
+	d.peers.forget(names)
+	d.peers.set(ctx, cfg.Peers, time.Duration(cfg.Interval))
+	if len(cfg.Peers) == 0 {
+		return
+	}
+	if host, _, err := net.SplitHostPort(d.config().Listen); err == nil {
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			d.log.Warn("peers are set but listen is a loopback address: the peers on other hosts cannot read this daemon's readings",
+				"listen", d.config().Listen)
+		}
+	}
+	t := timingFor(time.Duration(cfg.Interval))
+	d.log.Info("adding the peers' fast readings", "peers", cfg.Peers, "poll", t.Poll, "timeout", t.Timeout)
+}
