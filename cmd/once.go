@@ -40,6 +40,7 @@ func init() {
 		if err != nil {
 			return err
 		}
+		logWarnings(log, cfg)
 		// run's start checks and cycle: a backend whose algorithm ignores or
 		// refuses runtime weights fails here too, dry run or not.
 		cycles, err := daemon.New(cfg, daemon.Options{Log: log}).RunOnce(cmd.Context(), apply)

@@ -43,8 +43,15 @@ func init() {
 		if err != nil {
 			return err
 		}
+		logWarnings(log, cfg)
 		// A reload keeps --dry-run: the flag holds for the process.
-		reload := load
+		reload := func() (*config.Config, error) {
+			cfg, err := load()
+			if err == nil {
+				logWarnings(log, cfg)
+			}
+			return cfg, err
+		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		hup := make(chan os.Signal, 1)

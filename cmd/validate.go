@@ -38,6 +38,7 @@ exits 0 when the file is valid.`,
 			if err := buildSources(path, cfg); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
 			}
+			printWarnings(cmd.ErrOrStderr(), cfg)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d backends)\n", path, len(cfg.Backends))
 			return nil
 		},

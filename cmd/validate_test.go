@@ -3,6 +3,7 @@ package cmd
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -10,12 +11,12 @@ import (
 // run and once then refused to start on the same file.
 func TestValidateBuildsSources(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.yaml")
-	data := "backends:\n  - name: be\n    source:\n      prometheus: {url: \"https://127.0.0.1:9090\", query: up, tls: {ca_file: /nonexistent/ca.pem}}\n"
+	data := "backends:\n  - name: be\n    source:\n      prometheus: {url: \"https://127.0.0.1:9090\", query: up, tls_config: {ca_file: /nonexistent/ca.pem}}\n"
 	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err := execute(t, "validate", path)
-	want := "invalid configuration:\n" + path + ": backend be: prometheus: tls: ca_file: open /nonexistent/ca.pem: no such file or directory"
+	want := "invalid configuration:\n" + path + ": backend be: prometheus: unable to read CA cert: unable to read file /nonexistent/ca.pem: open /nonexistent/ca.pem: no such file or directory"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v, want %q", err, want)
 	}
@@ -40,5 +41,30 @@ func TestValidateRefusesUnsendableNames(t *testing.T) {
 		path + `:8: backends[1] ("be 2"): name: character ' ' is not allowed in HAProxy names (letters, digits, '.', ':', '_', '-')`
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
+	}
+}
+
+// The HTTP keys of earlier releases still load; validate names each with
+// its line and what replaces it, exits 0, and shows none of their values.
+func TestValidateReportsDeprecatedKeys(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	data := "backends:\n  - name: be\n    source:\n      graphite:\n        url: http://127.0.0.1:8080\n        target: a.*\n" +
+		"        bearer_token: tok-s3cr3t\n        headers: {X-Api-Key: hdr-s3cr3t}\n        tls: {insecure_skip_verify: true}\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := execute(t, "validate", path)
+	if err != nil {
+		t.Fatalf("refused: %v", err)
+	}
+	want := path + ":7: warning: backends[0] (be): source: graphite: bearer_token: deprecated, write authorization: {credentials: ...}\n" +
+		path + ":8: warning: backends[0] (be): source: graphite: headers: deprecated, write http_headers: {Name: {values: [...]}} (or secrets: or files: for a credential)\n" +
+		path + ":9: warning: backends[0] (be): source: graphite: tls: deprecated, write tls_config (same keys)\n"
+	if errOut != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errOut, want)
+	}
+	if strings.Contains(out+errOut, "s3cr3t") {
+		t.Errorf("a secret shows:\n%s%s", out, errOut)
 	}
 }

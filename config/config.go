@@ -47,6 +47,12 @@ type Config struct {
 	HAProxy haproxy.Config `yaml:"haproxy"`
 	// Backends are weighted independently of each other.
 	Backends []Backend `yaml:"backends"`
+
+	// Warnings are what loading found that does not stop it (deprecated
+	// keys), one "file:line: warning: message" each: run logs them at each
+	// load, validate prints them.
+	Warnings []string `yaml:"-"`
+	warnings []*FieldError
 }
 
 // Backend is one HAProxy backend (or IPVS service) and where its load comes from.

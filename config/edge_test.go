@@ -246,7 +246,7 @@ func TestEnvValuesKeepTheirMeaning(t *testing.T) {
 	} {
 		c, err := Parse("c.yml", []byte(cfg(tc.ref)), lookup)
 		if assert.NoError(t, err, tc.ref) {
-			assert.Equal(t, tc.want, c.Backends[0].Source.Config().(*sources.PrometheusConfig).BasicAuth.Password, tc.ref)
+			assert.Equal(t, tc.want, string(c.Backends[0].Source.Config().(*sources.PrometheusConfig).HTTP.BasicAuth.Password), tc.ref)
 		}
 	}
 	for _, ref := range []string{"${HASH}", "${COLON}", "${NEWLINE}", "${TRAIL}", `'${NEWLINE}'`} {

@@ -44,6 +44,7 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	if err != nil {
 		return nil, located(name, err)
 	}
+	finishLoad(name, cfg)
 	return cfg, nil
 }
 
@@ -69,6 +70,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
 	if err := doc.cfg.Validate(); err != nil {
 		return nil, locate(doc.root.node, err)
 	}
+	doc.cfg.warnings = deprecations(doc.root.node, &doc.cfg)
 	return &doc.cfg, nil
 }
 

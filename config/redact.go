@@ -109,13 +109,19 @@ func typeError(data []byte, root *yaml.Node, parsed bool, msg string) error {
 	}
 	line, _ := strconv.Atoi(m[1])
 	tag, value, into := m[2], m[3], m[4]
-	text := fmt.Sprintf("want %s, got %s", goKind(into), tagKind(tag))
+	match := func(n *yaml.Node) bool {
+		return n.Line == line && n.ShortTag() == tag && (value == "" || shortened(n.Value) == value)
+	}
+	want := goKind(into)
+	if into == promPlain && parsed {
+		key, _ := findNode(root, "", match)
+		want = promPlainKind(key)
+	}
+	text := fmt.Sprintf("want %s, got %s", want, tagKind(tag))
 	if into == "time.Duration" {
 		text = "invalid duration (want e.g. 10s, 1m30s)"
 	}
-	err := located1(root, parsed, text, func(n *yaml.Node) bool {
-		return n.Line == line && n.ShortTag() == tag && (value == "" || shortened(n.Value) == value)
-	})
+	err := located1(root, parsed, text, match)
 	var fe *FieldError
 	if !errors.As(err, &fe) { // the node was not found: the line is still known
 		err = &FieldError{Line: line, Err: err}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	promconfig "github.com/prometheus/common/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,15 +22,28 @@ func TestGraphiteConfigValidate(t *testing.T) {
 		mod  func(*GraphiteConfig)
 		want string
 	}{
-		"no url":        {func(c *GraphiteConfig) { c.URL = "" }, "graphite: url: must be set"},
-		"relative url":  {func(c *GraphiteConfig) { c.URL = "graphite/render?key=s3cr3t" }, "graphite: url: must be an absolute http or https URL"},
-		"no target":     {func(c *GraphiteConfig) { c.Target = " " }, "graphite: target: must be set"},
-		"retries":       {func(c *GraphiteConfig) { c.Retries = -1 }, "graphite: retries: -1 not in 0..10"},
-		"timeout":       {func(c *GraphiteConfig) { c.Timeout = duration.Duration(-time.Second) }, "graphite: timeout: must not be negative"},
-		"regex":         {func(c *GraphiteConfig) { c.ServerRegex = "node" }, `graphite: server_regex: "node" has no capture group`},
-		"two auths":     {func(c *GraphiteConfig) { c.BasicAuth.Username, c.BearerToken = "u", "t" }, "graphite: basic_auth and bearer_token are mutually exclusive"},
-		"password only": {func(c *GraphiteConfig) { c.BasicAuth.Password = "p" }, "graphite: basic_auth: username must be set with password"},
-		"half a cert":   {func(c *GraphiteConfig) { c.TLS.CertFile = "c.pem" }, "graphite: tls: cert_file and key_file must be set together"},
+		"no url":       {func(c *GraphiteConfig) { c.URL = "" }, "graphite: url: must be set"},
+		"relative url": {func(c *GraphiteConfig) { c.URL = "graphite/render?key=s3cr3t" }, "graphite: url: must be an absolute http or https URL"},
+		"no target":    {func(c *GraphiteConfig) { c.Target = " " }, "graphite: target: must be set"},
+		"retries":      {func(c *GraphiteConfig) { c.Retries = -1 }, "graphite: retries: -1 not in 0..10"},
+		"timeout":      {func(c *GraphiteConfig) { c.Timeout = duration.Duration(-time.Second) }, "graphite: timeout: must not be negative"},
+		"regex":        {func(c *GraphiteConfig) { c.ServerRegex = "node" }, `graphite: server_regex: "node" has no capture group`},
+		"two auths": {func(c *GraphiteConfig) { c.HTTP.BasicAuth, c.HTTP.BearerToken = basicAuth("u", "p"), "t" },
+			"graphite: at most one of basic_auth, oauth2, bearer_token & bearer_token_file must be configured"},
+		"half a cert": {func(c *GraphiteConfig) { c.HTTP.TLSConfig.CertFile = "c.pem" },
+			"graphite: tls_config: exactly one of key or key_file must be configured when a client certificate is configured"},
+		"tls twice": {func(c *GraphiteConfig) {
+			c.HTTP.TLSConfig.CAFile, c.Legacy.TLS = "a.pem", &promconfig.TLSConfig{CAFile: "b.pem"}
+		},
+			"graphite: tls: deprecated spelling of tls_config: set only tls_config"},
+		"header twice": {func(c *GraphiteConfig) {
+			c.Legacy.Headers = map[string]string{"x-key": "a"}
+			c.HTTP.HTTPHeaders = &promconfig.Headers{Headers: map[string]promconfig.Header{"X-Key": {Values: []string{"b"}}}}
+		}, "graphite: headers: X-Key is also in http_headers: set it in http_headers only"},
+		"reserved header": {func(c *GraphiteConfig) { c.Legacy.Headers = map[string]string{"User-Agent": "x"} },
+			`graphite: setting header "User-Agent" is not allowed`},
+		"secret manager": {func(c *GraphiteConfig) { c.HTTP.BasicAuth = &promconfig.BasicAuth{Username: "u", PasswordRef: "vault"} },
+			"graphite: basic_auth.password_ref: no secret manager here: write the secret in a file (the matching _file key)"},
 	}
 	for name, c := range cases {
 		cfg := ok()
@@ -70,17 +84,54 @@ func TestPrometheusConfigValidate(t *testing.T) {
 }
 
 func TestConstructorsFillDefaults(t *testing.T) {
-	g, err := NewGraphite(GraphiteConfig{URL: "http://g", Target: "a.*"}, nil)
+	g, err := NewGraphite(GraphiteConfig{URL: "http://g", Target: "a.*", HTTP: promconfig.DefaultHTTPClientConfig}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "http://g/render?format=json&from=-5min&target=a.%2A", g.render.String())
-	p, err := NewPrometheus(PrometheusConfig{URL: "http://p", Query: "up"}, nil)
+	p, err := NewPrometheus(PrometheusConfig{URL: "http://p", Query: "up", HTTP: promconfig.DefaultHTTPClientConfig}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "server", p.cfg.ServerLabel)
 	assert.Equal(t, duration.Duration(5*time.Second), p.cfg.Timeout)
 }
 
 func TestTLSFilesErrors(t *testing.T) {
-	cfg := GraphiteConfig{URL: "https://g", Target: "a", TLS: TLSConfig{CAFile: "/nonexistent/ca.pem"}}
+	cfg := graphiteAt("https://g", func(c *GraphiteConfig) { c.Target, c.HTTP.TLSConfig.CAFile = "a", "/nonexistent/ca.pem" })
 	_, err := NewGraphite(cfg, nil)
-	assert.ErrorContains(t, err, "graphite: tls: ca_file: open /nonexistent/ca.pem")
+	assert.ErrorContains(t, err, "graphite: unable to read CA cert: unable to read file /nonexistent/ca.pem")
+}
+
+// TestLegacyKeysAreNamed: each key of earlier releases set is reported
+// once, with what replaces it; the new schema alone reports nothing.
+func TestLegacyKeysAreNamed(t *testing.T) {
+	c := DefaultPrometheusConfig()
+	c.HTTP.BasicAuth = basicAuth("u", "p") // same key and meaning as before: not deprecated
+	c.HTTP.TLSConfig.CAFile = "ca.pem"
+	assert.Empty(t, c.Legacy.Deprecated(c.HTTP))
+	c.HTTP = promconfig.DefaultHTTPClientConfig
+	c.HTTP.BearerToken = "t"
+	c.Legacy = LegacyHTTP{TLS: &promconfig.TLSConfig{}, Headers: map[string]string{}}
+	got := c.Legacy.Deprecated(c.HTTP)
+	require.Len(t, got, 3)
+	assert.Equal(t, "tls: deprecated, write tls_config (same keys)", got[0])
+	assert.Contains(t, got[1], "headers: deprecated, write http_headers")
+	assert.Equal(t, "bearer_token: deprecated, write authorization: {credentials: ...}", got[2])
+	// Mapping leaves the decoded configuration as it was.
+	h, err := c.Legacy.resolve(c.HTTP)
+	require.NoError(t, err)
+	assert.Equal(t, promconfig.Secret("t"), c.HTTP.BearerToken)
+	assert.Equal(t, promconfig.Secret("t"), h.Authorization.Credentials)
+	assert.Empty(t, h.BearerToken)
+}
+
+// TestLegacyAuthorizationHeader: an Authorization header, which http_headers
+// refuses, becomes authorization: {type, credentials}.
+func TestLegacyAuthorizationHeader(t *testing.T) {
+	h, err := LegacyHTTP{Headers: map[string]string{"authorization": "Token abc", "X-Scope-OrgID": "1", "X-Token": "t"}}.
+		resolve(promconfig.DefaultHTTPClientConfig)
+	require.NoError(t, err)
+	assert.Equal(t, &promconfig.Authorization{Type: "Token", Credentials: "abc"}, h.Authorization)
+	assert.Equal(t, promconfig.Header{Values: []string{"1"}}, h.HTTPHeaders.Headers["X-Scope-Orgid"])
+	assert.Equal(t, promconfig.Header{Secrets: []promconfig.Secret{"t"}}, h.HTTPHeaders.Headers["X-Token"])
+	_, err = LegacyHTTP{Headers: map[string]string{"Authorization": "Token abc"}}.
+		resolve(promconfig.HTTPClientConfig{BasicAuth: basicAuth("u", "p")})
+	assert.ErrorContains(t, err, "headers: Authorization: write authorization: {type: ..., credentials: ...} instead")
 }

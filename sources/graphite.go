@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	promconfig "github.com/prometheus/common/config"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -32,22 +33,30 @@ type GraphiteConfig struct {
 	// ServerRegex's first capture group (or the group named "server") is the server name.
 	ServerRegex string `yaml:"server_regex"`
 	// ServerMap maps names (after ServerNode/ServerRegex) to server names; others are dropped.
-	ServerMap   map[string]string `yaml:"server_map"`
-	BasicAuth   BasicAuth         `yaml:"basic_auth"`
-	BearerToken string            `yaml:"bearer_token"`
-	// Headers are sent with every request (e.g. an API key header); values are secret.
-	Headers map[string]string `yaml:"headers"`
-	TLS     TLSConfig         `yaml:"tls"`
+	ServerMap map[string]string `yaml:"server_map"`
+	// HTTP is the client's settings in Prometheus' own schema, as for Prometheus.
+	HTTP promconfig.HTTPClientConfig `yaml:",inline"`
+	// Legacy holds the keys earlier releases took (tls, headers).
+	Legacy LegacyHTTP `yaml:",inline"`
 	// Timeout bounds each HTTP attempt.
 	Timeout duration.Duration `yaml:"timeout"`
 	// Retries is how many times a failed request (network error, 5xx) is retried.
 	Retries int `yaml:"retries"`
 }
 
-// DefaultGraphiteConfig returns the defaults: from -5min, timeout 5s, 2 retries.
+// DefaultGraphiteConfig returns the defaults: from -5min, timeout 5s, 2
+// retries, and Prometheus' HTTP client defaults (follow_redirects, enable_http2).
 func DefaultGraphiteConfig() GraphiteConfig {
-	return GraphiteConfig{From: "-5min", Timeout: duration.Duration(5 * time.Second), Retries: 2}
+	return GraphiteConfig{From: "-5min", Timeout: duration.Duration(5 * time.Second), Retries: 2, HTTP: promconfig.DefaultHTTPClientConfig}
 }
+
+// Deprecated lists the keys of earlier releases set, with what replaces each.
+func (c GraphiteConfig) Deprecated() []string { return c.Legacy.Deprecated(c.HTTP) }
+
+// SetDirectory makes the relative paths of the HTTP settings relative to
+// dir (the configuration file's), as Prometheus does; the deprecated tls
+// keeps its paths relative to the working directory, as before.
+func (c *GraphiteConfig) SetDirectory(dir string) { c.HTTP.SetDirectory(dir) }
 
 // Validate checks the configuration; messages name the yaml field.
 func (c GraphiteConfig) Validate() error {
@@ -67,10 +76,7 @@ func (c GraphiteConfig) Validate() error {
 	if _, err := newNameRules(c.ServerNode, c.ServerRegex, c.ServerMap); err != nil {
 		errs = append(errs, err)
 	}
-	if err := validateAuth(c.BasicAuth, c.BearerToken); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.TLS.Validate(); err != nil {
+	if _, err := c.Legacy.resolve(c.HTTP); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -117,17 +123,17 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 		return nil, err
 	}
 	log = orDiscard(log)
-	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: time.Duration(cfg.Timeout)}
-	rt, red, err := opts.connect("graphite", cfg.URL)
+	_, red, hc, err := connect("graphite", cfg.URL, cfg.HTTP, cfg.Legacy)
 	if err != nil {
 		return nil, err
 	}
+	hc.Timeout = time.Duration(cfg.Timeout)
 	rules, _ := newNameRules(cfg.ServerNode, cfg.ServerRegex, cfg.ServerMap) // checked by Validate
 	log = log.With("source", "graphite")
 	g := &Graphite{cfg: cfg, rules: rules, asm: newAssembler(log, red, rules), red: red, log: log}
 	g.render = renderURL(cfg)
 	g.shown = red.URL(g.render)
-	g.http = &http.Client{Transport: rt, Timeout: time.Duration(cfg.Timeout)}
+	g.http = hc
 	return g, nil
 }
 

@@ -1,204 +1,201 @@
 package sources
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
+
+	promconfig "github.com/prometheus/common/config"
 )
 
-// BasicAuth is HTTP basic authentication. An empty Username means none.
-type BasicAuth struct {
-	Username string `yaml:"username"`
-	Password string `yaml:"password"`
+// LegacyHTTP holds the HTTP keys of earlier releases, which Prometheus'
+// schema (HTTPClientConfig) replaces. They still work, mapped onto it, with a
+// deprecation warning at load; bearer_token, which Prometheus itself still
+// reads, is mapped by HTTPClientConfig.
+type LegacyHTTP struct {
+	// TLS is tls_config under its old name; it takes the same keys. Its
+	// relative paths stay relative to the working directory, as they were.
+	TLS *promconfig.TLSConfig `yaml:"tls"`
+	// Headers are sent with every request: http_headers with one value each.
+	Headers map[string]string `yaml:"headers"`
 }
 
-// TLSConfig configures HTTPS to a source.
-type TLSConfig struct {
-	CAFile             string `yaml:"ca_file"`   // PEM bundle to trust instead of the system roots
-	CertFile           string `yaml:"cert_file"` // client certificate (PEM), with KeyFile
-	KeyFile            string `yaml:"key_file"`
-	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
+// Deprecated lists the deprecated keys set in h and legacy, each as
+// "key: deprecated, ..." naming what replaces it.
+func (l LegacyHTTP) Deprecated(h promconfig.HTTPClientConfig) []string {
+	var out []string
+	if l.TLS != nil {
+		out = append(out, "tls: deprecated, write tls_config (same keys)")
+	}
+	if l.Headers != nil {
+		out = append(out, "headers: deprecated, write http_headers: {Name: {values: [...]}} (or secrets: or files: for a credential)")
+	}
+	if h.BearerToken != "" {
+		out = append(out, "bearer_token: deprecated, write authorization: {credentials: ...}")
+	}
+	if h.BearerTokenFile != "" {
+		out = append(out, "bearer_token_file: deprecated, write authorization: {credentials_file: ...}")
+	}
+	return out
 }
 
-// Validate checks that client certificate and key come as a pair.
-func (c TLSConfig) Validate() error {
-	if (c.CertFile == "") != (c.KeyFile == "") {
-		return errors.New("tls: cert_file and key_file must be set together")
+// resolve returns h with the legacy keys mapped onto it and checked by
+// HTTPClientConfig's own Validate. h is not changed: Validate rewrites what
+// it checks (bearer_token becomes authorization), so it works on a copy.
+func (l LegacyHTTP) resolve(h promconfig.HTTPClientConfig) (promconfig.HTTPClientConfig, error) {
+	h = cloneHTTP(h)
+	if err := noRefs(h); err != nil {
+		return h, err
+	}
+	if l.TLS != nil {
+		if h.TLSConfig != (promconfig.TLSConfig{}) {
+			return h, errors.New("tls: deprecated spelling of tls_config: set only tls_config")
+		}
+		h.TLSConfig = *l.TLS
+	}
+	if err := l.mapHeaders(&h); err != nil {
+		return h, err
+	}
+	if err := h.Validate(); err != nil {
+		return h, err
+	}
+	// HTTPClientConfig's Validate leaves tls_config to its decoding, which
+	// a configuration built in code has not been through.
+	if err := h.TLSConfig.Validate(); err != nil {
+		return h, fmt.Errorf("tls_config: %w", err)
+	}
+	return h, nil
+}
+
+// mapHeaders moves the old headers into http_headers: a value that may be a
+// credential (mayBeSecret) as a secret, which Prometheus' schema never shows,
+// others as plain values. Authorization, which http_headers refuses, becomes
+// authorization: {type, credentials}.
+func (l LegacyHTTP) mapHeaders(h *promconfig.HTTPClientConfig) error {
+	if len(l.Headers) == 0 {
+		return nil
+	}
+	if h.HTTPHeaders == nil {
+		h.HTTPHeaders = &promconfig.Headers{}
+	}
+	if h.HTTPHeaders.Headers == nil {
+		h.HTTPHeaders.Headers = map[string]promconfig.Header{}
+	}
+	for _, name := range slices.Sorted(maps.Keys(l.Headers)) {
+		value := l.Headers[name]
+		canon := http.CanonicalHeaderKey(name)
+		if canon == "Authorization" {
+			typ, cred, ok := strings.Cut(strings.TrimSpace(value), " ")
+			if !ok || h.Authorization != nil || h.BasicAuth != nil || h.OAuth2 != nil || h.BearerToken != "" || h.BearerTokenFile != "" {
+				return errors.New("headers: Authorization: write authorization: {type: ..., credentials: ...} instead, and only one way to authenticate")
+			}
+			h.Authorization = &promconfig.Authorization{Type: typ, Credentials: promconfig.Secret(strings.TrimSpace(cred))}
+			continue
+		}
+		for other := range h.HTTPHeaders.Headers {
+			if http.CanonicalHeaderKey(other) == canon {
+				return fmt.Errorf("headers: %s is also in http_headers: set it in http_headers only", canon)
+			}
+		}
+		var hdr promconfig.Header
+		if mayBeSecret(name, value) {
+			hdr.Secrets = []promconfig.Secret{promconfig.Secret(value)}
+		} else {
+			hdr.Values = []string{value}
+		}
+		h.HTTPHeaders.Headers[canon] = hdr
 	}
 	return nil
 }
 
-// httpOptions is what Graphite and Prometheus share to build their HTTP client.
-type httpOptions struct {
-	basic   BasicAuth
-	bearer  string
-	headers map[string]string
-	tls     TLSConfig
-	timeout time.Duration
-}
-
-// validateAuth rejects ambiguous authentication settings.
-func validateAuth(b BasicAuth, bearer string) error {
-	if b.Username != "" && bearer != "" {
-		return errors.New("basic_auth and bearer_token are mutually exclusive")
+// noRefs refuses the *_ref keys: they name secrets in a secret manager,
+// which Prometheus has and this daemon does not.
+func noRefs(h promconfig.HTTPClientConfig) error {
+	refs := map[string]string{"tls_config.ca_ref": h.TLSConfig.CARef, "tls_config.cert_ref": h.TLSConfig.CertRef, "tls_config.key_ref": h.TLSConfig.KeyRef}
+	if b := h.BasicAuth; b != nil {
+		refs["basic_auth.username_ref"], refs["basic_auth.password_ref"] = b.UsernameRef, b.PasswordRef
 	}
-	if b.Username == "" && b.Password != "" {
-		return errors.New("basic_auth: username must be set with password")
+	if a := h.Authorization; a != nil {
+		refs["authorization.credentials_ref"] = a.CredentialsRef
+	}
+	if o := h.OAuth2; o != nil {
+		refs["oauth2.client_secret_ref"], refs["oauth2.client_certificate_key_ref"] = o.ClientSecretRef, o.ClientCertificateKeyRef
+	}
+	for _, k := range slices.Sorted(maps.Keys(refs)) {
+		if refs[k] != "" {
+			return fmt.Errorf("%s: no secret manager here: write the secret in a file (the matching _file key)", k)
+		}
 	}
 	return nil
 }
 
-// transport builds the round tripper: TLS, then authentication headers on every
-// request to origin (see authTransport).
-func (o httpOptions) transport(origin string) (http.RoundTripper, error) {
-	tc, err := o.tls.build()
+// cloneHTTP copies what resolve and Validate change, so that the
+// configuration they were given stays as it was decoded.
+func cloneHTTP(h promconfig.HTTPClientConfig) promconfig.HTTPClientConfig {
+	if h.BasicAuth != nil {
+		b := *h.BasicAuth
+		h.BasicAuth = &b
+	}
+	if h.Authorization != nil {
+		a := *h.Authorization
+		h.Authorization = &a
+	}
+	if h.OAuth2 != nil {
+		o := *h.OAuth2
+		h.OAuth2 = &o
+	}
+	if h.HTTPHeaders != nil {
+		h.HTTPHeaders = &promconfig.Headers{Headers: maps.Clone(h.HTTPHeaders.Headers)}
+	}
+	return h
+}
+
+// newHTTPClient builds a source's client with prometheus/common's
+// NewClientFromConfig, which reads secret files (password_file,
+// credentials_file, TLS files) at each request, so that a rotated secret
+// takes effect without a restart. On top of it: replies are bounded
+// (limitTransport) and redirects follow redirectPolicy. name labels the
+// client's connections.
+func newHTTPClient(name string, h promconfig.HTTPClientConfig, u *url.URL) (*http.Client, error) {
+	client, err := promconfig.NewClientFromConfig(h, name, promconfig.WithIdleConnTimeout(90*time.Second))
 	if err != nil {
 		return nil, err
 	}
-	t := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: o.timeout, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:       tc,
-		TLSHandshakeTimeout:   o.timeout,
-		ResponseHeaderTimeout: o.timeout,
-		MaxIdleConnsPerHost:   2,
-		IdleConnTimeout:       90 * time.Second,
-	}
-	return &authTransport{next: t, opts: o, origin: origin}, nil
+	client.Transport = &limitTransport{next: client.Transport}
+	client.CheckRedirect = redirectPolicy(origin(u), h.FollowRedirects)
+	return client, nil
 }
 
-func (c TLSConfig) build() (*tls.Config, error) {
-	tc := &tls.Config{InsecureSkipVerify: c.InsecureSkipVerify, MinVersion: tls.VersionTLS12} //nolint:gosec // operator's choice
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: ca_file: %w", err)
+// errRedirect marks a redirect that is not followed.
+var errRedirect = errors.New("not followed")
+
+// redirectPolicy follows a redirect only with follow_redirects (the default)
+// and only within the configured origin. A redirect to another origin is
+// refused whatever follow_redirects says: prometheus/common strips the
+// credentials there, but not the http_headers (an API key header), and
+// net/http would send the URL, with any API key in it, as the Referer.
+func redirectPolicy(want string, follow bool) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		switch o := origin(req.URL); {
+		case !follow:
+			return fmt.Errorf("redirect to %s: %w (follow_redirects: false)", o+req.URL.Path, errRedirect)
+		case o != want:
+			return fmt.Errorf("redirected to %s: %w: credentials go to the configured url only; set url to the final address", o, errRedirect)
+		case len(via) >= 10:
+			return fmt.Errorf("%d redirects: %w", len(via), errRedirect)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls: ca_file %s: no PEM certificate found", c.CAFile)
-		}
-		tc.RootCAs = pool
+		req.Header.Del("Referer")
+		return nil
 	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls: cert_file/key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
-// errRedirect marks a redirect to another origin, which is not followed.
-var errRedirect = errors.New("not followed: credentials go to the configured url only; set url to the final address")
-
-// authTransport adds credentials and custom headers to each request, and sends
-// requests only to the configured origin. The check lives here because the
-// headers are added here, below http.Client: its own stripping of Authorization
-// on a redirect to another host cannot see them, so a redirect elsewhere would
-// carry every credential, and a Referer with the URL's API key, to that host.
-type authTransport struct {
-	next   http.RoundTripper
-	opts   httpOptions
-	origin string // scheme://host:port of the configured URL
-}
-
-func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if o := origin(req.URL); o != a.origin {
-		if req.Body != nil {
-			req.Body.Close() // a RoundTripper closes the body, even on error
-		}
-		return nil, fmt.Errorf("redirected to %s: %w", o, errRedirect)
-	}
-	req = req.Clone(req.Context())
-	for k, v := range a.opts.headers {
-		req.Header.Set(k, v)
-	}
-	switch {
-	case a.opts.basic.Username != "":
-		req.SetBasicAuth(a.opts.basic.Username, a.opts.basic.Password)
-	case a.opts.bearer != "":
-		req.Header.Set("Authorization", "Bearer "+a.opts.bearer)
-	}
-	resp, err := a.next.RoundTrip(req)
-	if err == nil {
-		resp.Body = &limitedBody{ReadCloser: resp.Body, left: maxBody}
-	}
-	return resp, err
-}
-
-// maxBody bounds what we read of a reply: a render or query of a few hundred
-// servers is far smaller, and one that matches a whole fleet (a missing filter
-// or aggregation) must not fill the balancer's memory. Prometheus' own client
-// reads a reply whole, hence the limit here, below both sources.
-const maxBody = 32 << 20
-
-// errTooLarge ends the read of a reply longer than maxBody.
-var errTooLarge = fmt.Errorf("reply larger than %d MiB, not read: narrow the query or target", maxBody>>20)
-
-// limitedBody reads at most left bytes, then fails with errTooLarge if more
-// come, rather than cutting the reply short in silence.
-type limitedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *limitedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		n, err := b.ReadCloser.Read(one[:])
-		if n > 0 {
-			return 0, errTooLarge
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-// secrets lists the configured credentials, for the redactor.
-func (o httpOptions) secrets() []string {
-	s := []string{o.basic.Password, o.bearer}
-	if o.basic.Username != "" { // what an echoing server would show of the password
-		s = append(s, base64.StdEncoding.EncodeToString([]byte(o.basic.Username+":"+o.basic.Password)))
-	}
-	for name, v := range o.headers {
-		if mayBeSecret(name, v) {
-			s = append(s, v)
-		}
-	}
-	return s
-}
-
-// connect builds what every HTTP source needs from its options: the transport
-// (auth, headers, TLS, timeout) and the redactor that keeps the secrets out of
-// errors and logs. source names the source in the error.
-func (o httpOptions) connect(source, rawURL string) (http.RoundTripper, *redactor, error) {
-	red := newRedactor(rawURL, o.secrets()...)
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: url: %w", source, red.Error(err))
-	}
-	rt, err := o.transport(origin(u))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))
-	}
-	return rt, red, nil
 }
 
 // origin is u's scheme, host and port (the scheme's default when absent), in
@@ -211,10 +208,118 @@ func origin(u *url.URL) string {
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
+// httpSecrets lists what the redactor must hide of h (resolved): the inline
+// secrets, and a function that reads the secret files as they are now, since
+// the client reads them at each request.
+func httpSecrets(h promconfig.HTTPClientConfig) (inline []string, files func() []string) {
+	var paths []string
+	username := ""
+	password := ""
+	if b := h.BasicAuth; b != nil {
+		username, password = b.Username, string(b.Password)
+		inline = append(inline, password)
+		paths = append(paths, b.PasswordFile)
+	}
+	if a := h.Authorization; a != nil {
+		inline = append(inline, string(a.Credentials))
+		paths = append(paths, a.CredentialsFile)
+	}
+	if o := h.OAuth2; o != nil {
+		inline = append(inline, string(o.ClientSecret), string(o.ClientCertificateKey))
+		paths = append(paths, o.ClientSecretFile, o.ClientCertificateKeyFile)
+	}
+	if h.HTTPHeaders != nil {
+		for _, hdr := range h.HTTPHeaders.Headers {
+			for _, s := range hdr.Secrets {
+				inline = append(inline, string(s))
+			}
+			paths = append(paths, hdr.Files...)
+		}
+	}
+	for _, vs := range h.ProxyConnectHeader {
+		for _, s := range vs {
+			inline = append(inline, string(s))
+		}
+	}
+	if u := h.ProxyURL.URL; u != nil && u.User != nil {
+		p, _ := u.User.Password()
+		inline = append(inline, p)
+	}
+	inline = append(inline, string(h.TLSConfig.Key))
+	if username != "" && password != "" { // what an echoing server would show of the password
+		inline = append(inline, basicToken(username, password))
+	}
+	var userFile, passFile string
+	if b := h.BasicAuth; b != nil {
+		userFile, passFile = b.UsernameFile, b.PasswordFile
+	}
+	return inline, func() []string {
+		var out []string
+		for _, p := range paths {
+			if s := readSecretFile(p); s != "" {
+				out = append(out, s)
+			}
+		}
+		if userFile != "" || passFile != "" {
+			user, pass := username, password
+			if userFile != "" {
+				user = readSecretFile(userFile)
+			}
+			if passFile != "" {
+				pass = readSecretFile(passFile)
+			}
+			out = append(out, basicToken(user, pass))
+		}
+		return out
+	}
+}
+
+// readSecretFile reads a secret as prometheus/common does (trimmed); "" when
+// it cannot be read, which the request itself then reports.
+func readSecretFile(path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func basicToken(user, pass string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+}
+
 // orDiscard returns log, or a logger that drops everything when log is nil.
 func orDiscard(log *slog.Logger) *slog.Logger {
 	if log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
 	return log
+}
+
+// connect builds what every HTTP source needs from its settings: the parsed
+// URL, the redactor that keeps the secrets out of errors and logs, and the
+// client. source names the source in the error.
+func connect(source, rawURL string, h promconfig.HTTPClientConfig, legacy LegacyHTTP) (*url.URL, *redactor, *http.Client, error) {
+	red := newRedactor(rawURL)
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: url: %w", source, red.Error(err))
+	}
+	h, err = legacy.resolve(h)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))
+	}
+	inline, current := httpSecrets(h)
+	for _, s := range inline {
+		red.add(s)
+	}
+	red.current = current
+	client, err := newHTTPClient(source, h, u)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))
+	}
+	return u, red, client, nil
 }

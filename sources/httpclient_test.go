@@ -22,8 +22,11 @@ import (
 	"testing"
 	"time"
 
+	promconfig "github.com/prometheus/common/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
 
 const renderReply = `[{"target":"tcp.node-1.rx","datapoints":[[1.5,1796028450]]}]`
@@ -47,6 +50,30 @@ func recorder(t *testing.T, tlsCfg *tls.Config) (*httptest.Server, *http.Request
 	return srv, last
 }
 
+// graphiteAt is the default Graphite configuration for url, with mod applied.
+func graphiteAt(url string, mod func(*GraphiteConfig)) GraphiteConfig {
+	cfg := DefaultGraphiteConfig()
+	cfg.URL = url
+	if mod != nil {
+		mod(&cfg)
+	}
+	return cfg
+}
+
+// promAt is the default Prometheus configuration for url and query, with mod applied.
+func promAt(url, query string, mod func(*PrometheusConfig)) PrometheusConfig {
+	cfg := DefaultPrometheusConfig()
+	cfg.URL, cfg.Query = url, query
+	if mod != nil {
+		mod(&cfg)
+	}
+	return cfg
+}
+
+func basicAuth(user, password string) *promconfig.BasicAuth {
+	return &promconfig.BasicAuth{Username: user, Password: promconfig.Secret(password)}
+}
+
 func fetchGraphite(t *testing.T, cfg GraphiteConfig) error {
 	t.Helper()
 	cfg.Target, cfg.ServerNode = "tcp.*.rx", intp(1)
@@ -62,24 +89,74 @@ func fetchGraphite(t *testing.T, cfg GraphiteConfig) error {
 func TestAuthHeadersAndURLKeysAreSent(t *testing.T) {
 	srv, last := recorder(t, nil)
 	base := srv.URL + "/uid1/0f1e2d3c-4b5a-6978-8899-aabbccddeeff/graphite?apikey=k1"
-	require.NoError(t, fetchGraphite(t, GraphiteConfig{URL: base, BasicAuth: BasicAuth{Username: "u", Password: "p"},
-		Headers: map[string]string{"X-Api-Key": "h1"}}))
+	require.NoError(t, fetchGraphite(t, graphiteAt(base, func(c *GraphiteConfig) {
+		c.HTTP.BasicAuth = basicAuth("u", "p")
+		c.HTTP.HTTPHeaders = &promconfig.Headers{Headers: map[string]promconfig.Header{
+			"X-Api-Key": {Secrets: []promconfig.Secret{"h1"}}, "X-Scope-OrgID": {Values: []string{"7"}}}}
+	})))
 	user, pass, ok := last.BasicAuth()
 	assert.True(t, ok)
 	assert.Equal(t, []string{"u", "p"}, []string{user, pass})
 	assert.Equal(t, "h1", last.Header.Get("X-Api-Key"))
+	assert.Equal(t, "7", last.Header.Get("X-Scope-OrgID"))
 	assert.Equal(t, "/uid1/0f1e2d3c-4b5a-6978-8899-aabbccddeeff/graphite/render", last.URL.Path)
 	assert.Equal(t, "k1", last.URL.Query().Get("apikey"))
 	assert.Equal(t, "json", last.URL.Query().Get("format"))
 
-	require.NoError(t, fetchGraphite(t, GraphiteConfig{URL: srv.URL, BearerToken: "t1"}))
-	assert.Equal(t, "Bearer t1", last.Header.Get("Authorization"))
+	require.NoError(t, fetchGraphite(t, graphiteAt(srv.URL, func(c *GraphiteConfig) {
+		c.HTTP.Authorization = &promconfig.Authorization{Type: "Token", Credentials: "t0"}
+	})))
+	assert.Equal(t, "Token t0", last.Header.Get("Authorization"))
 
-	p, err := NewPrometheus(PrometheusConfig{URL: srv.URL + "/prom", Query: "up", BearerToken: "t2"}, nil)
+	// The keys of earlier releases: bearer_token and headers.
+	require.NoError(t, fetchGraphite(t, graphiteAt(srv.URL, func(c *GraphiteConfig) {
+		c.HTTP.BearerToken = "t1"
+		c.Legacy.Headers = map[string]string{"x-api-key": "h2"}
+	})))
+	assert.Equal(t, "Bearer t1", last.Header.Get("Authorization"))
+	assert.Equal(t, "h2", last.Header.Get("X-Api-Key"))
+
+	p, err := NewPrometheus(promAt(srv.URL+"/prom", "up", func(c *PrometheusConfig) { c.HTTP.BearerToken = "t2" }), nil)
 	require.NoError(t, err)
 	_, _ = p.Fetch(context.Background()) // the reply is not Prometheus'; only the request matters
 	assert.Equal(t, "Bearer t2", last.Header.Get("Authorization"))
 	assert.Equal(t, "/prom/api/v1/query", last.URL.Path)
+}
+
+// TestSecretFilesAreReadAtEachRequest: a password or token file rewritten
+// while the daemon runs (a rotation) is used from the next request on, by the
+// same source, and what the file held is what the redactor hides.
+func TestSecretFilesAreReadAtEachRequest(t *testing.T) {
+	srv, last := recorder(t, nil)
+	dir := t.TempDir()
+	pwFile, tokFile := filepath.Join(dir, "password"), filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(pwFile, []byte("first-pw\n"), 0o600))
+	require.NoError(t, os.WriteFile(tokFile, []byte("first-tok\n"), 0o600))
+	g, err := NewGraphite(graphiteAt(srv.URL, func(c *GraphiteConfig) {
+		c.Target, c.ServerNode = "tcp.*.rx", intp(1)
+		c.HTTP.BasicAuth = &promconfig.BasicAuth{Username: "u", PasswordFile: pwFile}
+	}), nil)
+	require.NoError(t, err)
+	p, err := NewPrometheus(promAt(srv.URL, "up", func(c *PrometheusConfig) {
+		c.HTTP.Authorization = &promconfig.Authorization{CredentialsFile: tokFile}
+	}), nil)
+	require.NoError(t, err)
+	for _, round := range []string{"first", "second"} {
+		require.NoError(t, os.WriteFile(pwFile, []byte(round+"-pw\n"), 0o600))
+		require.NoError(t, os.WriteFile(tokFile, []byte(round+"-tok\n"), 0o600))
+		_, err := g.Fetch(context.Background())
+		require.NoError(t, err)
+		_, pass, _ := last.BasicAuth()
+		assert.Equal(t, round+"-pw", pass)
+		assert.Equal(t, "REDACTED and REDACTED", g.red.String(round+"-pw and "+basicToken("u", round+"-pw")))
+		_, _ = p.Fetch(context.Background())
+		assert.Equal(t, "Bearer "+round+"-tok", last.Header.Get("Authorization"))
+		assert.Equal(t, "Bearer REDACTED", p.red.String("Bearer "+round+"-tok"))
+	}
+	require.NoError(t, os.Remove(pwFile))
+	_, err = g.Fetch(context.Background())
+	require.ErrorIs(t, err, ErrUnreachable)
+	assert.ErrorContains(t, err, "unable to read basic auth password")
 }
 
 func TestTLS(t *testing.T) {
@@ -96,13 +173,21 @@ func TestTLS(t *testing.T) {
 	srv, _ := recorder(t, &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool})
 	srvCA := writePEM(t, dir, "server-ca.pem", "CERTIFICATE", srv.Certificate().Raw)
 
-	err = fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{CAFile: srvCA}})
+	withTLS := func(tc promconfig.TLSConfig) GraphiteConfig {
+		return graphiteAt(srv.URL, func(c *GraphiteConfig) { c.HTTP.TLSConfig = tc })
+	}
+	err = fetchGraphite(t, withTLS(promconfig.TLSConfig{CAFile: srvCA}))
 	assert.ErrorIs(t, err, ErrUnreachable, "no client certificate")
-	err = fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{CertFile: certFile, KeyFile: keyFile}})
+	err = fetchGraphite(t, withTLS(promconfig.TLSConfig{CertFile: certFile, KeyFile: keyFile}))
 	assert.ErrorIs(t, err, ErrUnreachable, "server certificate not trusted")
 	assert.ErrorContains(t, err, "certificate")
-	assert.NoError(t, fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{CAFile: srvCA, CertFile: certFile, KeyFile: keyFile}}))
-	assert.NoError(t, fetchGraphite(t, GraphiteConfig{URL: srv.URL, TLS: TLSConfig{InsecureSkipVerify: true, CertFile: certFile, KeyFile: keyFile}}))
+	assert.NoError(t, fetchGraphite(t, withTLS(promconfig.TLSConfig{CAFile: srvCA, CertFile: certFile, KeyFile: keyFile})))
+	assert.NoError(t, fetchGraphite(t, withTLS(promconfig.TLSConfig{InsecureSkipVerify: true, CertFile: certFile, KeyFile: keyFile})))
+	// tls, the key of earlier releases, is tls_config.
+	legacy := graphiteAt(srv.URL, func(c *GraphiteConfig) {
+		c.Legacy.TLS = &promconfig.TLSConfig{CAFile: srvCA, CertFile: certFile, KeyFile: keyFile}
+	})
+	assert.NoError(t, fetchGraphite(t, legacy))
 }
 
 // newCert makes a CA (parent nil) or a client certificate signed by parent.
@@ -153,10 +238,13 @@ func TestRedirectElsewhereIsNotFollowed(t *testing.T) {
 	t.Cleanup(redirect.Close)
 	base := redirect.URL + "/graphite?api_key=qk-in-url"
 
-	err := fetchGraphite(t, GraphiteConfig{URL: base, BearerToken: "tok", Headers: map[string]string{"X-Api-Key": "hdr"}})
+	err := fetchGraphite(t, graphiteAt(base, func(c *GraphiteConfig) {
+		c.HTTP.BearerToken = "tok"
+		c.Legacy.Headers = map[string]string{"X-Api-Key": "hdr"}
+	}))
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.ErrorContains(t, err, "redirected to "+other.URL+": not followed")
-	p, err := NewPrometheus(PrometheusConfig{URL: base, Query: "up", BasicAuth: BasicAuth{Username: "u", Password: "pw-basic"}}, nil)
+	p, err := NewPrometheus(promAt(base, "up", func(c *PrometheusConfig) { c.HTTP.BasicAuth = basicAuth("u", "pw-basic") }), nil)
 	require.NoError(t, err)
 	_, err = p.Fetch(context.Background())
 	require.ErrorIs(t, err, ErrBadReply)
@@ -172,7 +260,11 @@ func TestRedirectElsewhereIsNotFollowed(t *testing.T) {
 		fmt.Fprint(w, renderReply)
 	}))
 	t.Cleanup(same.Close)
-	assert.NoError(t, fetchGraphite(t, GraphiteConfig{URL: same.URL, BearerToken: "tok"}))
+	assert.NoError(t, fetchGraphite(t, graphiteAt(same.URL, func(c *GraphiteConfig) { c.HTTP.BearerToken = "tok" })))
+	// follow_redirects: false follows none, and says so.
+	err = fetchGraphite(t, graphiteAt(same.URL, func(c *GraphiteConfig) { c.HTTP.FollowRedirects = false }))
+	require.ErrorIs(t, err, ErrBadReply)
+	assert.ErrorContains(t, err, "/new/render: not followed (follow_redirects: false)")
 }
 
 // TestHugeReplyIsRefused: a query that matches the whole fleet must not fill
@@ -195,13 +287,16 @@ func TestHugeReplyIsRefused(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	g, err := NewGraphite(GraphiteConfig{URL: huge("[", "]"), Target: "x"}, nil)
+	// Reading 32 MiB under -race on a busy machine can take seconds: the
+	// timeout is not what this test is about.
+	g, err := NewGraphite(graphiteAt(huge("[", "]"), func(c *GraphiteConfig) { c.Target, c.Timeout = "x", duration.Duration(time.Minute) }), nil)
 	require.NoError(t, err)
 	_, err = g.Fetch(context.Background())
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.ErrorContains(t, err, "reply larger than 32 MiB")
 
-	p, err := NewPrometheus(PrometheusConfig{URL: huge(`{"status":"success","data":{"resultType":"vector","result":[`, "]}}"), Query: "x"}, nil)
+	p, err := NewPrometheus(promAt(huge(`{"status":"success","data":{"resultType":"vector","result":[`, "]}}"), "x",
+		func(c *PrometheusConfig) { c.Timeout = duration.Duration(time.Minute) }), nil)
 	require.NoError(t, err)
 	_, err = p.Fetch(context.Background())
 	require.ErrorIs(t, err, ErrBadReply)

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
@@ -33,23 +33,34 @@ type PrometheusConfig struct {
 	// named "server") is the server name, e.g. `^([^:]+):\d+$` for instance="node-3:9100".
 	ServerRegex string `yaml:"server_regex"`
 	// ServerMap maps names (after ServerRegex) to server names; others are dropped.
-	ServerMap   map[string]string `yaml:"server_map"`
-	BasicAuth   BasicAuth         `yaml:"basic_auth"`
-	BearerToken string            `yaml:"bearer_token"`
-	Headers     map[string]string `yaml:"headers"`
-	TLS         TLSConfig         `yaml:"tls"`
+	ServerMap map[string]string `yaml:"server_map"`
+	// HTTP is the client's settings in Prometheus' own schema, written inline
+	// as in a scrape config: basic_auth, authorization, oauth2, tls_config,
+	// proxy_url, follow_redirects, http_headers.
+	HTTP promconfig.HTTPClientConfig `yaml:",inline"`
+	// Legacy holds the keys earlier releases took (tls, headers).
+	Legacy LegacyHTTP `yaml:",inline"`
 	// Timeout bounds one query, request and evaluation. Prometheus is given
 	// four fifths of it, so that a query too slow ends with its own error.
 	Timeout duration.Duration `yaml:"timeout"`
 }
 
-// DefaultPrometheusConfig returns the defaults: label "server", timeout 5s.
+// DefaultPrometheusConfig returns the defaults: label "server", timeout 5s,
+// and Prometheus' HTTP client defaults (follow_redirects, enable_http2).
 func DefaultPrometheusConfig() PrometheusConfig {
-	return PrometheusConfig{ServerLabel: "server", Timeout: duration.Duration(5 * time.Second)}
+	return PrometheusConfig{ServerLabel: "server", Timeout: duration.Duration(5 * time.Second), HTTP: promconfig.DefaultHTTPClientConfig}
 }
 
 // maxPoints is Prometheus' own limit on points per series in a range query.
 const maxPoints = 11000
+
+// Deprecated lists the keys of earlier releases set, with what replaces each.
+func (c PrometheusConfig) Deprecated() []string { return c.Legacy.Deprecated(c.HTTP) }
+
+// SetDirectory makes the relative paths of the HTTP settings relative to
+// dir (the configuration file's), as Prometheus does; the deprecated tls
+// keeps its paths relative to the working directory, as before.
+func (c *PrometheusConfig) SetDirectory(dir string) { c.HTTP.SetDirectory(dir) }
 
 // Validate checks the configuration; messages name the yaml field.
 func (c PrometheusConfig) Validate() error {
@@ -72,10 +83,7 @@ func (c PrometheusConfig) Validate() error {
 	if _, err := newNameRules(nil, c.ServerRegex, c.ServerMap); err != nil {
 		errs = append(errs, err)
 	}
-	if err := validateAuth(c.BasicAuth, c.BearerToken); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.TLS.Validate(); err != nil {
+	if _, err := c.Legacy.resolve(c.HTTP); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -127,16 +135,14 @@ func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) 
 		return nil, err
 	}
 	log = orDiscard(log)
-	opts := httpOptions{basic: cfg.BasicAuth, bearer: cfg.BearerToken, headers: cfg.Headers, tls: cfg.TLS, timeout: time.Duration(cfg.Timeout)}
-	rt, red, err := opts.connect("prometheus", cfg.URL)
+	u, red, hc, err := connect("prometheus", cfg.URL, cfg.HTTP, cfg.Legacy)
 	if err != nil {
 		return nil, err
 	}
-	client, err := api.NewClient(api.Config{Address: cfg.URL, RoundTripper: rt})
+	client, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus: %w", red.Error(err))
 	}
-	u, _ := url.Parse(cfg.URL) // checked by Validate
 	rules, _ := newNameRules(nil, cfg.ServerRegex, cfg.ServerMap)
 	log = log.With("source", "prometheus")
 	return &Prometheus{

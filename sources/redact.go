@@ -2,6 +2,7 @@ package sources
 
 import (
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -15,6 +16,9 @@ const redacted = "REDACTED"
 // key-like path segments such as a Hosted Graphite API key).
 type redactor struct {
 	secrets []string // longest first, so a secret containing another is removed whole
+	// current, if set, returns the secrets read from files as they are now
+	// (the client reads them at each request, so they may have changed).
+	current func() []string
 }
 
 // newRedactor collects the secrets of one source. rawURL may be unparsable; it is
@@ -70,7 +74,15 @@ func (r *redactor) add(s string) {
 
 // String returns s with every secret replaced.
 func (r *redactor) String(s string) string {
-	for _, sec := range r.secrets {
+	secrets := r.secrets
+	if r.current != nil {
+		now := &redactor{secrets: slices.Clone(r.secrets)}
+		for _, sec := range r.current() {
+			now.add(sec)
+		}
+		secrets = now.secrets
+	}
+	for _, sec := range secrets {
 		s = strings.ReplaceAll(s, sec, redacted)
 	}
 	return s

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	promconfig "github.com/prometheus/common/config"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRedactorURL(t *testing.T) {
@@ -48,8 +50,11 @@ func TestLooksLikeKey(t *testing.T) {
 // REDACTED, while a short value under a credential's name, and any long
 // value, stay hidden.
 func TestShortPlainHeaderIsNotASecret(t *testing.T) {
-	o := httpOptions{headers: map[string]string{"X-Scope-OrgID": "1", "X-Auth": "pw1", "X-Tenant": "a-long-tenant-id"}}
-	r := newRedactor("http://graphite:8080/render?format=json&apikey=k9", o.secrets()...)
+	legacy := LegacyHTTP{Headers: map[string]string{"X-Scope-OrgID": "1", "X-Auth": "pw1", "X-Tenant": "a-long-tenant-id"}}
+	h, err := legacy.resolve(promconfig.DefaultHTTPClientConfig)
+	require.NoError(t, err)
+	secrets, _ := httpSecrets(h)
+	r := newRedactor("http://graphite:8080/render?format=json&apikey=k9", secrets...)
 	got := r.String("server web-1 (weight 1) format json; pw1 k9 a-long-tenant-id")
 	assert.Equal(t, "server web-1 (weight 1) format json; REDACTED REDACTED REDACTED", got)
 }

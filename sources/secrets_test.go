@@ -11,12 +11,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+	promconfig "github.com/prometheus/common/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -94,11 +97,11 @@ func graphiteFetcher(t *testing.T, url string, bearer bool, logs *bytes.Buffer) 
 	cfg := DefaultGraphiteConfig()
 	cfg.URL, cfg.Target, cfg.Retries, cfg.Timeout = url, "tcp.*.rx", 1, duration.Duration(300*time.Millisecond)
 	cfg.ServerRegex = `^tcp\.(node-\d+)\.rx$`
-	cfg.Headers = map[string]string{"X-Api-Key": secretHeader}
+	cfg.Legacy.Headers = map[string]string{"X-Api-Key": secretHeader}
 	if bearer {
-		cfg.BearerToken = secretBearer
+		cfg.HTTP.BearerToken = secretBearer
 	} else {
-		cfg.BasicAuth = BasicAuth{Username: "user", Password: secretPassword}
+		cfg.HTTP.BasicAuth = &promconfig.BasicAuth{Username: "user", PasswordFile: secretFile(t, secretPassword)}
 	}
 	g, err := NewGraphite(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	require.NoError(t, err)
@@ -108,15 +111,23 @@ func graphiteFetcher(t *testing.T, url string, bearer bool, logs *bytes.Buffer) 
 func prometheusFetcher(t *testing.T, url string, bearer bool, logs *bytes.Buffer) weighter.Source {
 	cfg := DefaultPrometheusConfig()
 	cfg.URL, cfg.Query, cfg.Timeout = url, "up", duration.Duration(300*time.Millisecond)
-	cfg.Headers = map[string]string{"X-Api-Key": secretHeader}
+	cfg.HTTP.HTTPHeaders = &promconfig.Headers{Headers: map[string]promconfig.Header{"X-Api-Key": {Secrets: []promconfig.Secret{secretHeader}}}}
 	if bearer {
-		cfg.BearerToken = secretBearer
+		cfg.HTTP.Authorization = &promconfig.Authorization{CredentialsFile: secretFile(t, secretBearer)}
 	} else {
-		cfg.BasicAuth = BasicAuth{Username: "user", Password: secretPassword}
+		cfg.HTTP.BasicAuth = basicAuth("user", secretPassword)
 	}
 	p, err := NewPrometheus(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	require.NoError(t, err)
 	return p
+}
+
+// secretFile writes secret to a file, with the trailing newline an editor leaves.
+func secretFile(t *testing.T, secret string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(path, []byte(secret+"\n"), 0o600))
+	return path
 }
 
 func TestSecretsNeverLeak(t *testing.T) {

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"gopkg.in/yaml.v3"
+
+	promconfig "github.com/prometheus/common/config"
+)
+
+// deprecatedKeys is a source configuration that still takes keys of earlier
+// releases (the HTTP sources' tls, headers, bearer_token), each reported as
+// "key: deprecated, ...".
+type deprecatedKeys interface{ Deprecated() []string }
+
+// deprecations lists the deprecated keys of every backend's source as
+// FieldErrors at their lines: warnings, which do not stop loading.
+func deprecations(root *yaml.Node, cfg *Config) []*FieldError {
+	var out []*FieldError
+	for i := range cfg.Backends {
+		b := &cfg.Backends[i]
+		d, ok := b.Source.Config().(deprecatedKeys)
+		if !ok {
+			continue
+		}
+		for _, msg := range d.Deprecated() {
+			fe := attributed(backendType, fmt.Errorf("source: %s: %s", b.Source.Kind(), msg))
+			for _, p := range fe {
+				p.keys = append([]any{"backends", i}, p.keys...)
+				p.within = b.label(i)
+				p.Line = lineOf(root, p.keys)
+				out = append(out, p)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *FieldError) int { return a.Line - b.Line })
+	return out
+}
+
+// warningLines writes each warning as "file:line: warning: message".
+func warningLines(name string, warnings []*FieldError) []string {
+	var out []string
+	for _, w := range warnings {
+		if w.Line > 0 {
+			out = append(out, fmt.Sprintf("%s:%d: warning: %v", name, w.Line, w))
+		} else {
+			out = append(out, fmt.Sprintf("%s: warning: %v", name, w))
+		}
+	}
+	return out
+}
+
+// setDirectories makes the relative paths of the sources' HTTP settings
+// (password_file, tls_config.ca_file, ...) relative to the directory of the
+// configuration file, as Prometheus does with its own.
+func setDirectories(cfg *Config, dir string) {
+	for i := range cfg.Backends {
+		if d, ok := cfg.Backends[i].Source.Config().(promconfig.DirectorySetter); ok {
+			d.SetDirectory(dir)
+		}
+	}
+}
+
+// finishLoad completes a configuration parsed from the file name: relative
+// paths, and the warnings as lines.
+func finishLoad(name string, cfg *Config) {
+	setDirectories(cfg, filepath.Dir(name))
+	cfg.Warnings = warningLines(name, cfg.warnings)
+}
+
+// promPlain is the type yaml.v3 names in a type error inside the HTTP
+// settings: prometheus/common decodes its Secret (a string) and its structs
+// (basic_auth, tls_config, oauth2) each through a local type "plain".
+const promPlain = "config.plain"
+
+// promSecretKeys are the keys of prometheus/common's HTTP settings that hold
+// a Secret.
+var promSecretKeys = map[string]bool{"password": true, "credentials": true, "bearer_token": true,
+	"client_secret": true, "client_certificate_key": true, "key": true, "secrets": true}
+
+// promPlainKind says what the key, under which a "config.plain" failed to
+// decode, takes.
+func promPlainKind(key string) string {
+	if promSecretKeys[key] {
+		return "a string"
+	}
+	return "a mapping"
+}
