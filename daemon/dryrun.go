@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 
+	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -18,20 +21,23 @@ import (
 // logged ("would set") and counted once: when the weight wanted for a server
 // differs from the one last said.
 
-// startDryRun exports whether r's backend is a dry run and says so when it
-// becomes one (at start, or by a reload that sets dry_run).
+// startDryRun exports whether r's backend is a dry run and says so when that
+// changes (at start, or by a reload that sets or clears dry_run).
 func (d *Daemon) startDryRun(r *runner, prev *group) {
 	r.apply = !r.unit.dryRun
 	d.metrics.SetDryRun(r.unit.Backend.Name, r.unit.dryRun)
-	if !r.unit.dryRun {
-		return
-	}
+	wasDry := false
 	if prev != nil {
-		if old := prev.runner(r.unit.Backend.Name); old != nil && old.unit.dryRun {
-			return
+		if old := prev.runner(r.unit.Backend.Name); old != nil {
+			wasDry = old.unit.dryRun
 		}
 	}
-	r.log.Info("dry run: planning and exporting, writing nothing to this backend")
+	switch {
+	case r.unit.dryRun && !wasDry:
+		r.log.Info("dry run: planning and exporting, writing nothing to this backend")
+	case !r.unit.dryRun && wasDry:
+		r.log.Info("dry run off: this backend's weights are written from its next cycle")
+	}
 }
 
 // wouldSet logs, in a dry run, the weight changes the plan wants that were
@@ -74,4 +80,25 @@ func (l *cycleLog) wouldSet(ln *line, c weighter.Cycle) int {
 	}
 	ln.add(slog.LevelInfo, "dry run: would set weights", attrs...)
 	return fresh
+}
+
+// restoreTurnedDry gives, with restore_on_exit, each backend that a reload
+// turns from live into a dry run its start-up weights back at once, as it
+// does for a backend the reload removes: the daemon stops writing there, and
+// its weights (drains included) must not outlive that. A failure is logged
+// and the weights are tried again at exit.
+func (d *Daemon) restoreTurnedDry(ctx context.Context, old, next *config.Config, stuck []string) {
+	if !old.RestoreOnExit {
+		return
+	}
+	var names []string
+	for _, b := range next.Backends {
+		wasLive := slices.ContainsFunc(old.Backends, func(o config.Backend) bool { return o.Name == b.Name && !o.DryRun })
+		if b.DryRun && wasLive && !slices.Contains(stuck, b.Name) {
+			names = append(names, b.Name)
+		}
+	}
+	if len(names) > 0 {
+		_ = d.startWeights.restore(ctx, old.CycleTimeout(), names, "restore of a backend a reload turned into a dry run")
+	}
 }

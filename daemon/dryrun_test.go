@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -250,5 +253,63 @@ haproxy_weighter_server_desired_weight{backend="be",server="s2"} 64
 	}
 	if !live.r.apply {
 		t.Error("a live backend's runner does not apply")
+	}
+}
+
+// TestReloadIntoDryRunRestores: with restore_on_exit, a backend that a reload
+// turns into a dry run gets its start-up weights back at that reload, as a
+// removed one does, and after that nothing is written to it, not even at exit.
+func TestReloadIntoDryRunRestores(t *testing.T) {
+	h := startTwoServers(t)
+	parse := func(dry bool) *config.Config {
+		yml := fmt.Sprintf("listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: 2s}\n"+
+			"backends:\n  - name: be\n    dry_run: %v\n    source: {haproxy: {counter: bytes_in}}\n", h.Socket, dry)
+		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(parse(false), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse(true), nil }})
+	r := startDaemon(t, d, n)
+	waitFor(t, "be's start-up weights kept", func() bool { return d.startWeights.has("be") })
+
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := hc.Backend("be")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	weights := func() map[string]int {
+		servers, err := b.Servers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, s := range servers {
+			got[s.Name] = s.Weight
+		}
+		return got
+	}
+	// As the daemon's live cycles would (this source holds for its rate window).
+	if err := b.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 0}}); err != nil {
+		t.Fatal(err)
+	}
+	r.hup <- syscall.SIGHUP
+	waitFor(t, "be's start-up weights back and its snapshot dropped after the reload made it dry", func() bool {
+		got := weights()
+		return !d.startWeights.has("be") && got["s1"] == 10 && got["s2"] == 20
+	})
+	// An operator's weight during the dry run stays after the daemon exits.
+	if err := b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 55}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := weights(); got["s1"] != 10 || got["s2"] != 55 {
+		t.Errorf("weights after a dry run's exit %v, want s1=10 and the operator's s2=55", got)
 	}
 }

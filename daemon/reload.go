@@ -43,6 +43,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		// A failure is logged; the daemon goes on with the new configuration.
 		_ = d.startWeights.restore(ctx, old.CycleTimeout(), removed, "restore of a backend removed by the reload")
 	}
+	d.restoreTurnedDry(ctx, old, cfg, stuck)
 	d.mu.Lock()
 	d.cfg = cfg
 	d.mu.Unlock()
