@@ -20,7 +20,7 @@ backends:
     haproxy: {socket: /run/b.sock}
     source: {haproxy: {counter: bytes_in}}
   - name: be_c
-    haproxy: {socket: "127.0.0.1:9999", timeout: 1s}
+    haproxy: {socket: "127.0.0.1:9999", timeout: 1s, master: true}
     source: {haproxy: {counter: bytes_in}}
 `
 	c, err := Parse("f.yml", []byte(file), noEnv)
@@ -30,7 +30,7 @@ backends:
 	want := []haproxy.Config{
 		{Socket: "/run/a.sock", Timeout: duration.Duration(3 * time.Second)},
 		{Socket: "/run/b.sock", Timeout: duration.Duration(3 * time.Second)},
-		{Socket: "127.0.0.1:9999", Timeout: duration.Duration(time.Second)},
+		{Socket: "127.0.0.1:9999", Timeout: duration.Duration(time.Second), Master: true},
 	}
 	for i, w := range want {
 		if got := c.SocketOf(&c.Backends[i]); got != w {
@@ -54,6 +54,14 @@ backends:
     haproxy: {socket: /run/a.sock, timeout: 9s}
     source: {haproxy: {counter: bytes_in}}
 `, `f.yml:6: backends[1] (be_b): haproxy: socket /run/a.sock is also set by the top-level haproxy with other settings`},
+		{"one socket master and not", `backends:
+  - name: be_a
+    haproxy: {socket: /run/m.sock, master: true}
+    source: {haproxy: {counter: bytes_in}}
+  - name: be_b
+    haproxy: {socket: /run/m.sock}
+    source: {haproxy: {counter: bytes_in}}
+`, `f.yml:6: backends[1] (be_b): haproxy: socket /run/m.sock is also set by backends[0] (be_a) with other settings`},
 		{"IPVS without HAProxy", `backends:
   - name: svc
     ipvs: {service: "udp://10.0.0.1:2003", servers: {n1: "10.0.2.1:2003"}}

@@ -15,9 +15,12 @@ const DefaultTimeout = 2 * time.Second
 // Config says how to reach HAProxy's runtime API.
 type Config struct {
 	// Socket is an admin-level stats socket: a unix path ("/run/haproxy/admin.sock")
-	// or a TCP "host:port". Not the master socket: on HAProxy 2.6 the master CLI
-	// loses error replies.
+	// or a TCP "host:port"; with Master, the master CLI's (`haproxy -W -S`).
 	Socket string `yaml:"socket"`
+	// Master says Socket is HAProxy's master CLI: every command goes to the
+	// current worker (`@1`), found afresh at each exchange, so a reload needs
+	// no restart (master.go).
+	Master bool `yaml:"master"`
 	// Timeout bounds the dial and each stall while writing a request or reading
 	// a reply (a long batch that keeps moving is not cut); 0 means DefaultTimeout.
 	Timeout duration.Duration `yaml:"timeout"`

@@ -39,6 +39,9 @@ func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) 
 	if c.trace != nil {
 		c.trace(cmds)
 	}
+	if c.cfg.Master {
+		return c.exchangeMaster(ctx, cmds)
+	}
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, err
@@ -171,7 +174,7 @@ func splitReplies(out string, n int) ([]string, error) {
 	parts := strings.Split(out, promptSep)
 	if strings.HasPrefix(out, "master> ") {
 		// The master CLI prompts "master> " and knows none of the commands.
-		return nil, fmt.Errorf("%w: this is HAProxy's master CLI: point socket at a worker's stats socket (level admin) (%.80q)",
+		return nil, fmt.Errorf("%w: this is HAProxy's master CLI: set master: true, or point socket at a worker's stats socket (level admin) (%.80q)",
 			ErrBadReply, out)
 	}
 	if len(parts)-1 < n {

@@ -126,7 +126,7 @@ func (c *Client) dumpOnce(ctx context.Context, cmd string, keep func(*Session) b
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	if _, err := io.WriteString(conn, cmd+"\n"); err != nil {
+	if _, err := io.WriteString(conn, c.oneCommand(cmd)); err != nil {
 		return sessionDump{}, c.ioError(ctx, "write", err)
 	}
 	// As in roundTrip, the timeout bounds each read (HAProxy dumps 16 kB at a

@@ -1,0 +1,154 @@
+package haproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// HAProxy's master CLI (`haproxy -W -S <socket>`) passes a command prefixed
+// with `@1` to the current worker, the one the newest reload started: each
+// exchange goes to whichever worker is current then, so a reload (USR2 to
+// the master, or its `reload` command) needs no restart of the daemon. The
+// first exchanges after a reload read the new worker's weights, which the
+// controller sees reset and writes again.
+//
+// HAProxy 2.6's master CLI opens a new worker session for each command, so
+// `set severity-output number` does not carry over and error replies come
+// back without their "[N]: " severity. masterReply restores it for the
+// commands the client sends.
+
+// currentWorker is the master CLI's prefix for the current worker.
+const currentWorker = "@1 "
+
+// ErrNoWorker: the master CLI has no current worker to pass the command to
+// (HAProxy starting, or every worker failed).
+var ErrNoWorker = errors.New("the master CLI has no current worker")
+
+// masterPrompt is the master CLI's prompt in prompt mode: "master> ", or with
+// the reload status and mode flags, "master[ReloadFailed]> ", "master(e)> ".
+var masterPrompt = regexp.MustCompile(`master(?:\[[^\]\n]*\])?(?:\([a-z]*\))?> `)
+
+// exchangeMaster is exchange through the master CLI: every command goes to
+// the current worker, one per line in one write, the replies split on the
+// master's prompt. The master closes the connection after "quit".
+func (c *Client) exchangeMaster(ctx context.Context, cmds []string) ([]string, error) {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	var req bytes.Buffer
+	req.WriteString("prompt\n")
+	for _, cmd := range cmds {
+		req.WriteString(currentWorker + cmd + "\n")
+	}
+	req.WriteString("quit\n")
+	wrote := make(chan error, 1)
+	go func() { wrote <- c.writeChunks(ctx, conn, req.Bytes()) }()
+	out, err := readAll(conn, func() { c.push(ctx, conn.SetReadDeadline) })
+	if err != nil {
+		conn.Close()
+		<-wrote
+		return nil, c.ioError(ctx, "read", err)
+	}
+	// Every reply came, or the master said why not and closed (which may
+	// have cut the write): the replies tell more than the write's error.
+	<-wrote
+	replies, err := splitMasterReplies(out, len(cmds))
+	if err != nil {
+		return nil, fmt.Errorf("haproxy: master CLI %s: %w", c.cfg.Socket, err)
+	}
+	for i, cmd := range cmds {
+		replies[i] = masterReply(cmd, replies[i])
+	}
+	return replies, nil
+}
+
+// readAll reads until the peer closes, at most maxReply bytes; extend is
+// called before each read.
+func readAll(r io.Reader, extend func()) (string, error) {
+	var buf bytes.Buffer
+	chunk := make([]byte, 32<<10)
+	for {
+		extend()
+		k, err := r.Read(chunk)
+		buf.Write(chunk[:k])
+		if buf.Len() > maxReply {
+			return "", fmt.Errorf("%w: reply larger than %d MB", ErrBadReply, maxReply>>20)
+		}
+		if errors.Is(err, io.EOF) {
+			return buf.String(), nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("after %d bytes: %w", buf.Len(), err)
+		}
+	}
+}
+
+// splitMasterReplies cuts the master CLI's prompt-mode output into n
+// replies. Each reply is the worker's output and an empty line, then the
+// prompt; the output starts with the prompt "prompt" turned on.
+func splitMasterReplies(out string, n int) ([]string, error) {
+	first := masterPrompt.FindStringIndex(out)
+	if first == nil || first[0] != 0 {
+		if strings.HasPrefix(out, "\n> ") || strings.HasPrefix(out, "> ") {
+			return nil, fmt.Errorf("%w: this is a worker's stats socket, not the master CLI: set master: false (%.80q)", ErrBadReply, out)
+		}
+		return nil, fmt.Errorf("%w: no master CLI prompt (%.80q)", ErrBadReply, out)
+	}
+	rest := out[first[1]:]
+	var replies []string
+	for len(replies) < n {
+		loc := masterPrompt.FindStringIndex(rest)
+		if loc == nil {
+			break
+		}
+		replies = append(replies, strings.TrimRight(rest[:loc[0]], "\n"))
+		rest = rest[loc[1]:]
+	}
+	if len(replies) < n {
+		if strings.Contains(rest, "Can't find the target PID") {
+			return nil, fmt.Errorf("%w (%s)", ErrNoWorker, strings.TrimSpace(rest))
+		}
+		return nil, fmt.Errorf("%w: truncated: %d of %d replies (%d bytes: %.80q)", ErrBadReply, len(replies), n, len(out), out)
+	}
+	return replies, nil
+}
+
+// masterReply gives a worker's reply passed on by the master the severity
+// prefix HAProxy would have put there under `set severity-output number`,
+// so that replyError and commandError read it as from a worker's socket.
+// A command that prints nothing on success (a weight, a shutdown) failed
+// when it printed something; one that dumps (show servers state, show stat)
+// failed when it printed one line that is not a CSV header: their output is
+// never one line otherwise.
+func masterReply(cmd, reply string) string {
+	if reply == "" {
+		return reply
+	}
+	silent := strings.HasPrefix(cmd, "set server ") || strings.HasPrefix(cmd, "shutdown session ")
+	oneLine := !strings.Contains(reply, "\n") && !strings.HasPrefix(reply, "#")
+	if silent || oneLine {
+		return "[3]: " + reply
+	}
+	return reply
+}
+
+// oneCommand is what dumpOnce writes for cmd: the command alone, which the
+// worker answers and closes after; through the master CLI the command for
+// the current worker, then "quit", as the master keeps the connection open.
+func (c *Client) oneCommand(cmd string) string {
+	if c.cfg.Master {
+		return currentWorker + cmd + "\nquit\n"
+	}
+	return cmd + "\n"
+}

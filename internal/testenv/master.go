@@ -1,0 +1,162 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// HAProxyMaster is haproxy in master-worker mode (`haproxy -W -S`) started by
+// StartHAProxyMaster: a master process with its master CLI, and a worker
+// without a stats socket of its own. It is stopped by t.Cleanup.
+type HAProxyMaster struct {
+	// Socket is the master CLI's unix socket.
+	Socket string
+	// Config is the path of the configuration file.
+	Config string
+
+	t      testing.TB
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *SyncBuffer
+	exited chan error
+}
+
+// StartHAProxyMaster writes cfg (defaults, frontends, backends; no global
+// stats socket) and starts `haproxy -W -S <socket> -db`. It fails the test
+// when the binary is missing, and returns once the master CLI lists a worker.
+func StartHAProxyMaster(t testing.TB, cfg string) *HAProxyMaster {
+	t.Helper()
+	if _, err := exec.LookPath("haproxy"); err != nil {
+		t.Fatalf("haproxy not found in PATH (install it: apt-get install haproxy): %v", err)
+	}
+	dir := t.TempDir()
+	h := &HAProxyMaster{Socket: filepath.Join(dir, "master.sock"), Config: filepath.Join(dir, "haproxy.cfg"), t: t, log: &SyncBuffer{}}
+	if err := os.WriteFile(h.Config, []byte(cfg), 0o600); err != nil {
+		t.Fatalf("write haproxy config: %v", err)
+	}
+	h.cmd = exec.Command("haproxy", "-W", "-S", h.Socket+",mode,600", "-f", h.Config, "-db")
+	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
+	if err := h.cmd.Start(); err != nil {
+		t.Fatalf("start haproxy: %v", err)
+	}
+	h.exited = make(chan error, 1)
+	go func(c *exec.Cmd) { h.exited <- c.Wait() }(h.cmd)
+	t.Cleanup(h.Stop)
+	h.waitWorker(0)
+	return h
+}
+
+// Worker is the pid of the current worker, as the master CLI's `show proc`
+// lists it; 0 when it lists none or does not answer.
+func (h *HAProxyMaster) Worker() int {
+	out, err := h.command("show proc")
+	if err != nil {
+		return 0
+	}
+	section := ""
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "#") {
+			section = line
+			continue
+		}
+		f := strings.Fields(line)
+		if section == "# workers" && len(f) >= 2 && f[1] == "worker" {
+			pid, _ := strconv.Atoi(f[0])
+			return pid
+		}
+	}
+	return 0
+}
+
+// Reload sends SIGUSR2 to the master, as `systemctl reload haproxy` does, and
+// returns the new worker's pid once the master lists it as current.
+func (h *HAProxyMaster) Reload() int {
+	h.t.Helper()
+	old := h.Worker()
+	if err := h.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
+		h.t.Fatalf("reload haproxy: %v", err)
+	}
+	return h.waitWorker(old)
+}
+
+// waitWorker polls until the master lists a current worker other than old.
+func (h *HAProxyMaster) waitWorker(old int) int {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-h.exited:
+			h.exited <- err
+			h.t.Fatalf("haproxy exited: %v\n%s", err, h.log.String())
+		default:
+		}
+		if pid := h.Worker(); pid != 0 && pid != old {
+			return pid
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an outcome
+	}
+	h.t.Fatalf("no new haproxy worker (old %d) after 10 s:\n%s", old, h.log.String())
+	return 0
+}
+
+// command sends one command to the master CLI and returns its reply.
+func (h *HAProxyMaster) command(cmd string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", h.Socket)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	// The master keeps the connection open after a command it passed to a
+	// worker: quit closes it.
+	if _, err := fmt.Fprintf(c, "%s\nquit\n", cmd); err != nil {
+		return "", err
+	}
+	out, err := io.ReadAll(c)
+	return string(out), err
+}
+
+// Command sends one command to the master CLI (`@1 show stat`, `show proc`)
+// and returns its reply, failing the test when the CLI does not answer.
+func (h *HAProxyMaster) Command(cmd string) string {
+	h.t.Helper()
+	out, err := h.command(cmd)
+	if err != nil {
+		h.t.Fatalf("master CLI %q: %v", cmd, err)
+	}
+	return out
+}
+
+// Log is what haproxy has written so far.
+func (h *HAProxyMaster) Log() string { return h.log.String() }
+
+// Stop terminates the master (SIGTERM), which stops its workers, and waits.
+func (h *HAProxyMaster) Stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd == nil || h.exited == nil {
+		return
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+	case <-time.After(5 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.exited
+	}
+	h.exited = nil
+}
