@@ -141,9 +141,13 @@ type fleet struct {
 	agentAt   float64
 	tr        trace
 	onStep    func(f *fleet, now float64) // test hook
-	shed      *shedState                  // nil unless the pipeline sheds
-	whales    []int                       // arrival indices of the whales
-	whaleAt   map[int]connRef             // whale arrival → its current connection
+	// onOmni is a test hook: the omniscient shedder closes connection id of
+	// lb, on server top, at now.
+	onOmni  func(f *fleet, now float64, lb *balancer, id, top int)
+	shed    *shedState      // nil unless the pipeline sheds
+	omni    *omniState      // nil unless the pipeline has an omniscient shedder
+	whales  []int           // arrival indices of the whales
+	whaleAt map[int]connRef // whale arrival → its current connection
 }
 
 func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error) {
@@ -285,6 +289,9 @@ func (f *fleet) run() (trace, error) {
 			}
 		case f.pl.Kind == KindAgent && k%agt == 0:
 			f.agentReport(now)
+		}
+		if f.omni != nil && k%ivl == 0 {
+			f.omniCycle(now)
 		}
 	}
 	return f.tr, nil

@@ -46,6 +46,9 @@ type Pipeline struct {
 	// Shed, when set, makes every daemon close the heaviest long-lived
 	// sessions of a hot server (weighter.Shedder); clients reconnect.
 	Shed *weighter.ShedPolicy
+	// Omni, when set, adds an omniscient shedder (OmniShed) to the
+	// placement: the reference for what shedding could do, not a daemon.
+	Omni *OmniShed
 }
 
 func (pl Pipeline) fastWindow(sc Scenario) float64 {

@@ -76,8 +76,11 @@ type ShedFigures struct {
 func (f *fleet) initShed() {
 	f.whaleAt = map[int]connRef{}
 	f.whales = whaleIndices(f.str)
-	if f.pl.Shed != nil && f.pl.Kind == KindWeighter {
+	if f.pl.Shed != nil && f.pl.Kind == KindWeighter || f.pl.Omni != nil {
 		f.shed = &shedState{rng: rand.New(rand.NewPCG(f.sc.Seed, 0x5bed)), count: map[string]int{}}
+	}
+	if o := f.pl.Omni; o != nil {
+		f.omni = &omniState{p: *o, tokens: o.Burst, clients: map[int]float64{}}
 	}
 }
 
@@ -491,13 +494,29 @@ func UnboundedShed() weighter.ShedPolicy {
 
 // ShedComparison is what --shed compares: the baselines, the recommended
 // pipeline without and with shedding (weighter.DefaultShed), and with
-// UnboundedShed ("… shed unbounded").
+// UnboundedShed ("… shed unbounded"); then the references of what shedding
+// could do at the goal's rate, OmniPipelines.
 func ShedComparison() []Pipeline {
 	out := append(FleetBaselines(), CandidatePipelines()[0])
 	all := CandidatePipelines()
 	out[len(out)-1] = all[slices.IndexFunc(all, func(p Pipeline) bool { return p.Name == RecommendedPipeline })]
 	out = append(out, ShedPipelines()...)
-	return append(out, ShedPipeline(RecommendedPipeline+ShedPipelineSuffix+" unbounded", UnboundedShed()))
+	out = append(out, ShedPipeline(RecommendedPipeline+ShedPipelineSuffix+" unbounded", UnboundedShed()))
+	return append(out, OmniPipelines(ShedGoalMaxPerHour)...)
+}
+
+// OmniGoal is the omniscient shedder at perHour sheds per hour per server,
+// with the limits of weighter.DefaultShed where they apply (4 at once, min
+// age 10 s, cooldown 10 min) and a threshold of 1.2 × the mean.
+func OmniGoal(perHour float64) OmniShed {
+	d := weighter.DefaultShed()
+	return OmniShed{Above: 1.2, PerHour: perHour, Burst: float64(d.MaxPerMinute), MinAge: d.MinAge, Cooldown: d.Cooldown}
+}
+
+// OmniPipelines are the omniscient shedder at perHour on the oracle's
+// placement and on the recommended pipeline's.
+func OmniPipelines(perHour float64) []Pipeline {
+	return []Pipeline{OmniPipeline("oracle", OmniGoal(perHour)), OmniPipeline(RecommendedPipeline, OmniGoal(perHour))}
 }
 
 // ShedGoalMaxPerHour is the most sheds per hour per server the goal allows
@@ -604,4 +623,24 @@ func (r *ShedResult) WriteSweep(w io.Writer, top int) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// OmniScanRates are the budgets (sheds per hour per server) at which the
+// sweep runs the omniscient shedder on the recommended pipeline's placement
+// beyond the goal's: how many sheds the medians would need.
+var OmniScanRates = []float64{12, 24, 48, 96}
+
+// ShedSweepPipelines is what --shed-sweep compares: the baselines, the
+// recommended pipeline, one shedding row per ShedGrid point, and the
+// omniscient shedder at the goal's rate (OmniPipelines) and at OmniScanRates.
+func ShedSweepPipelines() []Pipeline {
+	out := ShedComparison()[:len(FleetBaselines())+1]
+	for _, p := range ShedGrid() {
+		out = append(out, ShedPipeline(ShedLabel(p), p))
+	}
+	out = append(out, OmniPipelines(ShedGoalMaxPerHour)...)
+	for _, r := range OmniScanRates {
+		out = append(out, OmniPipeline(RecommendedPipeline, OmniGoal(r)))
+	}
+	return out
 }

@@ -262,7 +262,7 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 		}
 	}
 	for _, h := range ready {
-		picked, note := s.choose(now, h, mean, s.p.Above*mean-lowest, in.Sessions, budget)
+		picked, note := s.choose(now, h, mean, s.p.Above*mean-lowest, landings(in.Servers, h.name), in.Sessions, budget)
 		if len(picked) == 0 {
 			why = append(why, h.name+": "+note)
 			continue
@@ -365,14 +365,23 @@ func (s *Shedder) falling(st *shedStreak) bool {
 	return last < (1-s.p.Progress)*first
 }
 
-// choose picks, from the server's eligible sessions, the ones whose removal
-// brings its load closest to the mean: greedily, each time the session that
-// leaves it closest, while that gains at least shedMinGain × mean, up to
-// budget sessions, at most one per client address. A session is eligible
-// when it is measured, old enough, its client is not cooling down, and it
-// is lighter than room (above × mean − the least loaded server's load): a
-// session no server can take without going hot would only move the problem.
-func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, sessions []ShedSession, budget int) ([]ShedSession, string) {
+// choose picks, from the server's eligible sessions, the ones whose move
+// brings the backend's busiest load closest to the mean, given where each
+// lands: a shed client reconnects by the weights, which favour the least
+// loaded server, so each session is assumed to land on the least loaded of
+// the other servers (counting the sessions picked before it). Greedily, each
+// time the session after whose move the highest of the hot server, its
+// landing server and the rest is lowest (ties: the hot server closest to the
+// mean, then the heavier), while one brings the hot server at least
+// shedMinGain × mean closer to the mean, up to budget sessions, at most one
+// per client address. So the heaviest session is not taken when its landing
+// server would end up busier than a lighter one leaves both. A session is
+// eligible when it is measured, old enough, its client is not cooling down,
+// and it is lighter than room (above × mean − the least loaded server's
+// load): a session no server can take without going hot would only move the
+// problem; nor is one taken that its predicted landing server could not take
+// without going above above × mean.
+func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []landing, sessions []ShedSession, budget int) ([]ShedSession, string) {
 	var cands []ShedSession
 	young, cooling, unmeasured, heavy, total := 0, 0, 0, 0, 0
 	ids := map[string]bool{}
@@ -408,15 +417,37 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, session
 	var picked []ShedSession
 	used := map[string]bool{}
 	load := h.load
-	for len(picked) < budget {
-		best, bestDist := -1, math.Abs(load-mean)-shedMinGain*mean
+	for len(picked) < budget && len(land) > 0 {
+		to := 0 // the predicted landing server: the least loaded
+		rest := math.Inf(-1)
+		for i, l := range land {
+			if l.load < land[to].load {
+				to = i
+			}
+		}
+		for i, l := range land {
+			if i != to && l.load > rest {
+				rest = l.load
+			}
+		}
+		best, bestMax, bestDist := -1, math.Inf(1), math.Inf(1)
 		for i, c := range cands {
 			addr, _ := clientAddr(c.Client)
 			if used[addr] {
 				continue
 			}
-			if d := math.Abs(load - h.factor*c.Rate - mean); d < bestDist {
-				best, bestDist = i, d
+			after := load - h.factor*c.Rate
+			dist := math.Abs(after - mean)
+			if !(dist < math.Abs(load-mean)-shedMinGain*mean) {
+				continue
+			}
+			landed := land[to].load + land[to].factor*c.Rate
+			if !(landed < s.p.Above*mean) {
+				continue
+			}
+			busiest := max(after, landed, rest)
+			if busiest < bestMax || busiest == bestMax && dist < bestDist {
+				best, bestMax, bestDist = i, busiest, dist
 			}
 		}
 		if best < 0 {
@@ -427,6 +458,7 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, session
 		addr, _ := clientAddr(c.Client)
 		used[addr] = true
 		load -= h.factor * c.Rate
+		land[to].load += land[to].factor * c.Rate
 		cands = slices.Delete(cands, best, best+1)
 	}
 	if len(picked) > 0 {
@@ -434,6 +466,31 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, session
 	}
 	return nil, fmt.Sprintf("no session to close (%d sessions: %d eligible, none brings it %s× mean closer to the mean; %d younger than min_age, %d client in cooldown or unknown, %d not measured, %d too heavy for any server)",
 		total, total-young-cooling-unmeasured-heavy, ratioText(shedMinGain), young, cooling, unmeasured, heavy)
+}
+
+// landing is a server a shed session may land on: its load and the load one
+// unit of session rate adds to it.
+type landing struct{ load, factor float64 }
+
+// landings are the servers with valid data other than hot (first entry per
+// name), in input order.
+func landings(servers []ShedServer, hot string) []landing {
+	var out []landing
+	seen := map[string]bool{hot: true}
+	for _, sv := range servers {
+		if seen[sv.Name] {
+			continue
+		}
+		seen[sv.Name] = true
+		if validLoad(sv.Load) {
+			f := sv.Factor
+			if !(f > 0) || isInf(f) {
+				f = 1
+			}
+			out = append(out, landing{sv.Load, f})
+		}
+	}
+	return out
 }
 
 // cooling reports whether a session of addr was closed within the cooldown.

@@ -53,9 +53,10 @@ func TestShedPolicyValidate(t *testing.T) {
 	assert.Error(t, err)
 }
 
-// TestShedChoosesClosestToMean: the sessions whose removal leaves the server
-// closest to the mean, each gaining at least 0.1 × mean.
-func TestShedChoosesClosestToMean(t *testing.T) {
+// TestShedChoice: the sessions after whose move (to the least loaded other
+// server) the busiest of the hot server, its landing server and the rest is
+// lowest, each bringing the hot server at least 0.1 × mean closer to the mean.
+func TestShedChoice(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		load   float64 // s1's load; s2..s4 carry 1000 each
@@ -65,7 +66,9 @@ func TestShedChoosesClosestToMean(t *testing.T) {
 		want   []string
 	}{
 		// mean = (3000+3000)/4 = 1500: excess 1500.
-		{name: "the one closest to the excess", load: 3000, rates: []float64{2900, 1400, 900, 100}, budget: 1, want: []string{"0x2"}},
+		// 1400 would leave s1 at 1600 and its landing server s2 at 2400;
+		// 900 leaves them at 2100 and 1900.
+		{name: "the one that leaves the busiest lowest where it lands", load: 3000, rates: []float64{2900, 1400, 900, 100}, budget: 1, want: []string{"0x3"}},
 		{name: "not the heaviest when it overshoots further", load: 3000, rates: []float64{2900, 1700}, budget: 1, want: []string{"0x2"}},
 		{name: "nothing that moves it away from the mean", load: 3000, rates: []float64{3100}, budget: 1, want: nil},
 		{name: "the heaviest when it is a whale", load: 3000, rates: []float64{1500, 200, 100}, budget: 1, want: []string{"0x1"}},
@@ -199,9 +202,9 @@ func TestShedCooldownAndRate(t *testing.T) {
 	p.For, p.MaxShare, p.MaxPerMinute, p.Cooldown, p.Progress = 1, 1, 1, duration.Duration(10*time.Minute), 0
 	s := mustShedder(t, p)
 	in := ShedInput{Servers: shedServers(3000, 1000, 1000, 1000), Sessions: []ShedSession{
-		{ID: "0x1", Server: "s1", Client: "2001:db8::1:4000", Age: time.Hour, Rate: 1200},
-		{ID: "0x2", Server: "s1", Client: "2001:db8::1:4001", Age: time.Hour, Rate: 1100},
-		{ID: "0x3", Server: "s1", Client: "2001:db8::2:4000", Age: time.Hour, Rate: 1000},
+		{ID: "0x1", Server: "s1", Client: "2001:db8::1:4000", Age: time.Hour, Rate: 1000},
+		{ID: "0x2", Server: "s1", Client: "2001:db8::1:4001", Age: time.Hour, Rate: 900},
+		{ID: "0x3", Server: "s1", Client: "2001:db8::2:4000", Age: time.Hour, Rate: 800},
 	}}
 	plan := s.Plan(t0, in)
 	require.Len(t, plan.Sheds, 1)

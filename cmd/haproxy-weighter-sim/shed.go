@@ -13,7 +13,7 @@ import (
 
 // addShedFlags adds the session-shedding flags (docs/shedding.md).
 func addShedFlags(fl *pflag.FlagSet, f *simulateFlags) {
-	fl.BoolVar(&f.shed, "shed", false, "compare leastconn, agent-check, oracle and the recommended pipeline without and with session shedding over the three goal scenarios and a whale scenario (or --scenario alone) with --seeds seeds; print Markdown (docs/shedding.md)")
+	fl.BoolVar(&f.shed, "shed", false, "compare leastconn, agent-check, oracle and the recommended pipeline without and with session shedding over the three goal scenarios and a whale scenario (or --scenario alone) with --seeds seeds; print Markdown, or JSON with -o json (docs/shedding.md)")
 	fl.BoolVar(&f.shedSweep, "shed-sweep", false, "as --shed, with one shedding row per point of a grid of shed factors, ranked by the goals met; print Markdown")
 	p := &f.shedPolicy
 	fl.Float64Var(&p.Above, "shed-above", p.Above, "shedding: a server is hot above this × the mean load")
@@ -59,20 +59,20 @@ func runShed(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	applyScenarioFlags(cmd.Flags(), f, ext, scenarios)
 	pipelines := sim.ShedComparison()
-	if err := applyShedFlags(cmd.Flags(), f, pipelines[:len(pipelines)-1]); err != nil {
+	if err := applyShedFlags(cmd.Flags(), f, pipelines[:len(sim.FleetBaselines())+2]); err != nil {
 		return err
 	}
 	if f.shedSweep {
-		pipelines = pipelines[:len(pipelines)-2]
-		for _, p := range sim.ShedGrid() {
-			pipelines = append(pipelines, sim.ShedPipeline(sim.ShedLabel(p), p))
-		}
+		pipelines = sim.ShedSweepPipelines()
 	}
 	res, err := sim.CompareShed(scenarios, sim.Seeds(f.seeds), pipelines)
 	if err != nil {
 		return err
 	}
-	if f.shedSweep {
+	switch {
+	case f.output == "json":
+		return res.WriteJSON(cmd.OutOrStdout())
+	case f.shedSweep:
 		return res.WriteSweep(cmd.OutOrStdout(), f.top)
 	}
 	return res.WriteMarkdown(cmd.OutOrStdout())
