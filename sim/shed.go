@@ -510,7 +510,7 @@ func ShedComparison() []Pipeline {
 // age 10 s, cooldown 10 min) and a threshold of 1.2 × the mean.
 func OmniGoal(perHour float64) OmniShed {
 	d := weighter.DefaultShed()
-	return OmniShed{Above: 1.2, PerHour: perHour, Burst: float64(d.MaxPerMinute), MinAge: d.MinAge, Cooldown: d.Cooldown}
+	return OmniShed{Above: 1.2, PerHour: perHour, Burst: float64(d.MaxPerMinute), MinAge: time.Duration(d.MinAge), Cooldown: time.Duration(d.Cooldown)}
 }
 
 // OmniPipelines are the omniscient shedder at perHour on the oracle's

@@ -74,7 +74,7 @@ func TestShedComparisonJSON(t *testing.T) {
 		require.Len(t, p.Cells, 1, p.Name)
 		assert.Equal(t, "whales", p.Cells[0].Scenario)
 		assert.Greater(t, p.Cells[0].P50, 1.0, p.Name)
-		assert.Equal(t, strings.Contains(p.Name, " shed"), p.Cells[0].PerHour != nil, p.Name)
+		assert.Equal(t, strings.Contains(p.Name, "shed"), p.Cells[0].PerHour != nil, p.Name)
 		assert.Equal(t, 3, p.Goals, p.Name) // below the oracle, the rate, the whales
 	}
 	for _, want := range []string{"leastconn", "agent-check", "oracle", sim.RecommendedPipeline, sim.RecommendedPipeline + sim.ShedPipelineSuffix} {
