@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"syscall"
@@ -311,5 +314,68 @@ func TestReloadIntoDryRunRestores(t *testing.T) {
 	}
 	if got := weights(); got["s1"] != 10 || got["s2"] != 55 {
 		t.Errorf("weights after a dry run's exit %v, want s1=10 and the operator's s2=55", got)
+	}
+}
+
+// TestDryRunPropertyNeverWritesSaysOnce: over random loads (missing and
+// invalid ones included) and source failures, a dry run never writes,
+// exports HAProxy's weight as server_weight and the plan's as the desired
+// one, and a cycle that wants what the one before wanted counts no change.
+func TestDryRunPropertyNeverWritesSaysOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 2))
+	names := []string{"a", "b", "c", "d", "e"}
+	f := newDryFixture(t, true, names...)
+	randomLoads := func() map[string]float64 {
+		loads := map[string]float64{}
+		for _, n := range names {
+			switch rng.IntN(8) {
+			case 0: // missing
+			case 1:
+				loads[n] = math.NaN()
+			case 2:
+				loads[n] = -1
+			default:
+				loads[n] = rng.Float64() * 1000
+			}
+		}
+		return loads
+	}
+	writes := func() float64 { return f.gauge(t, "haproxy_weighter_dry_run_weight_writes_total", "backend", "be") }
+	for i := range 100 {
+		var err error
+		if rng.IntN(10) == 0 {
+			err = errors.New("source down")
+		}
+		loads := randomLoads()
+		f.src.set(loads, err)
+		before := writes()
+		c := f.r.step(context.Background())
+		after := writes()
+		sets := 0
+		for _, s := range c.Plan.Servers {
+			if s.Action == weighter.ActionSet {
+				sets++
+			}
+		}
+		if after < before || after-before > float64(sets) {
+			t.Fatalf("cycle %d: counter %v → %v with %d changes planned", i, before, after, sets)
+		}
+		if c.Result == weighter.ResultOK {
+			for _, s := range c.Plan.Servers {
+				w := f.gauge(t, "haproxy_weighter_server_weight", "backend", "be", "server", s.Server)
+				d := f.gauge(t, "haproxy_weighter_server_desired_weight", "backend", "be", "server", s.Server)
+				if w != 100 || d != float64(s.New) {
+					t.Fatalf("cycle %d %s: server_weight %v desired %v, want HAProxy's 100 and the plan's %d", i, s.Server, w, d, s.New)
+				}
+			}
+			// The same loads again: the same plan, nothing new to say.
+			f.src.set(loads, nil)
+			if again := f.r.step(context.Background()); again.Result == weighter.ResultOK && writes() != after {
+				t.Fatalf("cycle %d: a repeated plan counted %v more changes", i, writes()-after)
+			}
+		}
+	}
+	if f.tgt.writes != 0 {
+		t.Fatalf("%d writes", f.tgt.writes)
 	}
 }

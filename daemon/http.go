@@ -12,9 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// handler serves the status page (/), /metrics, /healthz (every backend's loop still turns: what
-// the systemd watchdog checks, for liveness probes where there is none) and
-// /readyz (every backend had a successful cycle within 3 intervals).
+// handler serves the status page (/), /metrics, /healthz (every backend's
+// loop still turns: what the systemd watchdog checks, for liveness probes
+// where there is none) and /readyz (every backend had a successful cycle
+// within 3 intervals).
 func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 	mux := http.NewServeMux()
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
