@@ -118,6 +118,10 @@ type balancer struct {
 	client   []int
 	shedder  *weighter.Shedder
 	lastRead float64 // when the daemon last read the streams (shedding); -1 = never
+	// peerBytes is per server the peers' bytes this daemon has added to its
+	// own counter (their rates × its own read spans), as the daemon's peered
+	// reader keeps them.
+	peerBytes []float64
 }
 
 // fleet simulates one pipeline over a scenario with several balancers, server
@@ -280,11 +284,17 @@ func (f *fleet) run() (trace, error) {
 			f.scrape(now)
 		}
 		switch {
-		case f.pl.Kind == KindWeighter && k%ivl == 0:
-			for _, lb := range f.lbs { // every balancer reads its HAProxy, then plans
-				f.read(lb, now)
+		case f.pl.Kind == KindWeighter:
+			// Each balancer's daemon reads its HAProxy, then plans, at its own
+			// phase: daemons started independently do not cycle together.
+			var due []*balancer
+			for b, lb := range f.lbs {
+				if (k-f.phase(b, ivl))%ivl == 0 {
+					f.read(lb, now)
+					due = append(due, lb)
+				}
 			}
-			for _, lb := range f.lbs {
+			for _, lb := range due {
 				f.cycle(lb, now)
 			}
 		case f.pl.Kind == KindAgent && k%agt == 0:
@@ -483,6 +493,9 @@ func (f *fleet) read(lb *balancer, now float64) {
 		lb.reads = append(lb.reads, nil)
 	}
 	keep := math.Max(f.pl.fastWindow(f.sc), f.sc.Interval.Seconds()) + 1e-9
+	if f.pl.FleetWide {
+		keep += f.sc.Interval.Seconds() // a peer's reading may be one read old
+	}
 	for i, s := range b.servers {
 		if !s.up {
 			continue
@@ -520,7 +533,19 @@ func (f *fleet) read(lb *balancer, now float64) {
 // fastOver is server i's local load and mean open connections over the fast
 // window ending at the newest reading; false before two readings exist.
 func (lb *balancer) fastOver(i int, w float64) (load, sessions float64, ok bool) {
+	return lb.fastOverUntil(i, w, math.Inf(1))
+}
+
+// fastOverUntil is fastOver as it was at until: over the window ending at
+// the newest reading made by then.
+func (lb *balancer) fastOverUntil(i int, w, until float64) (load, sessions float64, ok bool) {
+	if i >= len(lb.reads) {
+		return 0, 0, false
+	}
 	rs := lb.reads[i]
+	for len(rs) > 0 && rs[len(rs)-1].t > until+1e-9 {
+		rs = rs[:len(rs)-1]
+	}
 	if len(rs) < 2 {
 		return 0, 0, false
 	}
@@ -553,9 +578,11 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 			Name: s.name, Weight: s.weight, InitialWeight: initialWeight,
 			Admin: weighter.AdminReady, Operational: "up", Sessions: s.active,
 		})
-		for _, other := range f.fastFrom(lb) {
-			counters[s.name] += other.reads[i][len(other.reads[i])-1].counter
-		}
+		counters[s.name] = lb.reads[i][len(lb.reads[i])-1].counter
+	}
+	var peerLocal, peerSess map[string]float64
+	if f.pl.FleetWide {
+		peerLocal, peerSess = f.peerReadings(lb, now, index, counters)
 	}
 	var loads weighter.Loads
 	totals := map[string]weighter.ShedServer{} // whole loads, for shedding
@@ -571,14 +598,11 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 		}
 		loads = weighter.Loads{}
 		for _, name := range names {
-			local, sessions, ok := 0.0, 0.0, true
-			for _, other := range f.fastFrom(lb) {
-				l, s, good := other.fastOver(index[name], f.pl.fastWindow(f.sc))
-				local, sessions, ok = local+l, sessions+s, ok && good
-			}
+			local, sessions, ok := lb.fastOver(index[name], f.pl.fastWindow(f.sc))
 			if !ok {
 				continue
 			}
+			local, sessions = local+peerLocal[name], sessions+peerSess[name]
 			cal := weighter.Calibration{Factor: 1}
 			if c, ok := cals[name]; ok {
 				cal = c
@@ -600,14 +624,45 @@ func (f *fleet) cycle(lb *balancer, now float64) {
 	f.tr.writes += len(changes)
 }
 
-// fastFrom is the balancers whose fast signal lb's daemon reads: its own, or
-// with a fleet-wide pipeline every balancer's (summed).
-func (f *fleet) fastFrom(lb *balancer) []*balancer {
-	if f.pl.FleetWide {
-		return f.lbs
+// peerReadings is what lb's daemon adds to its own fast signal from its peers
+// (every other balancer's daemon), as the daemon's peered reader does: each
+// peer's newest published reading that a background poll (every quarter
+// interval) has fetched by now, taken as made a whole poll before now: the
+// peer's own rate and mean sessions over its last interval. A peer without
+// one yet is left out. The peers' rates over lb's own read span are added to
+// its byte counters (counters, in place), for the calibration.
+func (f *fleet) peerReadings(lb *balancer, now float64, index map[string]int, counters map[string]float64) (local, sess map[string]float64) {
+	local, sess = map[string]float64{}, map[string]float64{}
+	for len(lb.peerBytes) < len(lb.b.servers) {
+		lb.peerBytes = append(lb.peerBytes, 0)
 	}
-	return []*balancer{lb}
+	for name, i := range index {
+		for _, peer := range f.lbs {
+			if peer == lb {
+				continue
+			}
+			if l, s, ok := peer.fastOverUntil(i, f.pl.fastWindow(f.sc), now-peerPoll*f.sc.Interval.Seconds()); ok {
+				local[name] += l
+				sess[name] += s
+			}
+		}
+		if rs := lb.reads[i]; len(rs) >= 2 {
+			lb.peerBytes[i] += local[name] * (rs[len(rs)-1].t - rs[len(rs)-2].t)
+		}
+		counters[name] += lb.peerBytes[i]
+	}
+	return local, sess
 }
+
+// phase is balancer b's cycle offset in steps: the daemons spread evenly
+// over the interval (with one balancer, none).
+func (f *fleet) phase(b, ivl int) int {
+	return b * ivl / len(f.lbs)
+}
+
+// peerPoll is the daemon's poll of a peer, as a share of the interval
+// (daemon.timingFor).
+const peerPoll = 0.25
 
 func (f *fleet) fallbacks() int {
 	n := 0

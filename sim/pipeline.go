@@ -36,9 +36,12 @@ type Pipeline struct {
 	Calibration weighter.CalibrationPolicy // Window 0 = the scenario's rate window
 	Policy      weighter.Policy
 	Default     bool // the pipeline recommended as the shipped default
-	// FleetWide makes every daemon read every balancer's fast signal and use the
-	// sums (local load and sessions): what several balancers need to act on the
-	// servers' whole fresh load, not only their own share of it.
+	// FleetWide makes every daemon add the other balancers' fast signals to
+	// its own, as the daemon's `peers:` does (sums of local load and sessions):
+	// what several balancers need to act on the servers' whole fresh load, not
+	// only their own share of it. A peer's reading is its newest one at least a
+	// poll (a quarter interval) old, its rates integrated into the byte counter
+	// the calibration takes.
 	FleetWide bool
 	// LagSessions divides a contstats rate by the sessions open one tick (5 s)
 	// earlier, as a connection shows no bytes before its first tick.
@@ -69,7 +72,8 @@ func FleetBaselines() []Pipeline {
 
 // RecommendedPipeline is the fresh-by-default pipeline: the default policy fed
 // the live fast signal per connection, summed over every balancer in front of
-// the servers (with one balancer, its own: the same as fast×ratio), times the
+// the servers through the daemons' peers (with one balancer, its own: the same
+// as fast×ratio), times the
 // ratio calibration with weighter.DefaultCalibration (window = the external
 // metric's rate window).
 const RecommendedPipeline = "fleet×ratio"
