@@ -25,8 +25,14 @@ func init() {
 	var dryRun bool
 	c.Flags().BoolVar(&dryRun, "dry-run", false,
 		"cycle, plan, log and export every backend as usual, and write nothing (as dry_run: true on each backend); /readyz as in a live run")
+	var webConfig string
+	c.Flags().StringVar(&webConfig, "web.config.file", "",
+		"exporter-toolkit web configuration file: TLS and basic auth of /metrics, /healthz, /readyz (as web_config_file, which it overrides)")
 	load := func() (*config.Config, error) {
 		cfg, err := cf.load()
+		if err == nil && webConfig != "" {
+			cfg.WebConfigFile = webConfig
+		}
 		if err == nil && dryRun {
 			for i := range cfg.Backends {
 				cfg.Backends[i].DryRun = true

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/daemon"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 )
 
@@ -37,6 +38,9 @@ exits 0 when the file is valid.`,
 			}
 			if err := buildSources(path, cfg); err != nil {
 				return fmt.Errorf("invalid configuration:\n%w", err)
+			}
+			if err := daemon.CheckWebConfig(cfg.WebConfigFile); err != nil {
+				return fmt.Errorf("invalid configuration:\n%s: %w", path, err)
 			}
 			printWarnings(cmd.ErrOrStderr(), cfg)
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d backends)\n", path, len(cfg.Backends))

@@ -68,3 +68,30 @@ func TestValidateReportsDeprecatedKeys(t *testing.T) {
 		t.Errorf("a secret shows:\n%s%s", out, errOut)
 	}
 }
+
+// A web configuration file that exporter-toolkit cannot read (here: a
+// password that is no bcrypt hash) fails validate, as it fails the start.
+func TestValidateChecksTheWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	data := "web_config_file: web.yml\nbackends:\n  - name: be\n    source:\n      prometheus: {url: \"http://127.0.0.1:9090\", query: up}\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web.yml"), []byte("basic_auth_users:\n  u: plain-S3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := execute(t, "validate", path)
+	if err == nil || !strings.Contains(err.Error(), path+": web config file "+filepath.Join(dir, "web.yml")+": ") {
+		t.Fatalf("got %v", err)
+	}
+	if strings.Contains(err.Error(), "S3cret") {
+		t.Errorf("the password shows: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "web.yml"), []byte("basic_auth_users:\n  u: $2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execute(t, "validate", path); err != nil {
+		t.Errorf("a valid web configuration refused: %v", err)
+	}
+}

@@ -38,6 +38,9 @@ type Config struct {
 	Jitter float64 `yaml:"jitter"`
 	// Listen is the address of /metrics, /healthz and /readyz; empty disables them.
 	Listen string `yaml:"listen"`
+	// WebConfigFile is exporter-toolkit's web configuration (TLS, basic
+	// auth) of the listener; empty serves plain HTTP. Relative to the file.
+	WebConfigFile string `yaml:"web_config_file"`
 	// Peers are the listen URLs of the daemons on the other balancers in
 	// front of the same servers, whose fast readings this one adds to its own.
 	Peers []string `yaml:"peers"`

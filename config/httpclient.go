@@ -64,9 +64,10 @@ func setDirectories(cfg *Config, dir string) {
 }
 
 // finishLoad completes a configuration parsed from the file name: relative
-// paths, and the warnings as lines.
+// paths (the sources' and web_config_file), and the warnings as lines.
 func finishLoad(name string, cfg *Config) {
 	setDirectories(cfg, filepath.Dir(name))
+	cfg.WebConfigFile = promconfig.JoinDir(filepath.Dir(name), cfg.WebConfigFile)
 	cfg.Warnings = warningLines(name, cfg.warnings)
 }
 

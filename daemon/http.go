@@ -48,6 +48,9 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 // serve listens on addr (before returning, so a bad address is a start-up
 // error) and serves until ctx ends.
 func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop func(), err error) {
+	if err := CheckWebConfig(d.config().WebConfigFile); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -60,7 +63,7 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := d.serveWeb(srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			d.log.Error("http server stopped", "err", err)
 		}
 	}()

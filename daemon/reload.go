@@ -29,6 +29,10 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	if cfg.Listen != old.Listen {
 		d.log.Warn("listen address changes need a restart", "listen", old.Listen)
 	}
+	if cfg.WebConfigFile != old.WebConfigFile {
+		d.log.Warn("web_config_file changes need a restart (the file's content is read at each request)", "web_config_file", old.WebConfigFile)
+		cfg.WebConfigFile = old.WebConfigFile
+	}
 	prev := d.current()
 	stuck := prev.stop()
 	// A stuck runner may still use its Controller and Source: its backend starts afresh.
