@@ -95,3 +95,23 @@ func TestValidateChecksTheWebConfig(t *testing.T) {
 		t.Errorf("a valid web configuration refused: %v", err)
 	}
 }
+
+// run and once log each deprecated key once per load, at WARN, whatever
+// happens next (here the socket is missing and once fails).
+func TestOnceLogsDeprecatedKeysOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	data := "haproxy: {socket: " + filepath.Join(dir, "none.sock") + "}\nbackends:\n  - name: be\n    source:\n" +
+		"      prometheus: {url: \"http://127.0.0.1:1\", query: up, bearer_token: tok-S3cret}\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, _ := execute(t, "once", "--config", path)
+	line := path + ":5: warning: backends[0] (be): source: prometheus: bearer_token: deprecated, write authorization: {credentials: ...}"
+	if n := strings.Count(errOut, line); n != 1 {
+		t.Errorf("the warning is logged %d times, want once:\n%s", n, errOut)
+	}
+	if !strings.Contains(errOut, "level=WARN") || strings.Contains(errOut, "S3cret") {
+		t.Errorf("want a WARN line and no secret:\n%s", errOut)
+	}
+}
