@@ -26,6 +26,8 @@ type configFlags struct {
 	// source holds the source kinds' flags (sourcekind), by name.
 	source map[string]*string
 	cmd    *cobra.Command
+	// haproxyConfig is --haproxy-config (haproxyconfig.go).
+	haproxyConfig *haproxyConfigFlag
 }
 
 func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
@@ -64,6 +66,7 @@ func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
 	if withListen {
 		fs.StringVar(&cf.listen, "listen", config.DefaultListen, "address of /metrics, /healthz, /readyz (empty disables)")
 	}
+	cf.haproxyConfig = addHAProxyConfigFlag(c)
 	return cf
 }
 
@@ -102,6 +105,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 		if err != nil {
 			return nil, usageError{err}
 		}
+		cf.haproxyConfig.apply(cfg)
 		return cfg, nil
 	}
 	backendFlags := []string{"socket", "backend", "function", "limiting-factor", "aggressiveness", "fast-signal"}
@@ -125,6 +129,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, usageError{config.FlagsError(err)}
 	}
+	cf.haproxyConfig.apply(cfg)
 	return cfg, nil
 }
 

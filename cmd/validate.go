@@ -13,6 +13,7 @@ import (
 
 func init() {
 	var flagPath string
+	var haproxyConfig *haproxyConfigFlag
 	c := &cobra.Command{
 		Use:   "validate FILE | validate --config FILE",
 		Short: "Check a configuration file and say exactly what is wrong and where",
@@ -20,7 +21,12 @@ func init() {
 missing backend fields and backend or server_map names HAProxy's runtime socket cannot
 carry are reported as file:line: message, one per line, naming keys, never values.
 ${VAR} references must be set in the environment. FILE must be a regular file. It
-exits 0 when the file is valid.`,
+exits 0 when the file is valid.
+
+With haproxy.config_file (or --haproxy-config), it reads HAProxy's configuration
+and prints, one "warning:" line each, what in it keeps the backends from being
+weighted (the warnings run logs at start); warnings do not change the exit code,
+a file that cannot be read does.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := flagPath
@@ -43,11 +49,16 @@ exits 0 when the file is valid.`,
 				return fmt.Errorf("invalid configuration:\n%s: %w", path, err)
 			}
 			printWarnings(cmd.ErrOrStderr(), cfg)
+			haproxyConfig.apply(cfg)
+			if err := printHAProxyWarnings(cmd.ErrOrStderr(), cfg); err != nil {
+				return err
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (%d backends)\n", path, len(cfg.Backends))
 			return nil
 		},
 	}
 	c.Flags().StringVarP(&flagPath, "config", "c", "", "configuration file (same as the argument)")
+	haproxyConfig = addHAProxyConfigFlag(c)
 	rootCmd.AddCommand(c)
 }
 

@@ -47,6 +47,10 @@ type Daemon struct {
 	// other balancers' daemons' (peers.go). It outlives reloads.
 	peers *peerSet
 
+	// haproxyWarned holds the warnings about HAProxy's configuration file
+	// logged so far (startcheck.go); only Run's goroutine uses it.
+	haproxyWarned map[string]bool
+
 	mu    sync.Mutex
 	group *group // the runners of the configuration in force
 }

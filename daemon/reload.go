@@ -52,6 +52,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	d.cfg = cfg
 	d.mu.Unlock()
 	d.startPeers(ctx, cfg)
+	d.warnHAProxyConfig(cfg)
 	d.start(ctx, units, prev)
 	d.log.Info("config reloaded", "backends", len(cfg.Backends))
 	d.metrics.SetReloadSuccess(true)

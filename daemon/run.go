@@ -31,6 +31,7 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 		}
 		defer stop()
 	}
+	d.warnHAProxyConfig(d.cfg)
 	read := d.start(ctx, units, nil)
 	select { // READY=1 once the current weights were read (or tried to be)
 	case <-read:

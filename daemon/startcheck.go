@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -41,4 +43,29 @@ func (u *Unit) CheckedCycle(ctx context.Context, now time.Time, apply bool) weig
 func checkFailed(name string, now time.Time, apply bool, err error) weighter.Cycle {
 	return weighter.Cycle{Backend: name, Plan: weighter.Plan{Backend: name, Time: now},
 		Result: weighter.ResultTargetError, Err: err, Applied: apply}
+}
+
+// warnHAProxyConfig logs at WARN, once each in the daemon's life, what
+// HAProxy's configuration file (haproxy.config_file) says will keep cfg's
+// backends from being weighted. A file that cannot be read is a warning too:
+// the checks are advice, and weighting goes on without them.
+func (d *Daemon) warnHAProxyConfig(cfg *config.Config) {
+	warnings, err := cfg.HAProxyFileWarnings()
+	once := func(text string, args ...any) {
+		key := fmt.Sprint(append([]any{text}, args...)...)
+		if d.haproxyWarned[key] {
+			return
+		}
+		if d.haproxyWarned == nil {
+			d.haproxyWarned = map[string]bool{}
+		}
+		d.haproxyWarned[key] = true
+		d.log.Warn(text, args...)
+	}
+	if err != nil {
+		once("haproxy.config_file not checked; weighting goes on", "err", err)
+	}
+	for _, w := range warnings {
+		once(w.String())
+	}
 }

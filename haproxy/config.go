@@ -24,6 +24,10 @@ type Config struct {
 	// Timeout bounds the dial and each stall while writing a request or reading
 	// a reply (a long batch that keeps moving is not cut); 0 means DefaultTimeout.
 	Timeout duration.Duration `yaml:"timeout"`
+	// ConfigFile is HAProxy's configuration file; when set, validate and
+	// run warn at start about what in it keeps backends from being weighted
+	// (package haproxycfg).
+	ConfigFile string `yaml:"config_file"`
 }
 
 // Validate reports a configuration that cannot work.
