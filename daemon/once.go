@@ -14,6 +14,7 @@ import (
 // configuration's order. It writes only with apply. A failed cycle is
 // reported in its Cycle; the error is the configuration's failure to build.
 func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, error) {
+	d.warnHAProxyConfig(d.config())
 	cfg, wait := sampleOnce(d.config())
 	// A backend that weighs by the fast signal reads it twice, an interval
 	// apart, for a rate: the single cycle waits that long.
