@@ -32,14 +32,15 @@ func (f *haproxyConfigFlag) apply(cfg *config.Config) {
 
 // printHAProxyWarnings prints, one "warning: " line each, what HAProxy's
 // configuration file says will keep cfg's backends from being weighted, in
-// the words run logs them with. A file that cannot be read is an error.
+// the words run logs them with. A file that cannot be read is an error (after
+// the warnings about the others).
 func printHAProxyWarnings(w io.Writer, cfg *config.Config) error {
 	warnings, err := cfg.HAProxyFileWarnings()
-	if err != nil {
-		return fmt.Errorf("haproxy.config_file: %w", err)
-	}
 	for _, warning := range warnings {
 		fmt.Fprintln(w, "warning: "+warning.String())
+	}
+	if err != nil {
+		return fmt.Errorf("haproxy.config_file: %w", err)
 	}
 	return nil
 }

@@ -1,42 +1,61 @@
 package config
 
 import (
+	"errors"
 	"slices"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxycfg"
 )
 
-// HAProxyFileWarnings reads the HAProxy configuration file haproxy.config_file
-// names and returns what in it keeps the HAProxy backends from being weighted
-// (haproxycfg.File.Check). Without the key it returns nothing; a file that
-// cannot be read or is not an HAProxy configuration is an error naming it.
+// HAProxyFileWarnings reads the HAProxy configuration files that
+// haproxy.config_file names (the top-level one for the backends on the
+// top-level socket, a backend's own `haproxy:` block's for that backend: a
+// socket of its own is another HAProxy, with its own file) and returns what
+// in them keeps the HAProxy backends from being weighted
+// (haproxycfg.File.Check). A backend without a file is not checked; a file
+// that cannot be read or is not an HAProxy configuration is an error naming
+// it, and the other files are still checked.
 func (c *Config) HAProxyFileWarnings() ([]haproxycfg.Warning, error) {
-	if c.HAProxy.ConfigFile == "" {
-		return nil, nil
-	}
-	f, err := haproxycfg.Read(c.HAProxy.ConfigFile)
-	if err != nil {
-		return nil, err
-	}
-	var backends []haproxycfg.Backend
-	for _, b := range c.Backends {
-		if b.IPVS != nil {
+	var files []string
+	byFile := map[string][]haproxycfg.Backend{}
+	for i := range c.Backends {
+		b := &c.Backends[i]
+		s := c.SocketOf(b)
+		if b.IPVS != nil || s.ConfigFile == "" {
 			continue
 		}
-		var servers []string
-		statBytes := false
-		if k := b.Source.kind; k != nil {
-			for _, s := range k.ServerMap(b.Source.Config()) {
-				if s != "" && !slices.Contains(servers, s) {
-					servers = append(servers, s)
-				}
-			}
-			_, bytes := k.FastBytes(b.Source.Config())
-			statBytes = k.ReadsHAProxy && bytes
+		if _, seen := byFile[s.ConfigFile]; !seen {
+			files = append(files, s.ConfigFile)
 		}
-		slices.Sort(servers)
-		backends = append(backends, haproxycfg.Backend{Name: b.Name, Socket: c.HAProxy.Socket, Servers: servers,
-			StatBytes: statBytes})
+		byFile[s.ConfigFile] = append(byFile[s.ConfigFile], b.haproxyExpectations(s.Socket))
 	}
-	return f.Check(backends), nil
+	var warnings []haproxycfg.Warning
+	var problems []error
+	for _, path := range files {
+		f, err := haproxycfg.Read(path)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		warnings = append(warnings, f.Check(byFile[path])...)
+	}
+	return warnings, errors.Join(problems...)
+}
+
+// haproxyExpectations is what the daemon will do with HAProxy backend b on
+// socket, as haproxycfg checks it.
+func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
+	var servers []string
+	statBytes := false
+	if k := b.Source.kind; k != nil {
+		for _, s := range k.ServerMap(b.Source.Config()) {
+			if s != "" && !slices.Contains(servers, s) {
+				servers = append(servers, s)
+			}
+		}
+		_, bytes := k.FastBytes(b.Source.Config())
+		statBytes = k.ReadsHAProxy && bytes
+	}
+	slices.Sort(servers)
+	return haproxycfg.Backend{Name: b.Name, Socket: socket, Servers: servers, StatBytes: statBytes}
 }
