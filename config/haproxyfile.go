@@ -27,7 +27,11 @@ func (c *Config) HAProxyFileWarnings() ([]haproxycfg.Warning, error) {
 		if _, seen := byFile[s.ConfigFile]; !seen {
 			files = append(files, s.ConfigFile)
 		}
-		byFile[s.ConfigFile] = append(byFile[s.ConfigFile], b.haproxyExpectations(s.Socket))
+		socket := s.Socket
+		if s.Master {
+			socket = "" // the master CLI is haproxy -S's, not the file's
+		}
+		byFile[s.ConfigFile] = append(byFile[s.ConfigFile], b.haproxyExpectations(socket))
 	}
 	var warnings []haproxycfg.Warning
 	var problems []error
@@ -43,7 +47,7 @@ func (c *Config) HAProxyFileWarnings() ([]haproxycfg.Warning, error) {
 }
 
 // haproxyExpectations is what the daemon will do with HAProxy backend b on
-// socket, as haproxycfg checks it.
+// socket ("": a socket the file does not declare), as haproxycfg checks it.
 func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
 	var servers []string
 	statBytes := false

@@ -34,13 +34,15 @@ defaults
 }
 
 // A backend with a socket of its own is checked against its own
-// config_file, not the top-level one; a backend of a socket without a file,
-// and an IPVS service, are not checked; server_map targets are the servers
-// expected.
+// config_file, not the top-level one; a backend of a socket without a file
+// is not checked, nor is the master CLI's socket (be_m would otherwise get
+// "no stats socket"); server_map targets are the servers expected.
 func TestHAProxyFileWarningsPerSocket(t *testing.T) {
 	dir := t.TempDir()
 	a := writeHAProxyConfig(t, dir, "a.cfg", "/run/a.sock", "backend be_a\n  server s1 127.0.0.1:18081\n")
 	b := writeHAProxyConfig(t, dir, "b.cfg", "/run/b.sock", "backend be_b\n  balance static-rr\n  server s1 127.0.0.1:18082\n")
+	// The master CLI is haproxy -S's: not a stats socket of the file.
+	m := writeHAProxyConfig(t, dir, "m.cfg", "/run/m.sock", "backend be_m\n  server s1 127.0.0.1:18083\n")
 	yml := `haproxy: {socket: /run/a.sock, config_file: ` + a + `}
 backends:
   - name: be_a
@@ -50,6 +52,9 @@ backends:
     source: {haproxy: {counter: current_sessions}}
   - name: be_c
     haproxy: {socket: /run/c.sock}
+    source: {haproxy: {counter: current_sessions}}
+  - name: be_m
+    haproxy: {socket: /run/master.sock, master: true, config_file: ` + m + `}
     source: {haproxy: {counter: current_sessions}}
 `
 	cfg, err := Parse("test.yml", []byte(yml), nil)

@@ -14,7 +14,8 @@ import (
 type Backend struct {
 	Name string
 	// Socket is the runtime socket (unix path or host:port) the daemon
-	// writes this backend's weights on.
+	// writes this backend's weights on; "" when it is not a stats socket of
+	// the file (the master CLI): not checked.
 	Socket string
 	// Servers are the server names the daemon's configuration names
 	// (server_map targets); the others come from HAProxy itself.
