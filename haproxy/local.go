@@ -85,6 +85,9 @@ type LocalReading struct {
 	// open on the backend's servers and no byte total of the counted
 	// direction has moved for LocalBudget.DeadAfter dumps in a row.
 	Dead error
+	// Open are the backend's streams open at the dump on a server, each
+	// with its own rate (what session shedding chooses from).
+	Open []OpenStream
 }
 
 // ServerLocal is one server's local signal.
@@ -305,7 +308,7 @@ func (c *Client) localDump(ctx context.Context, now func() time.Time) (timedDump
 		// parseSessionHeader accepted only 0x and at most 16 hex digits.
 		id, _ := strconv.ParseUint(s.ID[len("0x"):], 16, 64)
 		out.streams = append(out.streams, dumpedStream{key: streamKey{id, s.Serial}, backend: s.Backend, server: s.Server,
-			in: uint64(s.ReqBytes), out: uint64(s.ResBytes), age: s.Age})
+			in: uint64(s.ReqBytes), out: uint64(s.ResBytes), age: s.Age, id: s.ID, client: s.Client})
 	}
 	return out, nil
 }

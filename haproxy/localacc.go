@@ -36,6 +36,7 @@ type dumpedStream struct {
 	backend, server string // server "" while HAProxy has not chosen one
 	in, out         uint64 // req and res totals
 	age             time.Duration
+	id, client      string // as HAProxy prints them (Session.ID, Session.Client)
 }
 
 // localDump is one parsed `show sess all`.
@@ -58,6 +59,13 @@ type localStream struct {
 	backend, server string // where its counted bytes went; "" server: none counted yet
 	in, out         uint64 // its totals as counted so far
 	seen            uint64 // the number of the last dump that listed it
+	// What the newest dump that listed it says of it, for its own rate:
+	// the bytes counted at that dump, and whether the dump before listed it
+	// too (else the bytes are since it opened, over no known span).
+	spanIn, spanOut uint64
+	rated           bool
+	id, client      string
+	age             time.Duration
 }
 
 // localServer is one server's accumulated signal.
@@ -155,6 +163,7 @@ func (a *localAcc) apply(d localDump) {
 		listedBefore := rec.seen == n-1 && rec.server != ""
 		rec.seen = n
 		if ds.server == "" {
+			rec.rated = false
 			continue // no server yet: its bytes count once one is chosen
 		}
 		var dIn, dOut uint64
@@ -166,6 +175,8 @@ func (a *localAcc) apply(d localDump) {
 			dIn, dOut, listedBefore = ds.in, ds.out, false
 		}
 		rec.backend, rec.server, rec.in, rec.out = ds.backend, ds.server, ds.in, ds.out
+		rec.spanIn, rec.spanOut, rec.rated = dIn, dOut, listedBefore && span > 0
+		rec.id, rec.client, rec.age = ds.id, ds.client, ds.age
 		b := a.backend(ds.backend)
 		s := b.server(ds.server)
 		s.in += dIn
@@ -272,6 +283,7 @@ func (a *localAcc) reading(backend string, q LocalQuery, deadAfter int) LocalRea
 		}
 		r.Servers[name] = sl
 	}
+	r.Open = a.open(backend, q.Counter, span)
 	i := counterIndex(q.Counter)
 	if deadAfter > 0 && b.still[i] >= deadAfter {
 		dir := q.Counter
