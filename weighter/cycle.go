@@ -29,6 +29,9 @@ type Backend struct {
 	Source     Source
 	Target     Target
 	Controller *Controller
+	// Shedder, when set, plans session shedding each cycle from the fast
+	// signal's per-session rates; the Target must be a SessionCloser.
+	Shedder *Shedder
 }
 
 // Cycle is the outcome of one RunCycle.
@@ -48,6 +51,9 @@ type Cycle struct {
 	// DataTime is, per server the source returned, the time of its newest
 	// valid point (whatever its age): how old the data behind the plan is.
 	DataTime map[string]time.Time
+	// Sheds are the closes of Plan.Shed's sessions tried, with their
+	// outcomes (nil in a dry run).
+	Sheds []ShedResult
 }
 
 // RunCycle runs one cycle for b: read the target's servers, fetch the loads,
@@ -86,26 +92,31 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 		// The plan (every server without data, held) stays for once to print.
 		return ResultSourceError, err
 	}
+	if b.Shedder != nil {
+		c.Plan.Shed = planSheds(b, now, c.Plan, c.Signal)
+	}
 	if c.Plan.Hold {
 		// A held plan changes nothing; the Controller already said why.
 		return ResultSkippedCoverage, nil
 	}
 	if !apply {
 		// A dry run: everything from here on is the plan taking effect.
+		dryRunSheds(b, c.Plan.Shed)
 		return ResultOK, nil
 	}
 	changes := c.Plan.Changes()
 	if len(changes) == 0 {
 		b.Controller.Commit(nil)
-		return ResultOK, nil
+		return closeSheds(ctx, b, c)
 	}
 	err = b.Target.SetWeights(ctx, changes)
 	c.Written = accepted(changes, err)
 	b.Controller.Commit(c.Written)
 	if err != nil {
+		c.Plan.Shed.cancel("the weights were not all written")
 		return ResultTargetError, fmt.Errorf("write weights: %w", err)
 	}
-	return ResultOK, nil
+	return closeSheds(ctx, b, c)
 }
 
 // newestPoints returns the time of each series' newest valid point; a series

@@ -40,6 +40,10 @@ type LocalRead struct {
 	// Peers says, when the read adds other balancers' readings (peers), which
 	// were added and which left out; "" without peers.
 	Peers string
+	// Open are the connections open at the read, each with its own rate in
+	// bytes/s over the same span (NaN when not measured), when the reader
+	// lists them: what session shedding chooses from.
+	Open []ShedSession
 }
 
 // LocalReader reads the fast local signal of one backend (HAProxy's

@@ -65,6 +65,9 @@ type Signal struct {
 	// Uncalibrated counts the servers weighted by the fast signal alone
 	// although calibration is on (no usable external point, or expired).
 	Uncalibrated int `json:"uncalibrated"`
+	// Sessions are the connections the fast read listed, with their rates,
+	// while the fast signal carries the loads (for session shedding).
+	Sessions []ShedSession `json:"-"`
 }
 
 // SignalSource is a Source that also says what its loads were made of.
@@ -281,6 +284,7 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 		inputs[name] = in
 	}
 	sig.Servers = inputs
+	sig.Sessions = cur.Open
 	return loads, sig, nil
 }
 

@@ -35,6 +35,9 @@ type Plan struct {
 	// the rate limit (1 = none): a common factor moves no traffic.
 	Scale   float64  `json:"scale"`
 	Unknown []string `json:"unknown,omitempty"`
+	// Shed is the cycle's session shedding, for a backend that sheds: the
+	// sessions to close after the weights are written, or why none.
+	Shed *ShedPlan `json:"shed,omitempty"`
 }
 
 // ServerPlan is one server's line of a Plan.
