@@ -99,6 +99,7 @@ func printTables(w io.Writer, cycles []weighter.Cycle) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		printShed(w, c)
 	}
 	return nil
 }
@@ -140,6 +141,8 @@ type cycleJSON struct {
 	// Signal is what the loads were made of, for a backend that reads the
 	// fast signal: the pipeline and, per server, its fast inputs.
 	Signal *signalJSON `json:"signal,omitempty"`
+	// Sheds are the sessions closes tried (with --apply) and their outcomes.
+	Sheds []shedResultJSON `json:"sheds,omitempty"`
 }
 
 // signalJSON is weighter.Signal with durations in seconds.
@@ -187,7 +190,7 @@ func printJSON(w io.Writer, cycles []weighter.Cycle) error {
 	out := make([]cycleJSON, len(cycles))
 	for i, c := range cycles {
 		out[i] = cycleJSON{Backend: c.Backend, Result: c.Result, Applied: c.Applied, Written: []changeJSON{}, Plan: c.Plan,
-			Signal: newSignalJSON(c.Signal)}
+			Signal: newSignalJSON(c.Signal), Sheds: shedResults(c.Sheds)}
 		for _, w := range c.Written {
 			out[i].Written = append(out[i].Written, changeJSON{Server: w.Server, Weight: w.Weight})
 		}

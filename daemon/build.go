@@ -124,6 +124,10 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 		return nil, err
 	}
 	u.Backend.Source = src
+	if u.Backend.Shedder, err = newShedder(b); err != nil {
+		u.Close()
+		return nil, err
+	}
 	on, why := b.FastSignalState()
 	if hb != nil && !on {
 		u.fastOff = why

@@ -111,6 +111,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 	if ln.msg != "" {
 		l.log.Log(context.Background(), ln.level, ln.msg, ln.attrs...)
 	}
+	l.sheds(c)
 	l.unknownServers(c.Plan.Unknown)
 	return would
 }

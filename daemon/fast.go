@@ -44,6 +44,7 @@ func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter
 	for name, s := range got.Servers {
 		out.Servers[name] = weighter.LocalCounter{Bytes: float64(s.Bytes), Rate: s.Rate, Sessions: s.Sessions, Reset: s.Reset}
 	}
+	out.Open = openSessions(got.Open)
 	return out, nil
 }
 

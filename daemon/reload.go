@@ -90,6 +90,9 @@ func keepControllers(old, next []*Unit) {
 		if ok && o.Kind == u.Kind && o.Backend.Controller.Policy() == u.Backend.Controller.Policy() {
 			u.Backend.Controller = o.Backend.Controller
 		}
+		if ok {
+			keepShedder(o, u)
+		}
 		if ok && sameSource(o, u) {
 			u.Backend.Source, u.fast = o.Backend.Source, o.fast
 			hb, isHAProxy := u.target.(*haproxy.Backend)

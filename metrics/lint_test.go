@@ -32,6 +32,7 @@ func TestPromtoolLint(t *testing.T) {
 		Servers: map[string]weighter.FastInput{"s1": {Local: 10, Sessions: 1, Factor: 1.2, Calibrated: true}}, Uncalibrated: 0}})
 	m.SetDryRun("be", true)
 	m.AddDryRunWrites("be", 2)
+	m.Observe(shedCycle())
 	m.SetReady(true)
 	m.SetReloadSuccess(true)
 	m.WatchSockets(func() []SocketState {

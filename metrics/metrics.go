@@ -38,6 +38,7 @@ type Metrics struct {
 	desired      *prometheus.GaugeVec
 	dryRun       *prometheus.GaugeVec
 	dryRunWrites *prometheus.CounterVec
+	shed         *shedMetrics
 
 	// sockets exports the HAProxy runtime sockets (socket.go).
 	sockets *socketCollector
@@ -114,6 +115,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		// haproxy_weighter_build_info{version,revision,goversion,…} 1, from
 		// prometheus/common/version, which the command line fills in.
 		versioncollector.NewCollector("haproxy_weighter"))
+	m.shed = newShedMetrics(reg)
 	return m
 }
 
@@ -144,6 +146,7 @@ func (m *Metrics) Forget(backend string) {
 		m.desired, m.dryRun, m.dryRunWrites} {
 		v.DeletePartialMatch(l)
 	}
+	m.shed.forget(backend)
 }
 
 // Observe records one cycle. Weights and loads are only updated from a cycle
@@ -152,6 +155,7 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 	m.cycles.WithLabelValues(c.Backend, c.Result).Inc()
 	m.duration.WithLabelValues(c.Backend).Observe(c.Duration.Seconds())
 	m.writes.WithLabelValues(c.Backend).Add(float64(len(c.Written)))
+	m.shed.observe(c)
 	if c.Result == weighter.ResultOK {
 		m.lastSuccess.WithLabelValues(c.Backend).Set(float64(c.Plan.Time.Add(c.Duration).UnixNano()) / 1e9)
 	}

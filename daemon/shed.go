@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"math"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// newShedder returns the backend's Shedder, nil when it does not shed.
+func newShedder(b config.Backend) (*weighter.Shedder, error) {
+	p, on := b.ShedPolicy()
+	if !on {
+		return nil, nil
+	}
+	return weighter.NewShedder(p)
+}
+
+// keepShedder hands the new unit of a backend the old unit's Shedder when
+// the reload left its shed policy as it was: its state is the caps and the
+// client cooldowns, which a reload must not reset (a client shed a minute
+// ago would be shed again at once).
+func keepShedder(old, next *Unit) {
+	o, n := old.Backend.Shedder, next.Backend.Shedder
+	if o != nil && n != nil && o.Policy() == n.Policy() {
+		next.Backend.Shedder = o
+	}
+}
+
+// openSessions converts the fast read's open streams for the shed planner.
+func openSessions(open []haproxy.OpenStream) []weighter.ShedSession {
+	if len(open) == 0 {
+		return nil
+	}
+	out := make([]weighter.ShedSession, len(open))
+	for i, s := range open {
+		out[i] = weighter.ShedSession{ID: s.ID, Serial: s.Serial, Server: s.Server, Client: s.Client, Age: s.Age, Rate: s.Rate}
+	}
+	return out
+}
+
+// sheds logs the cycle's session shedding: one info line per session shed
+// (or, in a dry run, that would be) with its reason, which max_per_minute
+// keeps rare; why nothing was shed at debug.
+func (l *cycleLog) sheds(c weighter.Cycle) {
+	p := c.Plan.Shed
+	if p == nil {
+		return
+	}
+	if !c.Applied {
+		for _, sh := range p.Sheds {
+			l.log.Info("would shed session (dry run)", shedAttrs(sh, sh.DryRun())...)
+		}
+	}
+	for _, r := range c.Sheds {
+		switch r.Outcome {
+		case weighter.ShedClosed:
+			l.log.Info("session shed", shedAttrs(r.Shed, r.Reason)...)
+		case weighter.ShedGone:
+			l.log.Info("session to shed had already ended; nothing closed", shedAttrs(r.Shed, r.Reason)...)
+		case weighter.ShedFailed:
+			l.log.Warn("session shed failed", append(shedAttrs(r.Shed, r.Reason), "err", r.Err)...)
+		}
+	}
+	if len(p.Sheds) == 0 && p.Reason != "" {
+		l.log.Debug("no session shed", "reason", p.Reason)
+	}
+}
+
+func shedAttrs(sh weighter.Shed, reason string) []any {
+	return []any{"server", sh.Session.Server, "session", sh.Session.ID, "client", sh.Session.Client,
+		"rate_bytes_per_second", math.Round(sh.Session.Rate), "age", sh.Session.Age.Round(time.Second),
+		"load_ratio", round2(sh.Ratio), "predicted_ratio", round2(sh.After), "reason", reason}
+}

@@ -1,0 +1,53 @@
+package metrics
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// shedMetrics count session shedding: the sessions closed and the traffic
+// they carried when closed.
+type shedMetrics struct {
+	shed  *prometheus.CounterVec
+	moved *prometheus.CounterVec
+}
+
+func newShedMetrics(reg prometheus.Registerer) *shedMetrics {
+	m := &shedMetrics{
+		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "sessions_shed_total",
+			Help: "Sessions closed by session shedding (shed:), by the server they were closed on.",
+		}, []string{"backend", "server"}),
+		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "sessions_shed_rate_bytes_per_second_total",
+			Help: "Sum of the measured rates (bytes/s) of the sessions shed: the traffic moved off each server, " +
+				"as it was at each shed (the clients reconnect and HAProxy places them again).",
+		}, []string{"backend", "server"}),
+	}
+	reg.MustRegister(m.shed, m.moved)
+	return m
+}
+
+// observe counts the sessions a cycle closed; one that had ended or could
+// not be closed moved nothing.
+func (m *shedMetrics) observe(c weighter.Cycle) {
+	for _, r := range c.Sheds {
+		if r.Outcome != weighter.ShedClosed {
+			continue
+		}
+		s := r.Session
+		m.shed.WithLabelValues(c.Backend, s.Server).Inc()
+		if s.Rate > 0 && !math.IsInf(s.Rate, 0) {
+			m.moved.WithLabelValues(c.Backend, s.Server).Add(s.Rate)
+		}
+	}
+}
+
+func (m *shedMetrics) forget(backend string) {
+	l := prometheus.Labels{"backend": backend}
+	m.shed.DeletePartialMatch(l)
+	m.moved.DeletePartialMatch(l)
+}
