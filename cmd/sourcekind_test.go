@@ -18,6 +18,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -42,7 +43,7 @@ func registerTick(t *testing.T) *[]string {
 		Default: func() tickConfig { return tickConfig{Level: 7, Every: duration.Duration(time.Second)} },
 		Validate: func(c tickConfig) error {
 			if c.Level < 0 {
-				return errors.New("tick: level: must not be negative")
+				return field.Errorf("level", "tick: level: must not be negative")
 			}
 			return nil
 		},

@@ -139,7 +139,7 @@ func (c *Config) Validate() error {
 		add(errors.New("backends: at least one backend is required"), "backends")
 	}
 	if c.usesHAProxy() {
-		problems = append(problems, attributed(configType, c.HAProxy.Validate())...)
+		problems = append(problems, keyed(c.HAProxy.Validate(), "haproxy")...)
 	}
 	problems = append(problems, c.validateSockets()...)
 	seen := map[string]bool{}
@@ -209,12 +209,12 @@ func (b *Backend) validate() []*FieldError {
 	problems = append(problems, b.validateShed()...)
 	problems = append(problems, b.validateSocket()...)
 	if b.IPVS != nil {
-		problems = append(problems, attributed(backendType, b.IPVS.Validate())...)
+		problems = append(problems, keyed(b.IPVS.Validate(), "ipvs")...)
 		if b.Source.NeedsHAProxy() {
 			problems = append(problems, fieldErr(fmt.Errorf("source.%s: HAProxy statistics cannot feed an IPVS service", b.Source.Kind())))
 		}
 	}
-	return append(problems, attributed(backendType, b.Policy.Validate())...)
+	return append(problems, keyed(b.Policy.Validate())...)
 }
 
 // label names backend i in messages. A name HAProxy could not take is

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -59,24 +58,24 @@ func DefaultCalibration() Calibration {
 	return Calibration{HalfLife: duration.Duration(p.HalfLife), Hold: duration.Duration(p.Hold), MaxFactor: p.MaxFactor, Refresh: duration.Duration(DefaultRefresh)}
 }
 
-func (c Calibration) validate() error {
-	var errs []error
+func (c Calibration) validate() []*FieldError {
+	var problems []*FieldError
 	if c.Window < 0 {
-		errs = append(errs, fmt.Errorf("calibration: window must be >= 0 (0 = from the source), got %s", c.Window))
+		problems = append(problems, fieldErr(fmt.Errorf("calibration: window must be >= 0 (0 = from the source), got %s", c.Window), "calibration", "window"))
 	}
 	if c.HalfLife < 0 {
-		errs = append(errs, fmt.Errorf("calibration: half_life must be >= 0, got %s", c.HalfLife))
+		problems = append(problems, fieldErr(fmt.Errorf("calibration: half_life must be >= 0, got %s", c.HalfLife), "calibration", "half_life"))
 	}
 	if c.Hold <= 0 {
-		errs = append(errs, fmt.Errorf("calibration: hold must be > 0, got %s", c.Hold))
+		problems = append(problems, fieldErr(fmt.Errorf("calibration: hold must be > 0, got %s", c.Hold), "calibration", "hold"))
 	}
 	if !(c.MaxFactor > 1) || math.IsInf(c.MaxFactor, 0) {
-		errs = append(errs, fmt.Errorf("calibration: max_factor must be > 1, got %g", c.MaxFactor))
+		problems = append(problems, fieldErr(fmt.Errorf("calibration: max_factor must be > 1, got %g", c.MaxFactor), "calibration", "max_factor"))
 	}
 	if c.Refresh <= 0 {
-		errs = append(errs, fmt.Errorf("calibration: refresh must be > 0, got %s", c.Refresh))
+		problems = append(problems, fieldErr(fmt.Errorf("calibration: refresh must be > 0, got %s", c.Refresh), "calibration", "refresh"))
 	}
-	return errors.Join(errs...)
+	return problems
 }
 
 // newBackend returns a backend with every default, as the file's decoder
@@ -175,5 +174,5 @@ func (b *Backend) validateFast() []*FieldError {
 	if b.FastSignal != FastOn && b.FastSignal != FastOff {
 		problems = append(problems, fieldErr(fmt.Errorf("fast_signal: want %s or %s, got %q", FastOn, FastOff, b.FastSignal), "fast_signal"))
 	}
-	return append(problems, attributed(backendType, b.Calibration.validate())...)
+	return append(problems, b.Calibration.validate()...)
 }

@@ -3,12 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
-	"reflect"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 // FieldError is a problem of the configuration at one key.
@@ -38,28 +39,20 @@ func fieldErr(err error, keys ...any) *FieldError {
 	return &FieldError{Err: err, keys: keys}
 }
 
-// attributed turns the problems a validator outside this package reports (a
-// policy, the socket, an IPVS service, a source kind) into FieldErrors of
-// struct t. Their contract is that each message starts with the key it is
-// about ("limiting_factor must be > 1", "haproxy: socket is required"), and
-// only keys of t are taken from it.
-func attributed(t reflect.Type, err error) []*FieldError {
+// keyed turns the problems a validator outside this package reports (a
+// policy, a socket, an IPVS service, a source kind) into FieldErrors at keys,
+// each further down at the key its field.Error names.
+func keyed(err error, keys ...any) []*FieldError {
 	if err == nil {
 		return nil
 	}
 	var out []*FieldError
 	for _, leaf := range errs.Leaves(err) {
-		var keys []any
-		for rest, ft := leaf.Error(), t; ; {
-			word, next, _ := strings.Cut(rest, " ")
-			key := strings.TrimSuffix(word, ":")
-			var ok bool
-			if ft, ok = fieldType(ft, key); !ok {
-				break
-			}
-			keys, rest = append(keys, key), next
+		path := slices.Clone(keys)
+		for _, k := range field.Keys(leaf) {
+			path = append(path, k)
 		}
-		out = append(out, fieldErr(leaf, keys...))
+		out = append(out, fieldErr(leaf, path...))
 	}
 	return out
 }

@@ -70,3 +70,62 @@ func TestSourceProblemsAtTheSourceLine(t *testing.T) {
 	_, err = Parse("c.yml", []byte(data), noEnv)
 	assert.ErrorContains(t, err, "c.yml:5: backends[1] (c): source: prometheus: step: must be > 0 with range")
 }
+
+// A problem a validator outside this package finds (the socket, a source
+// kind, an IPVS service, the policy, the shed block) is at the line of the
+// key it names, written in block style on a line of its own, and its path
+// goes down to that key.
+func TestOutsideProblemsAtTheirKeysLine(t *testing.T) {
+	data := `haproxy:
+  socket: /run/s.sock
+  timeout: -1s
+backends:
+  - name: p
+    source:
+      prometheus:
+        url: http://127.0.0.1:9090
+        query: up
+        range: -1m
+        server_regex: "("
+  - name: g
+    source:
+      graphite:
+        url: ftp://g
+        target: x
+        retries: 11
+  - name: v
+    ipvs:
+      service: "tcp://10.0.0.1"
+    source:
+      prometheus: {url: "http://127.0.0.1:9090", query: up}
+    calibration:
+      hold: 0s
+  - name: s
+    source:
+      haproxy:
+        counter: bytes_in
+    drain_above: 10
+    resume_below: 20
+    shed:
+      min_age: -1s
+`
+	_, err := Parse("c.yml", []byte(data), noEnv)
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	got := map[string]int{}
+	for _, leaf := range errs.Leaves(errors.Unwrap(ce)) {
+		var fe *FieldError
+		require.ErrorAs(t, leaf, &fe)
+		got[fe.Path] = fe.Line
+	}
+	assert.Equal(t, map[string]int{
+		"haproxy.timeout":                     3,
+		"backends[0].source.prometheus.range": 10, // the first of the source's problems
+		"backends[1].source.graphite.url":     15,
+		"backends[2].ipvs.service":            20,
+		"backends[2].calibration.hold":        24,
+		"backends[3].resume_below":            30,
+		"backends[3].shed":                    31, // the fast signal is off (drain_above)
+		"backends[3].shed.min_age":            32,
+	}, got)
+}

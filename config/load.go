@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -99,40 +98,6 @@ type nodeRef struct{ node *yaml.Node }
 func (r *nodeRef) UnmarshalYAML(n *yaml.Node) error {
 	r.node = n
 	return nil
-}
-
-var (
-	configType  = reflect.TypeFor[Config]()
-	backendType = reflect.TypeFor[Backend]()
-	sourceType  = reflect.TypeFor[Source]()
-)
-
-// fieldType is the type of the value under key in struct t: a field, one of
-// an inline struct, or, in a Source, the configuration of the kind named key.
-func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == sourceType {
-		return kindType(key)
-	}
-	if t.Kind() != reflect.Struct {
-		return nil, false
-	}
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch {
-		case !f.IsExported() || name == "-":
-		case strings.Contains(opts, "inline"):
-			if ft, ok := fieldType(f.Type, key); ok {
-				return ft, true
-			}
-		case name == key || name == "" && strings.ToLower(f.Name) == key:
-			return f.Type, true
-		}
-	}
-	return nil, false
 }
 
 // pairs lists a mapping's keys and values, those a merge key (<<: *base)

@@ -3,10 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
-	"reflect"
-	"strings"
 
-	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -16,8 +13,6 @@ import (
 type Shed struct {
 	weighter.ShedPolicy `yaml:",inline"`
 }
-
-var shedType = reflect.TypeFor[Shed]()
 
 // UnmarshalYAML decodes the block over the recommended factors.
 func (s *Shed) UnmarshalYAML(unmarshal func(any) error) error {
@@ -51,16 +46,5 @@ func (b *Backend) validateShed() []*FieldError {
 		problems = append(problems, fieldErr(fmt.Errorf("shed: needs HAProxy's fast signal, "+
 			"which gives each session's rate, and it is off here (%s)", why), "shed"))
 	}
-	if err := b.Shed.Validate(); err != nil {
-		for _, leaf := range errs.Leaves(err) {
-			// ShedPolicy.Validate starts each message with "shed.<key> ".
-			key, _, _ := strings.Cut(strings.TrimPrefix(leaf.Error(), "shed."), " ")
-			if _, known := fieldType(shedType, key); known {
-				problems = append(problems, fieldErr(leaf, "shed", key))
-			} else {
-				problems = append(problems, fieldErr(leaf, "shed"))
-			}
-		}
-	}
-	return problems
+	return append(problems, keyed(b.Shed.Validate(), "shed")...)
 }

@@ -40,7 +40,7 @@ func (b *Backend) validateSocket() []*FieldError {
 	if !b.UsesSocket() {
 		return []*FieldError{fieldErr(fmt.Errorf("haproxy: an IPVS service whose source does not read HAProxy uses no runtime socket"), "haproxy")}
 	}
-	return attributed(backendType, b.HAProxy.Validate())
+	return keyed(b.HAProxy.Validate(), "haproxy")
 }
 
 // validateSockets refuses one socket given two ways (a timeout or master

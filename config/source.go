@@ -6,7 +6,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
@@ -116,7 +115,7 @@ func (s Source) validate(haproxyNames bool) []*FieldError {
 	}
 	var problems []*FieldError
 	if err := s.kind.Validate(s.Config()); err != nil {
-		problems = append(problems, attributed(backendType, fmt.Errorf("source: %w", err))...)
+		problems = append(problems, keyed(fmt.Errorf("source: %w", err), "source", s.kind.Name)...)
 	}
 	if haproxyNames {
 		problems = append(problems, s.validateServerMap()...)
@@ -139,13 +138,4 @@ func (s Source) validateServerMap() []*FieldError {
 		}
 	}
 	return problems
-}
-
-// kindType returns the configuration type of the kind named by a key under `source:`.
-func kindType(key string) (reflect.Type, bool) {
-	k, ok := sourcekind.Lookup(strings.TrimSuffix(key, ":"))
-	if !ok {
-		return nil, false
-	}
-	return k.ConfigType(), true
 }

@@ -1,11 +1,10 @@
 package haproxy
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 // DefaultTimeout bounds the dial and each wait while writing a request or reading
@@ -33,10 +32,10 @@ type Config struct {
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	if c.Socket == "" {
-		return errors.New("haproxy: socket is required")
+		return field.Errorf("socket", "haproxy: socket is required")
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("haproxy: timeout %s is negative", c.Timeout)
+		return field.Errorf("timeout", "haproxy: timeout %s is negative", c.Timeout)
 	}
 	return nil
 }

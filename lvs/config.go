@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/cloudflare/ipvs"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 // Config selects one IPVS virtual service and names its real servers.
@@ -24,10 +26,10 @@ type Config struct {
 // Validate reports the first configuration error.
 func (c Config) Validate() error {
 	if _, err := parseService(c.Service); err != nil {
-		return err
+		return field.Wrap(err, "service")
 	}
 	_, err := parseServers(c.Servers)
-	return err
+	return field.Wrap(err, "servers")
 }
 
 // parseService turns the service URL into the identifying fields of an

@@ -38,7 +38,9 @@ type Spec[C any] struct {
 	// Default returns the configuration keys left out of the file take.
 	Default func() C
 	// Validate checks a decoded configuration; each message starts with the
-	// kind's name and the key it is about ("prometheus: query: must be set").
+	// kind's name and the key it is about ("prometheus: query: must be set"),
+	// and a problem of one key is a field.Error naming it (field.Errorf),
+	// which the configuration reports at that key's line.
 	Validate func(C) error
 	// New builds the source. It must not contact anything: validate calls it.
 	New func(C, Env) (weighter.Source, error)

@@ -15,6 +15,7 @@ import (
 	promconfig "github.com/prometheus/common/config"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -65,13 +66,13 @@ func (c GraphiteConfig) Validate() error {
 		errs = append(errs, err)
 	}
 	if strings.TrimSpace(c.Target) == "" {
-		errs = append(errs, errors.New("target: must be set"))
+		errs = append(errs, field.Errorf("target", "target: must be set"))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, errors.New("timeout: must not be negative"))
+		errs = append(errs, field.Errorf("timeout", "timeout: must not be negative"))
 	}
 	if c.Retries < 0 || c.Retries > 10 {
-		errs = append(errs, fmt.Errorf("retries: %d not in 0..10", c.Retries))
+		errs = append(errs, field.Errorf("retries", "retries: %d not in 0..10", c.Retries))
 	}
 	if _, err := newNameRules(c.ServerNode, c.ServerRegex, c.ServerMap); err != nil {
 		errs = append(errs, err)
@@ -89,11 +90,11 @@ func (c GraphiteConfig) Validate() error {
 // hold an API key.
 func validateURL(raw string) error {
 	if raw == "" {
-		return errors.New("url: must be set")
+		return field.Errorf("url", "url: must be set")
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("url: must be an absolute http or https URL")
+		return field.Errorf("url", "url: must be an absolute http or https URL")
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 // nameRules turns the name a monitoring system gives a series (a Graphite target,
@@ -21,7 +23,7 @@ func newNameRules(node *int, expr string, table map[string]string) (*nameRules, 
 	n := &nameRules{node: node, table: table}
 	for k, v := range table {
 		if v == "" {
-			return nil, fmt.Errorf("server_map: %q maps to an empty name", k)
+			return nil, field.Errorf("server_map", "server_map: %q maps to an empty name", k)
 		}
 	}
 	if expr == "" {
@@ -29,10 +31,10 @@ func newNameRules(node *int, expr string, table map[string]string) (*nameRules, 
 	}
 	re, err := regexp.Compile(expr)
 	if err != nil {
-		return nil, fmt.Errorf("server_regex: %w", err)
+		return nil, field.Wrap(fmt.Errorf("server_regex: %w", err), "server_regex")
 	}
 	if re.NumSubexp() == 0 {
-		return nil, fmt.Errorf("server_regex: %q has no capture group", expr)
+		return nil, field.Errorf("server_regex", "server_regex: %q has no capture group", expr)
 	}
 	n.re = re
 	return n, nil

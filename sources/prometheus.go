@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -69,16 +70,16 @@ func (c PrometheusConfig) Validate() error {
 		errs = append(errs, err)
 	}
 	if strings.TrimSpace(c.Query) == "" {
-		errs = append(errs, errors.New("query: must be set"))
+		errs = append(errs, field.Errorf("query", "query: must be set"))
 	}
 	if c.ServerLabel == "" {
-		errs = append(errs, errors.New("server_label: must be set"))
+		errs = append(errs, field.Errorf("server_label", "server_label: must be set"))
 	} else if !model.LabelName(c.ServerLabel).IsValid() {
-		errs = append(errs, fmt.Errorf("server_label: %q is not a valid label name", c.ServerLabel))
+		errs = append(errs, field.Errorf("server_label", "server_label: %q is not a valid label name", c.ServerLabel))
 	}
 	errs = append(errs, c.validateRange()...)
 	if c.Timeout < 0 {
-		errs = append(errs, errors.New("timeout: must not be negative"))
+		errs = append(errs, field.Errorf("timeout", "timeout: must not be negative"))
 	}
 	if _, err := newNameRules(nil, c.ServerRegex, c.ServerMap); err != nil {
 		errs = append(errs, err)
@@ -95,17 +96,17 @@ func (c PrometheusConfig) Validate() error {
 func (c PrometheusConfig) validateRange() []error {
 	switch {
 	case c.Range < 0:
-		return []error{errors.New("range: must not be negative")}
+		return []error{field.Errorf("range", "range: must not be negative")}
 	case c.Range == 0 && c.Step != 0:
-		return []error{errors.New("step: only valid with range")}
+		return []error{field.Errorf("step", "step: only valid with range")}
 	case c.Range == 0:
 		return nil
 	case c.Step <= 0:
-		return []error{errors.New("step: must be > 0 with range")}
+		return []error{field.Errorf("step", "step: must be > 0 with range")}
 	case c.Step > c.Range:
-		return []error{errors.New("step: must not exceed range")}
+		return []error{field.Errorf("step", "step: must not exceed range")}
 	case c.Range/c.Step > maxPoints:
-		return []error{fmt.Errorf("step: range/step must be at most %d points", maxPoints)}
+		return []error{field.Errorf("step", "step: range/step must be at most %d points", maxPoints)}
 	}
 	return nil
 }

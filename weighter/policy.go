@@ -2,12 +2,12 @@ package weighter
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 // Policy is the per-backend configuration of the weighting engine: which function
@@ -94,51 +94,51 @@ func DefaultPolicy() Policy {
 // Validate reports every invalid field, each message naming the field.
 func (p Policy) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(key, format string, args ...any) { errs = append(errs, field.Errorf(key, format, args...)) }
 	if _, ok := Functions[p.Function]; !ok {
-		add("function %q is unknown, valid: %s", p.Function, strings.Join(FunctionNames(), ", "))
+		add("function", "function %q is unknown, valid: %s", p.Function, strings.Join(FunctionNames(), ", "))
 	}
 	if !(p.LimitingFactor > 1) || isInf(p.LimitingFactor) {
-		add("limiting_factor must be > 1, got %v", p.LimitingFactor)
+		add("limiting_factor", "limiting_factor must be > 1, got %v", p.LimitingFactor)
 	}
 	if !(p.Aggressiveness > 0) || isInf(p.Aggressiveness) {
-		add("aggressiveness must be > 0, got %v", p.Aggressiveness)
+		add("aggressiveness", "aggressiveness must be > 0, got %v", p.Aggressiveness)
 	}
 	if !(p.Gain > 0) || isInf(p.Gain) {
-		add("gain must be > 0, got %v", p.Gain)
+		add("gain", "gain must be > 0, got %v", p.Gain)
 	}
 	if p.MaxWeight < 1 || p.MaxWeight > MaxWeight {
-		add("max_weight must be in 1..%d, got %d", MaxWeight, p.MaxWeight)
+		add("max_weight", "max_weight must be in 1..%d, got %d", MaxWeight, p.MaxWeight)
 	}
 	if !slices.Contains(aggregateNames, p.Aggregate) {
-		add("aggregate %q is unknown, valid: %s", p.Aggregate, strings.Join(aggregateNames, ", "))
+		add("aggregate", "aggregate %q is unknown, valid: %s", p.Aggregate, strings.Join(aggregateNames, ", "))
 	}
 	if p.MaxAge < 0 {
-		add("max_age must be >= 0, got %v", p.MaxAge)
+		add("max_age", "max_age must be >= 0, got %v", p.MaxAge)
 	}
 	if p.Missing != MissingKeep && p.Missing != MissingMean {
-		add("missing %q is unknown, valid: %s, %s", p.Missing, MissingKeep, MissingMean)
+		add("missing", "missing %q is unknown, valid: %s, %s", p.Missing, MissingKeep, MissingMean)
 	}
 	if !(p.MinCoverage >= 0 && p.MinCoverage <= 1) {
-		add("min_coverage must be in 0..1, got %v", p.MinCoverage)
+		add("min_coverage", "min_coverage must be in 0..1, got %v", p.MinCoverage)
 	}
 	if p.Deadband < 0 || p.Deadband > MaxWeight {
-		add("deadband must be in 0..%d, got %d", MaxWeight, p.Deadband)
+		add("deadband", "deadband must be in 0..%d, got %d", MaxWeight, p.Deadband)
 	}
 	if p.MaxStep != 0 && (!(p.MaxStep > 1) || isInf(p.MaxStep)) {
-		add("max_step must be > 1 (or 0 = off), got %v", p.MaxStep)
+		add("max_step", "max_step must be > 1 (or 0 = off), got %v", p.MaxStep)
 	}
 	if p.Smoothing < 0 {
-		add("smoothing must be >= 0, got %v", p.Smoothing)
+		add("smoothing", "smoothing must be >= 0, got %v", p.Smoothing)
 	}
 	if p.ConnectionLife < 0 {
-		add("connection_life must be >= 0, got %v", p.ConnectionLife)
+		add("connection_life", "connection_life must be >= 0, got %v", p.ConnectionLife)
 	}
 	if p.RateWindow < 0 {
-		add("rate_window must be >= 0, got %v", p.RateWindow)
+		add("rate_window", "rate_window must be >= 0, got %v", p.RateWindow)
 	}
 	if p.PanicThreshold != 0 && (!(p.PanicThreshold > 1) || isInf(p.PanicThreshold)) {
-		add("panic_threshold must be > 1 (or 0 = off), got %v", p.PanicThreshold)
+		add("panic_threshold", "panic_threshold must be > 1 (or 0 = off), got %v", p.PanicThreshold)
 	}
 	errs = append(errs, p.validateDrain()...)
 	return errors.Join(errs...)
@@ -146,21 +146,21 @@ func (p Policy) Validate() error {
 
 func (p Policy) validateDrain() []error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(key, format string, args ...any) { errs = append(errs, field.Errorf(key, format, args...)) }
 	if !(p.DrainAbove >= 0) || isInf(p.DrainAbove) {
-		add("drain_above must be >= 0, got %v", p.DrainAbove)
+		add("drain_above", "drain_above must be >= 0, got %v", p.DrainAbove)
 	}
 	if !(p.ResumeBelow >= 0) || isInf(p.ResumeBelow) {
-		add("resume_below must be >= 0, got %v", p.ResumeBelow)
+		add("resume_below", "resume_below must be >= 0, got %v", p.ResumeBelow)
 	}
 	switch {
 	case p.DrainAbove == 0 && p.ResumeBelow > 0:
-		add("resume_below is set (%v) but drain_above is 0 (drain off)", p.ResumeBelow)
+		add("resume_below", "resume_below is set (%v) but drain_above is 0 (drain off)", p.ResumeBelow)
 	case p.DrainAbove > 0 && !(p.ResumeBelow > 0 && p.ResumeBelow < p.DrainAbove):
-		add("resume_below must be > 0 and < drain_above (%v), got %v", p.DrainAbove, p.ResumeBelow)
+		add("resume_below", "resume_below must be > 0 and < drain_above (%v), got %v", p.DrainAbove, p.ResumeBelow)
 	}
 	if !(p.MaxDrained >= 0 && p.MaxDrained < 1) {
-		add("max_drained must be in 0..1 (1 excluded), got %v", p.MaxDrained)
+		add("max_drained", "max_drained must be in 0..1 (1 excluded), got %v", p.MaxDrained)
 	}
 	return errs
 }

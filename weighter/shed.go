@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 // ShedPolicy bounds session shedding on one backend: closing the heaviest
@@ -64,27 +65,27 @@ func DefaultShed() ShedPolicy {
 // Validate reports every invalid field, each message naming the field.
 func (p ShedPolicy) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(key, format string, args ...any) { errs = append(errs, field.Errorf(key, format, args...)) }
 	if !(p.Above > 1) || isInf(p.Above) {
-		add("shed.above must be > 1, got %v", p.Above)
+		add("above", "shed.above must be > 1, got %v", p.Above)
 	}
 	if p.For < 1 {
-		add("shed.for must be >= 1 cycle, got %d", p.For)
+		add("for", "shed.for must be >= 1 cycle, got %d", p.For)
 	}
 	if p.MaxPerMinute < 1 {
-		add("shed.max_per_minute must be >= 1, got %d", p.MaxPerMinute)
+		add("max_per_minute", "shed.max_per_minute must be >= 1, got %d", p.MaxPerMinute)
 	}
 	if !(p.MaxShare > 0 && p.MaxShare <= 1) {
-		add("shed.max_share must be in (0, 1], got %v", p.MaxShare)
+		add("max_share", "shed.max_share must be in (0, 1], got %v", p.MaxShare)
 	}
 	if p.MinAge < 0 {
-		add("shed.min_age must be >= 0, got %v", p.MinAge)
+		add("min_age", "shed.min_age must be >= 0, got %v", p.MinAge)
 	}
 	if p.Cooldown < 0 {
-		add("shed.cooldown must be >= 0, got %v", p.Cooldown)
+		add("cooldown", "shed.cooldown must be >= 0, got %v", p.Cooldown)
 	}
 	if !(p.Progress >= 0 && p.Progress < 1) {
-		add("shed.progress must be in [0, 1), got %v", p.Progress)
+		add("progress", "shed.progress must be in [0, 1), got %v", p.Progress)
 	}
 	return errors.Join(errs...)
 }
