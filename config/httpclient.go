@@ -13,7 +13,7 @@ import (
 // deprecatedKeys is a source configuration that still takes keys of earlier
 // releases (the HTTP sources' tls, headers, bearer_token), each reported as
 // "key: deprecated, ...".
-type deprecatedKeys interface{ Deprecated() []string }
+type deprecatedKeys interface{ Deprecated() []error }
 
 // deprecations lists the deprecated keys of every backend's source as
 // FieldErrors at their lines: warnings, which do not stop loading.
@@ -25,9 +25,8 @@ func deprecations(root *yaml.Node, cfg *Config) []*FieldError {
 		if !ok {
 			continue
 		}
-		for _, msg := range d.Deprecated() {
-			fe := attributed(backendType, fmt.Errorf("source: %s: %s", b.Source.Kind(), msg))
-			for _, p := range fe {
+		for _, w := range d.Deprecated() {
+			for _, p := range keyed(fmt.Errorf("source: %s: %w", b.Source.Kind(), w), "source", b.Source.Kind()) {
 				p.keys = append([]any{"backends", i}, p.keys...)
 				p.within = b.label(i)
 				p.Line = lineOf(root, p.keys)

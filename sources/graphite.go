@@ -52,7 +52,7 @@ func DefaultGraphiteConfig() GraphiteConfig {
 }
 
 // Deprecated lists the keys of earlier releases set, with what replaces each.
-func (c GraphiteConfig) Deprecated() []string { return c.Legacy.Deprecated(c.HTTP) }
+func (c GraphiteConfig) Deprecated() []error { return c.Legacy.Deprecated(c.HTTP) }
 
 // SetDirectory makes the relative paths of the HTTP settings relative to
 // dir (the configuration file's), as Prometheus does; the deprecated tls

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	promconfig "github.com/prometheus/common/config"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 // LegacyHTTP holds the HTTP keys of earlier releases, which Prometheus'
@@ -31,19 +33,19 @@ type LegacyHTTP struct {
 
 // Deprecated lists the deprecated keys set in h and legacy, each as
 // "key: deprecated, ..." naming what replaces it.
-func (l LegacyHTTP) Deprecated(h promconfig.HTTPClientConfig) []string {
-	var out []string
+func (l LegacyHTTP) Deprecated(h promconfig.HTTPClientConfig) []error {
+	var out []error
 	if l.TLS != nil {
-		out = append(out, "tls: deprecated, write tls_config (same keys)")
+		out = append(out, field.Errorf("tls", "tls: deprecated, write tls_config (same keys)"))
 	}
 	if l.Headers != nil {
-		out = append(out, "headers: deprecated, write http_headers: {Name: {values: [...]}} (or secrets: or files: for a credential)")
+		out = append(out, field.Errorf("headers", "headers: deprecated, write http_headers: {Name: {values: [...]}} (or secrets: or files: for a credential)"))
 	}
 	if h.BearerToken != "" {
-		out = append(out, "bearer_token: deprecated, write authorization: {credentials: ...}")
+		out = append(out, field.Errorf("bearer_token", "bearer_token: deprecated, write authorization: {credentials: ...}"))
 	}
 	if h.BearerTokenFile != "" {
-		out = append(out, "bearer_token_file: deprecated, write authorization: {credentials_file: ...}")
+		out = append(out, field.Errorf("bearer_token_file", "bearer_token_file: deprecated, write authorization: {credentials_file: ...}"))
 	}
 	return out
 }
@@ -58,7 +60,7 @@ func (l LegacyHTTP) resolve(h promconfig.HTTPClientConfig) (promconfig.HTTPClien
 	}
 	if l.TLS != nil {
 		if h.TLSConfig != (promconfig.TLSConfig{}) {
-			return h, errors.New("tls: deprecated spelling of tls_config: set only tls_config")
+			return h, field.Errorf("tls", "tls: deprecated spelling of tls_config: set only tls_config")
 		}
 		h.TLSConfig = *l.TLS
 	}
@@ -71,7 +73,7 @@ func (l LegacyHTTP) resolve(h promconfig.HTTPClientConfig) (promconfig.HTTPClien
 	// HTTPClientConfig's Validate leaves tls_config to its decoding, which
 	// a configuration built in code has not been through.
 	if err := h.TLSConfig.Validate(); err != nil {
-		return h, fmt.Errorf("tls_config: %w", err)
+		return h, field.Wrap(fmt.Errorf("tls_config: %w", err), "tls_config")
 	}
 	return h, nil
 }
@@ -96,14 +98,14 @@ func (l LegacyHTTP) mapHeaders(h *promconfig.HTTPClientConfig) error {
 		if canon == "Authorization" {
 			typ, cred, ok := strings.Cut(strings.TrimSpace(value), " ")
 			if !ok || h.Authorization != nil || h.BasicAuth != nil || h.OAuth2 != nil || h.BearerToken != "" || h.BearerTokenFile != "" {
-				return errors.New("headers: Authorization: write authorization: {type: ..., credentials: ...} instead, and only one way to authenticate")
+				return field.Errorf("headers", "headers: Authorization: write authorization: {type: ..., credentials: ...} instead, and only one way to authenticate")
 			}
 			h.Authorization = &promconfig.Authorization{Type: typ, Credentials: promconfig.Secret(strings.TrimSpace(cred))}
 			continue
 		}
 		for other := range h.HTTPHeaders.Headers {
 			if http.CanonicalHeaderKey(other) == canon {
-				return fmt.Errorf("headers: %s is also in http_headers: set it in http_headers only", canon)
+				return field.Errorf("headers", "headers: %s is also in http_headers: set it in http_headers only", canon)
 			}
 		}
 		var hdr promconfig.Header

@@ -56,7 +56,7 @@ func DefaultPrometheusConfig() PrometheusConfig {
 const maxPoints = 11000
 
 // Deprecated lists the keys of earlier releases set, with what replaces each.
-func (c PrometheusConfig) Deprecated() []string { return c.Legacy.Deprecated(c.HTTP) }
+func (c PrometheusConfig) Deprecated() []error { return c.Legacy.Deprecated(c.HTTP) }
 
 // SetDirectory makes the relative paths of the HTTP settings relative to
 // dir (the configuration file's), as Prometheus does; the deprecated tls
