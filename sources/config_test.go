@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/field"
 )
 
 func TestGraphiteConfigValidate(t *testing.T) {
@@ -111,9 +112,12 @@ func TestLegacyKeysAreNamed(t *testing.T) {
 	c.Legacy = LegacyHTTP{TLS: &promconfig.TLSConfig{}, Headers: map[string]string{}}
 	got := c.Legacy.Deprecated(c.HTTP)
 	require.Len(t, got, 3)
-	assert.Equal(t, "tls: deprecated, write tls_config (same keys)", got[0])
-	assert.Contains(t, got[1], "headers: deprecated, write http_headers")
-	assert.Equal(t, "bearer_token: deprecated, write authorization: {credentials: ...}", got[2])
+	assert.EqualError(t, got[0], "tls: deprecated, write tls_config (same keys)")
+	assert.ErrorContains(t, got[1], "headers: deprecated, write http_headers")
+	assert.EqualError(t, got[2], "bearer_token: deprecated, write authorization: {credentials: ...}")
+	for i, key := range []string{"tls", "headers", "bearer_token"} {
+		assert.Equal(t, []string{key}, field.Keys(got[i]), "the key, as a value")
+	}
 	// Mapping leaves the decoded configuration as it was.
 	h, err := c.Legacy.resolve(c.HTTP)
 	require.NoError(t, err)
