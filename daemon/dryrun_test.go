@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -378,4 +380,66 @@ func TestDryRunPropertyNeverWritesSaysOnce(t *testing.T) {
 	if f.tgt.writes != 0 {
 		t.Fatalf("%d writes", f.tgt.writes)
 	}
+}
+
+// TestDryRunLogVolume: a dry run logs by the same policy as a live run. With
+// steady loads its 1,000-server backend says its wanted changes once in 600
+// cycles, although every cycle wants them (HAProxy's weights do not move);
+// with noisy loads, at most one line a cycle.
+func TestDryRunLogVolume(t *testing.T) {
+	const interval = time.Second
+	run := func(src weighter.Source, names []string, clock *fakeClock, cycles int) (lines, size int) {
+		ctl, err := weighter.NewController(weighter.DefaultPolicy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&buf, nil))
+		u := &Unit{Backend: &weighter.Backend{Name: "be", Source: src, Target: newMapTarget(names), Controller: ctl}, dryRun: true}
+		r := newRunner(u, Timing{Interval: interval, Timeout: interval, Jitter: 0.1}, clock, metrics.New(prometheus.NewRegistry()), log)
+		r.apply = false
+		for range cycles {
+			if c := r.step(context.Background()); c.Result != weighter.ResultOK {
+				t.Fatalf("cycle: %s %v", c.Result, c.Err)
+			}
+			clock.advance(interval)
+		}
+		return bytes.Count(buf.Bytes(), []byte("\n")), buf.Len()
+	}
+
+	clock := newFakeClock()
+	noisy := newNoisySource(clock, 1000, 1)
+	steady := &steadySource{clock: clock, loads: map[string]float64{}}
+	for i, n := range noisy.names {
+		steady.loads[n] = noisy.base[i]
+	}
+	const hour, steadyCycles = 3600, 600
+	lines, size := run(steady, noisy.names, clock, steadyCycles)
+	t.Logf("dry run, 1,000 servers, steady loads, interval 1s: %d lines, %d bytes in %d cycles", lines, size, steadyCycles)
+	if lines != 1 { // the first cycle's would-set line, which carries ready=true, then nothing
+		t.Errorf("steady dry run: %d lines in %d cycles, want the first cycle's would-set line only", lines, steadyCycles)
+	}
+
+	clock = newFakeClock()
+	const busyCycles = 120
+	lines, size = run(newNoisySource(clock, 1000, 1), noisy.names, clock, busyCycles)
+	t.Logf("dry run, 1,000 servers, noisy loads, interval 1s: %d lines, %d bytes in %d cycles; per hour %d lines, %d bytes",
+		lines, size, busyCycles, lines*hour/busyCycles, size*hour/busyCycles)
+	if lines > busyCycles+10 {
+		t.Errorf("noisy dry run: %d lines in %d cycles, want at most one per cycle", lines, busyCycles)
+	}
+}
+
+// steadySource returns the same loads every cycle, dated by the clock.
+type steadySource struct {
+	clock Clock
+	loads map[string]float64
+}
+
+func (s *steadySource) Fetch(context.Context) (weighter.Loads, error) {
+	out := make(weighter.Loads, len(s.loads))
+	for name, v := range s.loads {
+		out[name] = weighter.Series{{Time: s.clock.Now(), Value: v}}
+	}
+	return out, nil
 }
