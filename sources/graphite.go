@@ -234,6 +234,7 @@ func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := g.newClient().Do(req)
+	g.red.refresh() // the secret files as the request read them
 	if errors.Is(err, errRedirect) {
 		return nil, g.fail(ErrBadReply, err)
 	}

@@ -319,6 +319,7 @@ func connect(source, rawURL string, h promconfig.HTTPClientConfig, legacy Legacy
 		red.add(s)
 	}
 	red.current = current
+	red.refresh()
 	client, err := newHTTPClient(source, h, u)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))

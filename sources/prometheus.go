@@ -199,6 +199,7 @@ func (p *Prometheus) query(ctx context.Context) (model.Value, error) {
 		r := v1.Range{Start: now.Add(-time.Duration(p.cfg.Range)), End: now, Step: time.Duration(p.cfg.Step)}
 		val, warnings, _, err = p.api.QueryRange(ctx, p.cfg.Query, r, limit)
 	}
+	p.red.refresh() // the secret files as the request read them
 	if len(warnings) > 0 {
 		p.log.Warn("query warnings", "query", p.cfg.Query, "url", p.shown, "warnings", p.red.String(strings.Join(warnings, "; ")))
 	}

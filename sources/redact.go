@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"unicode"
 )
 
@@ -19,6 +20,22 @@ type redactor struct {
 	// current, if set, returns the secrets read from files as they are now
 	// (the client reads them at each request, so they may have changed).
 	current func() []string
+	// all is secrets and what current returned at the last refresh.
+	all atomic.Pointer[[]string]
+}
+
+// refresh reads the secret files again; a source calls it after each
+// request, before anything of the reply is shown. Once per fetch rather than
+// at each String: a fetch may log hundreds of series names.
+func (r *redactor) refresh() {
+	if r.current == nil {
+		return
+	}
+	now := &redactor{secrets: slices.Clone(r.secrets)}
+	for _, sec := range r.current() {
+		now.add(sec)
+	}
+	r.all.Store(&now.secrets)
 }
 
 // newRedactor collects the secrets of one source. rawURL may be unparsable; it is
@@ -75,12 +92,8 @@ func (r *redactor) add(s string) {
 // String returns s with every secret replaced.
 func (r *redactor) String(s string) string {
 	secrets := r.secrets
-	if r.current != nil {
-		now := &redactor{secrets: slices.Clone(r.secrets)}
-		for _, sec := range r.current() {
-			now.add(sec)
-		}
-		secrets = now.secrets
+	if all := r.all.Load(); all != nil {
+		secrets = *all
 	}
 	for _, sec := range secrets {
 		s = strings.ReplaceAll(s, sec, redacted)
