@@ -115,3 +115,24 @@ func TestOnceLogsDeprecatedKeysOnce(t *testing.T) {
 		t.Errorf("want a WARN line and no secret:\n%s", errOut)
 	}
 }
+
+// run refuses to start on a web configuration file it cannot use, before
+// listening; --web.config.file stands for web_config_file.
+func TestRunRefusesABadWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.yaml")
+	data := "listen: 127.0.0.1:0\nhaproxy: {socket: " + filepath.Join(dir, "none.sock") + "}\nbackends:\n  - name: be\n    source:\n" +
+		"      prometheus: {url: \"http://127.0.0.1:1\", query: up}\n"
+	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(bad, []byte("tls_server_config: {cert_file: missing.crt, key_file: missing.key}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resetFlags(t, "run")
+	_, _, err := execute(t, "run", "--config", path, "--web.config.file", bad)
+	if err == nil || !strings.Contains(err.Error(), "web config file "+bad+": ") || !strings.Contains(err.Error(), "missing.crt") {
+		t.Fatalf("got %v", err)
+	}
+}
