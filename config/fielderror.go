@@ -42,80 +42,61 @@ func fieldErr(err error, keys ...any) *FieldError {
 // keyed turns the problems a validator outside this package reports (a
 // policy, a socket, an IPVS service, a source kind) into FieldErrors at keys,
 // each further down at the key its field.Error names.
-func keyed(err error, keys ...any) []*FieldError {
-	if err == nil {
-		return nil
-	}
-	var out []*FieldError
+func keyed(err error, keys ...any) (problems []*FieldError) {
 	for _, leaf := range errs.Leaves(err) {
-		path := slices.Clone(keys)
-		for _, k := range field.Keys(leaf) {
-			path = append(path, k)
+		if leaf != nil {
+			p := fieldErr(leaf, slices.Clone(keys)...)
+			for _, k := range field.Keys(leaf) {
+				p.keys = append(p.keys, k)
+			}
+			problems = append(problems, p)
 		}
-		out = append(out, fieldErr(leaf, path...))
 	}
-	return out
+	return problems
 }
 
 // joinFields joins problems after giving each its Path.
 func joinFields(problems []*FieldError) error {
-	var out []error
-	for _, p := range problems {
-		var b strings.Builder
+	out := make([]error, len(problems))
+	for i, p := range problems {
+		var path strings.Builder
 		for _, k := range p.keys {
-			if i, ok := k.(int); ok {
-				fmt.Fprintf(&b, "[%d]", i)
-			} else if b.Len() > 0 {
-				fmt.Fprintf(&b, ".%s", k)
+			if n, ok := k.(int); ok {
+				fmt.Fprintf(&path, "[%d]", n)
 			} else {
-				b.WriteString(k.(string))
+				fmt.Fprintf(&path, ".%s", k)
 			}
 		}
-		p.Path = b.String()
-		out = append(out, p)
+		p.Path, out[i] = strings.TrimPrefix(path.String(), "."), p
 	}
 	return errors.Join(out...)
 }
 
-// locate gives each FieldError of err the line of its path in the tree.
-func locate(root *yaml.Node, err error) error {
-	for _, leaf := range errs.Leaves(err) {
-		var fe *FieldError
-		if errors.As(leaf, &fe) && fe.Line == 0 {
-			fe.Line = lineOf(root, fe.keys)
-		}
-	}
-	return err
-}
-
 // lineOf follows keys down the tree and returns the line of the deepest one
 // written (a missing key has the line of the mapping it is missing from).
-func lineOf(n *yaml.Node, keys []any) int {
-	line := 0
-	if n == nil {
-		return 0
-	}
+// Only keys written in a mapping are followed: a problem of a key a merge
+// brings in (<<: *base) stays at the mapping that merges it.
+func lineOf(n *yaml.Node, keys []any) (line int) {
 	for _, k := range keys {
+		for n != nil && n.Kind == yaml.AliasNode {
+			n = n.Alias
+		}
 		var next *yaml.Node
-		if i, ok := k.(int); ok {
-			if n = resolve(n); n.Kind == yaml.SequenceNode && i < len(n.Content) {
-				next = n.Content[i]
-				line = next.Line
-			}
-		} else if n = resolve(n); n.Kind == yaml.MappingNode {
-			// Keys written here only: a problem of a key a merge brings in
-			// (<<: *base) stays at the mapping that merges it, not in the base.
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == k {
-					next, line = n.Content[i+1], n.Content[i].Line
+		switch i, isIndex := k.(int); {
+		case n == nil:
+		case isIndex && n.Kind == yaml.SequenceNode && i < len(n.Content):
+			next, line = n.Content[i], n.Content[i].Line
+		case n.Kind == yaml.MappingNode:
+			for j := 0; j+1 < len(n.Content); j += 2 {
+				if n.Content[j].Value == k {
+					next, line = n.Content[j+1], n.Content[j].Line
 					break
 				}
 			}
 		}
-		if next == nil {
+		if n = next; n == nil {
 			break
 		}
-		n = next
 	}
 	return line
 }

@@ -14,75 +14,70 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/internal/readlimit"
 )
 
+// maxFileSize bounds what Load reads: a configuration is a few KiB, and a
+// wrong path (/dev/zero, a log file) must not eat the memory.
+const maxFileSize = 1 << 20
+
 // Load reads, expands, decodes and validates the configuration file at path.
 // ${NAME} in the file is replaced by the environment variable NAME.
 func Load(path string) (*Config, error) {
-	data, err := readFile(path)
+	data, err := readlimit.ReadFile(path, maxFileSize)
+	if errors.Is(err, readlimit.ErrTooLarge) {
+		err = fmt.Errorf("%w, not a configuration file", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	return Parse(path, data, os.LookupEnv)
 }
 
-// maxFileSize bounds what Load reads: a configuration is a few KiB, and a
-// wrong path (/dev/zero, a log file) must not eat the memory.
-const maxFileSize = 1 << 20
-
-func readFile(path string) ([]byte, error) {
-	data, err := readlimit.ReadFile(path, maxFileSize)
-	if errors.Is(err, readlimit.ErrTooLarge) {
-		return nil, fmt.Errorf("%w, not a configuration file", err)
-	}
-	return data, err
-}
-
 // Parse is Load on bytes already read; name labels messages and lookup resolves
 // ${NAME}. A nil lookup leaves ${NAME} as written.
 func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
-	cfg, err := parse(data, lookup)
+	cfg, root, err := parse(data, lookup)
 	if err != nil {
-		return nil, located(name, err)
+		return nil, located(name, root, err)
 	}
 	finishLoad(name, cfg)
 	return cfg, nil
 }
 
-func parse(data []byte, lookup func(string) (string, bool)) (*Config, error) {
+// parse returns the configuration, or its problems and the tree that gives
+// them their lines.
+func parse(data []byte, lookup func(string) (string, bool)) (*Config, *yaml.Node, error) {
+	var err error
 	if lookup != nil {
-		var err error
 		if data, err = expandEnv(data, lookup); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	doc := document{cfg: Default()}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true) // an unknown key is a typo, refused with its line
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, errors.New("empty configuration")
-		}
-		return nil, decodeError(data, err)
+	if err = dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil, errors.New("empty configuration")
+	} else if err == nil {
+		err = onlyOneDocument(dec)
 	}
-	if err := onlyOneDocument(dec); err != nil {
-		return nil, decodeError(data, err)
+	if err != nil {
+		return nil, nil, decodeError(data, err)
 	}
 	if err := doc.cfg.Validate(); err != nil {
-		return nil, locate(doc.root.node, err)
+		return nil, doc.root.node, err
 	}
 	doc.cfg.warnings = deprecations(doc.root.node, &doc.cfg)
-	return &doc.cfg, nil
+	return &doc.cfg, nil, nil
 }
 
 // document is the file: the node tree, kept to give problems their lines,
-// and the configuration decoded from it.
+// and the configuration decoded from it. UnmarshalYAML takes unmarshal
+// (rather than a node) because that decodes with the decoder's own
+// strictness, which Node.Decode drops.
 type document struct {
 	root nodeRef
 	cfg  Config
 }
 
-// UnmarshalYAML keeps the tree and decodes it. It takes unmarshal (rather
-// than a node) because that decodes with the decoder's own strictness, which
-// Node.Decode drops.
 func (d *document) UnmarshalYAML(unmarshal func(any) error) error {
 	if err := unmarshal(&d.root); err != nil {
 		return err
@@ -100,47 +95,14 @@ func (r *nodeRef) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// pairs lists a mapping's keys and values, those a merge key (<<: *base)
-// brings in last: a key written beside the merge wins, as in the decoder.
-func pairs(n *yaml.Node) [][2]*yaml.Node {
-	n = resolve(n)
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	var own, merged [][2]*yaml.Node
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolve(n.Content[i+1])
-		switch {
-		case k.ShortTag() != "!!merge":
-			own = append(own, [2]*yaml.Node{k, n.Content[i+1]})
-		case v.Kind == yaml.SequenceNode:
-			for _, c := range v.Content {
-				merged = append(merged, pairs(c)...)
-			}
-		default:
-			merged = append(merged, pairs(v)...)
-		}
-	}
-	return append(own, merged...)
-}
-
-func resolve(n *yaml.Node) *yaml.Node {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	return n
-}
-
 // onlyOneDocument rejects a further non-empty YAML document: Decode reads only
 // the first, so the rest of a concatenated file would be dropped unseen.
 func onlyOneDocument(dec *yaml.Decoder) error {
 	for {
 		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 			return nil
-		}
-		if err != nil {
+		} else if err != nil {
 			return err
 		}
 		if len(doc.Content) > 0 && doc.Content[0].Tag != "!!null" {
@@ -150,11 +112,16 @@ func onlyOneDocument(dec *yaml.Decoder) error {
 }
 
 // located writes each problem of err as "name:line: message", or "name:
-// message" when it has no line.
-func located(name string, err error) error {
+// message" when it has no line; a problem without one yet gets the line of
+// its path in the tree root.
+func located(name string, root *yaml.Node, err error) error {
 	var msgs []string
 	for _, e := range errs.Leaves(err) {
-		if fe := (*FieldError)(nil); errors.As(e, &fe) && fe.Line > 0 {
+		fe := (*FieldError)(nil)
+		if errors.As(e, &fe) && fe.Line == 0 {
+			fe.Line = lineOf(root, fe.keys)
+		}
+		if fe != nil && fe.Line > 0 {
 			msgs = append(msgs, fmt.Sprintf("%s:%d: %v", name, fe.Line, e))
 		} else {
 			msgs = append(msgs, fmt.Sprintf("%s: %v", name, e))

@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"slices"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -65,10 +67,12 @@ func (s Source) Build(env sourcekind.Env) (weighter.Source, error) {
 // UnmarshalYAML decodes the one key of `source:` into its kind's
 // configuration, over the kind's defaults. It decodes through a struct made
 // from the registry, one field per kind, so that the decoder's strictness
-// (unknown keys), aliases and merge keys apply as to any other struct.
+// (unknown keys), aliases and merge keys apply as to any other struct. The
+// keys written (merged ones too) are read first, as nodes, to know the kinds
+// that get their defaults.
 func (s *Source) UnmarshalYAML(unmarshal func(any) error) error {
-	var node nodeRef
-	if err := unmarshal(&node); err != nil {
+	var written map[string]yaml.Node
+	if err := unmarshal(&written); err != nil {
 		return err
 	}
 	all := sourcekind.All()
@@ -80,11 +84,9 @@ func (s *Source) UnmarshalYAML(unmarshal func(any) error) error {
 	shape := reflect.New(reflect.StructOf(fields)).Elem()
 	// A field set before decoding keeps its pointer, so the kinds written get
 	// their defaults; the others stay nil.
-	for _, kv := range pairs(node.node) {
-		for i, k := range all {
-			if kv[0].Value == k.Name {
-				shape.Field(i).Set(reflect.ValueOf(k.Default()))
-			}
+	for i, k := range all {
+		if _, ok := written[k.Name]; ok {
+			shape.Field(i).Set(reflect.ValueOf(k.Default()))
 		}
 	}
 	if err := unmarshal(shape.Addr().Interface()); err != nil {
