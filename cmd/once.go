@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,9 +93,9 @@ func printTables(w io.Writer, cycles []weighter.Cycle) error {
 			continue
 		}
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SERVER\tLOAD\tCURRENT\tNEW\tACTION\tREASON")
+		fmt.Fprintln(tw, "SERVER\tADDRESS\tLOAD\tCURRENT\tNEW\tACTION\tREASON")
 		for _, s := range c.Plan.Servers {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", s.Server, formatLoad(s.Load), s.Current, s.New, s.Action, s.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Server, cmp.Or(s.Address, "-"), formatLoad(s.Load), s.Current, s.New, s.Action, s.Reason)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -27,20 +27,22 @@ var goldenLoads = map[string]map[string]float64{
 	"be_api":    {"s1": 5, "s2": 5.5, "s4": 50},
 }
 
-// goldenHAProxy has both backends at weight 100 everywhere; be_api's s4 is disabled.
+// goldenHAProxy has both backends at weight 100 everywhere; be_api's s4 is
+// disabled. The servers' ports are fixed, as the output shows them: nothing
+// connects to them (no health checks, no traffic).
 const goldenHAProxy = testenv.HAProxyDefaults + `
 backend be_ingest
   balance leastconn
-  server s1 127.0.0.1:%d weight 100
-  server s2 127.0.0.1:%d weight 100
-  server s3 127.0.0.1:%d weight 100
-  server s4 127.0.0.1:%d weight 100
+  server s1 127.0.0.1:10001 weight 100
+  server s2 127.0.0.1:10002 weight 100
+  server s3 127.0.0.1:10003 weight 100
+  server s4 127.0.0.1:10004 weight 100
 backend be_api
   balance roundrobin
-  server s1 127.0.0.1:%d weight 100
-  server s2 127.0.0.1:%d weight 100
-  server s3 127.0.0.1:%d weight 100
-  server s4 127.0.0.1:%d weight 100 disabled
+  server s1 127.0.0.1:10011 weight 100
+  server s2 127.0.0.1:10012 weight 100
+  server s3 127.0.0.1:10013 weight 100
+  server s4 127.0.0.1:10014 weight 100 disabled
 `
 
 // goldenPrometheus is a gauge per server, a point every 15 s from 30 min before
@@ -77,8 +79,7 @@ var timeField = regexp.MustCompile(`"time": "[^"]*"`)
 //
 //	go test ./cmd -run TestOnceGolden -update
 func TestOnceGolden(t *testing.T) {
-	port := func() any { return testenv.FreePort(t) }
-	h := testenv.StartHAProxy(t, fmt.Sprintf(goldenHAProxy, port(), port(), port(), port(), port(), port(), port(), port()))
+	h := testenv.StartHAProxy(t, goldenHAProxy)
 	prom := testenv.StartPrometheus(t, goldenPrometheus(time.Now()))
 	config := filepath.Join(t.TempDir(), "config.yaml")
 	var cfg strings.Builder

@@ -69,6 +69,9 @@ type Backend struct {
 	// HAProxy, when set, is the runtime socket of this backend's HAProxy
 	// instead of the top-level one (socket.go).
 	HAProxy *haproxy.Config `yaml:"haproxy"`
+	// Match is how the source's series are matched to servers: "name" (the
+	// default) or "address" (match.go).
+	Match string `yaml:"match"`
 	// FastSignal is "on" (the default) or "off": whether an HAProxy backend
 	// weighs by HAProxy's fast local signal, calibrated by the source.
 	FastSignal string `yaml:"fast_signal"`
@@ -208,6 +211,7 @@ func (b *Backend) validate() []*FieldError {
 	problems = append(problems, b.validateFast()...)
 	problems = append(problems, b.validateShed()...)
 	problems = append(problems, b.validateSocket()...)
+	problems = append(problems, b.validateMatch()...)
 	if b.IPVS != nil {
 		problems = append(problems, keyed(b.IPVS.Validate(), "ipvs")...)
 		if b.Source.NeedsHAProxy() {

@@ -77,3 +77,29 @@ backends:
 		})
 	}
 }
+
+func TestMatch(t *testing.T) {
+	prom := `source: {prometheus: {url: "http://127.0.0.1:9090", query: up, server_label: instance}}`
+	c, err := Parse("f.yml", []byte("backends:\n  - name: be\n    match: address\n    "+prom+"\n  - name: be2\n    "+prom+"\n"), noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Backends[0].MatchesAddress() || c.Backends[1].MatchesAddress() {
+		t.Errorf("match: %q %q", c.Backends[0].Match, c.Backends[1].Match)
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"unknown value", "backends:\n  - name: be\n    match: ip\n    " + prom + "\n",
+			`f.yml:3: backends[0] (be): match: want name or address, got "ip"`},
+		{"HAProxy stats", "backends:\n  - name: be\n    match: address\n    source: {haproxy: {counter: bytes_in}}\n",
+			`f.yml:3: backends[0] (be): match: address needs a source that names servers by address; source.haproxy names them as HAProxy does`},
+		{"IPVS", "backends:\n  - name: svc\n    match: address\n    ipvs: {service: \"udp://10.0.0.1:2003\", servers: {n1: \"10.0.2.1:2003\"}}\n    " + prom + "\n",
+			`f.yml:3: backends[0] (svc): match: address is for HAProxy backends`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("f.yml", []byte(tc.file), noEnv)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -30,6 +30,9 @@ type Unit struct {
 	// client is the HAProxy client of socket, shared by every unit on the
 	// same socket (nil when the unit does not talk to HAProxy).
 	client *haproxy.Client
+	// address is the source's wrapper that matches series to servers by
+	// address (match: address; address.go), nil when matched by name.
+	address *addressSource
 	// checked is set once Check has passed (StartCheck, startcheck.go).
 	checked atomic.Bool
 	// fast is set when the backend weighs by HAProxy's fast signal: its
@@ -122,6 +125,11 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	if err != nil {
 		u.Close()
 		return nil, err
+	}
+	if hb != nil && b.MatchesAddress() {
+		// Renamed from addresses to servers before anything uses the loads.
+		u.address = newAddressSource(src, hb, log)
+		src = u.address
 	}
 	u.Backend.Source = src
 	if u.Backend.Shedder, err = newShedder(b); err != nil {

@@ -73,6 +73,7 @@ func New(cfg *config.Config, o Options) *Daemon {
 		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
 		startWeights: newStartWeights(o.Log), peers: newPeerSet(o.Registry, o.Log)}
 	d.metrics.WatchSockets(d.socketStates)
+	d.metrics.WatchAddresses(d.addressStates)
 	return d
 }
 

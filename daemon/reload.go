@@ -94,7 +94,7 @@ func keepControllers(old, next []*Unit) {
 			keepShedder(o, u)
 		}
 		if ok && sameSource(o, u) {
-			u.Backend.Source, u.fast = o.Backend.Source, o.fast
+			u.Backend.Source, u.fast, u.address = o.Backend.Source, o.fast, o.address
 			hb, isHAProxy := u.target.(*haproxy.Backend)
 			src := u.Backend.Source
 			if u.fast != nil {
@@ -122,7 +122,7 @@ type readsThrough interface {
 // reads HAProxy, the same socket). Units
 // not built by Build never match.
 func sameSource(a, b *Unit) bool {
-	if a.source.Kind() == "" || !reflect.DeepEqual(a.source, b.source) {
+	if a.source.Kind() == "" || !reflect.DeepEqual(a.source, b.source) || (a.address == nil) != (b.address == nil) {
 		return false
 	}
 	// The fast signal and its calibration are part of the source: a unit

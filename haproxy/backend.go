@@ -18,8 +18,9 @@ type Backend struct {
 	now func() time.Time // the clock reads are stamped with (tests set it)
 
 	mu       sync.Mutex
-	snapshot map[string]snapWeight // weights read by Snapshot, for Restore
-	recent   *statsRead            // the `show stat` of the last Servers, for ReadStats
+	snapshot map[string]snapWeight  // weights read by Snapshot, for Restore
+	recent   *statsRead             // the `show stat` of the last Servers, for ReadStats
+	known    []weighter.ServerState // the newest Servers read, for KnownServers
 }
 
 var _ weighter.Target = (*Backend)(nil)
@@ -48,6 +49,7 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	if err := b.fillSessions(ctx, servers, replies[1]); err != nil {
 		return nil, err
 	}
+	b.keepServers(servers)
 	return servers, nil
 }
 

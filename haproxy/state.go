@@ -18,6 +18,7 @@ const (
 	colAdmin     = 6
 	colUWeight   = 7
 	colIWeight   = 8
+	colFQDN      = 17
 	colPort      = 18
 	minStateCols = 19
 )
@@ -117,6 +118,7 @@ func parseStateLine(backend, line string) (weighter.ServerState, error) {
 	return weighter.ServerState{
 		Name:          f[colName],
 		Address:       net.JoinHostPort(f[colAddr], f[colPort]),
+		Host:          fqdn(f[colFQDN]),
 		Weight:        uw,
 		InitialWeight: iw,
 		Admin:         adminState(adm),
@@ -133,4 +135,12 @@ func parseWeight(s string) (int, error) {
 		return 0, fmt.Errorf("weight %d out of 0..%d", w, weighter.MaxWeight)
 	}
 	return w, nil
+}
+
+// fqdn is srv_fqdn without its trailing dot, "" for HAProxy's "-" (none).
+func fqdn(s string) string {
+	if s == "-" {
+		return ""
+	}
+	return strings.TrimSuffix(s, ".")
 }

@@ -38,6 +38,9 @@ func TestPromtoolLint(t *testing.T) {
 	m.WatchSockets(func() []SocketState {
 		return []SocketState{{Socket: "/run/haproxy/admin.sock", Backends: []string{"be"}, Known: true, Up: true}}
 	})
+	m.WatchAddresses(func() []AddressState {
+		return []AddressState{{Backend: "be", Servers: map[string]string{"s1": "10.0.0.1:80"}, ByAddress: true, Ambiguous: 1}}
+	})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

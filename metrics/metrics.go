@@ -42,6 +42,8 @@ type Metrics struct {
 
 	// sockets exports the HAProxy runtime sockets (socket.go).
 	sockets *socketCollector
+	// addresses exports the servers' addresses (address.go).
+	addresses *addressCollector
 
 	mu      sync.Mutex
 	servers map[string]map[string]bool // backend → servers whose series are exported
@@ -101,12 +103,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			"backend"),
 		externalAge: gaugeVec("external_data_age_seconds",
 			"Age of the newest point read from the source that calibrates the fast signal; absent before the first.", "backend"),
-		servers: map[string]map[string]bool{},
-		factors: map[string]map[string]bool{},
-		sockets: newSocketCollector(),
+		servers:   map[string]map[string]bool{},
+		factors:   map[string]map[string]bool{},
+		sockets:   newSocketCollector(),
+		addresses: newAddressCollector(),
 	}
 	m.newDesired()
-	reg.MustRegister(m.sockets)
+	reg.MustRegister(m.sockets, m.addresses)
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
 		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,

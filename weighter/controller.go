@@ -111,7 +111,7 @@ func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, 
 		if raw != nil {
 			raw[k] = load
 		}
-		out[k] = ServerPlan{Server: s.Name, Load: load, Current: s.Weight, Raw: s.Weight, New: s.Weight}
+		out[k] = ServerPlan{Server: s.Name, Address: s.Address, Load: load, Current: s.Weight, Raw: s.Weight, New: s.Weight}
 		ws[k] = work{ServerPlan: &out[k], mem: &mems[k], sessions: max(s.Sessions, 0), filled: load}
 		c.classify(&ws[k], s)
 	}

@@ -42,7 +42,10 @@ type Plan struct {
 
 // ServerPlan is one server's line of a Plan.
 type ServerPlan struct {
-	Server  string  `json:"server"`
+	Server string `json:"server"`
+	// Address is the server's ip:port as the target reports it: with
+	// server-template or service discovery the name (srv1..srvN) says little.
+	Address string  `json:"address,omitempty"`
 	Load    float64 `json:"load"` // the (smoothed) load used; NaN = no data
 	Current int     `json:"current"`
 	Raw     int     `json:"raw"` // weighting function output before rate limit and deadband
@@ -65,6 +68,7 @@ func (p Plan) Changes() []Change {
 // jsonServerPlan is ServerPlan with a nullable load, in the same field order.
 type jsonServerPlan struct {
 	Server  string   `json:"server"`
+	Address string   `json:"address,omitempty"`
 	Load    *float64 `json:"load"`
 	Current int      `json:"current"`
 	Raw     int      `json:"raw"`
@@ -75,7 +79,7 @@ type jsonServerPlan struct {
 
 // MarshalJSON writes a NaN (no data) load as null, which JSON can carry.
 func (s ServerPlan) MarshalJSON() ([]byte, error) {
-	out := jsonServerPlan{Server: s.Server, Current: s.Current, Raw: s.Raw, New: s.New, Action: s.Action, Reason: s.Reason}
+	out := jsonServerPlan{Server: s.Server, Address: s.Address, Current: s.Current, Raw: s.Raw, New: s.New, Action: s.Action, Reason: s.Reason}
 	if !math.IsNaN(s.Load) && !math.IsInf(s.Load, 0) {
 		out.Load = &s.Load
 	}
@@ -88,7 +92,7 @@ func (s *ServerPlan) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	*s = ServerPlan{Server: in.Server, Load: math.NaN(), Current: in.Current, Raw: in.Raw, New: in.New, Action: in.Action, Reason: in.Reason}
+	*s = ServerPlan{Server: in.Server, Address: in.Address, Load: math.NaN(), Current: in.Current, Raw: in.Raw, New: in.New, Action: in.Action, Reason: in.Reason}
 	if in.Load != nil {
 		s.Load = *in.Load
 	}

@@ -47,10 +47,13 @@ const (
 
 // ServerState is what a Target reports about one of its servers.
 type ServerState struct {
-	Name          string
-	Address       string // "ip:port" (HAProxy, IPVS); informational
-	Weight        int    // current effective weight, 0..256
-	InitialWeight int    // weight from the configuration file
+	Name    string
+	Address string // "ip:port" (HAProxy, IPVS)
+	// Host is the name HAProxy resolves the server's address from
+	// (srv_fqdn: `server s1 web-1.example:80 resolvers dns`), "" when none.
+	Host          string
+	Weight        int // current effective weight, 0..256
+	InitialWeight int // weight from the configuration file
 	Admin         AdminState
 	Operational   string // "up", "down", "stopping"
 	// Sessions is the server's open connections now (HAProxy's scur); read
