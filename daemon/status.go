@@ -65,6 +65,18 @@ type backendView struct {
 	Unknown    []string
 	MoreUnk    int
 	Servers    []serverView
+	Shed       *shedView // nil for a backend that does not shed
+}
+
+// shedView is the plan's session shedding: the sessions closed (or, in a
+// dry run, that would be), or why none.
+type shedView struct {
+	None  string // why nothing is shed, when nothing is
+	Sheds []shedRowView
+}
+
+type shedRowView struct {
+	Server, Session, Client, Rate, Age, Ratio, Outcome, Reason string
 }
 
 type serverView struct {
@@ -159,7 +171,41 @@ func (r *runner) view(now time.Time) backendView {
 		sv.Differs = sv.Now != sv.Desired
 		b.Servers = append(b.Servers, sv)
 	}
+	b.Shed = shedOf(c)
 	return b
+}
+
+// shedOf is the cycle's session shedding as the page shows it.
+func shedOf(c weighter.Cycle) *shedView {
+	p := c.Plan.Shed
+	if p == nil {
+		return nil
+	}
+	v := &shedView{None: p.Reason}
+	if len(p.Sheds) == 0 && v.None == "" {
+		v.None = "no server hot"
+	}
+	outcome := map[string]weighter.ShedResult{}
+	for _, r := range c.Sheds {
+		outcome[r.Session.ID] = r
+	}
+	for _, sh := range p.Sheds {
+		row := shedRowView{Server: sh.Session.Server, Session: sh.Session.ID, Client: sh.Session.Client,
+			Rate: strconv.FormatFloat(sh.Session.Rate, 'g', 4, 64) + " " + weighter.ShedUnit,
+			Age:  sh.Session.Age.Round(time.Second).String(), Reason: sh.Reason,
+			Ratio: fmt.Sprintf("%.2f → %.2f", sh.Ratio, sh.After), Outcome: "would shed (dry run)"}
+		if c.Applied {
+			row.Outcome = "not tried"
+			if r, ok := outcome[sh.Session.ID]; ok {
+				row.Outcome = string(r.Outcome)
+				if r.Err != nil {
+					row.Outcome += ": " + r.Err.Error()
+				}
+			}
+		}
+		v.Sheds = append(v.Sheds, row)
+	}
+	return v
 }
 
 // ago is the time from t to now, rounded for reading.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 func getPage(t *testing.T, srv *httptest.Server, path string) (int, http.Header, string) {
@@ -177,5 +179,45 @@ func TestStatusPageWhileCycling(t *testing.T) {
 	<-done
 	if f.tgt.writes != 0 {
 		t.Errorf("%d writes in a dry run", f.tgt.writes)
+	}
+}
+
+// TestStatusPageSheds: a backend that sheds shows the sessions its last plan
+// closes (or, in a dry run, would), each with its outcome, or why none.
+func TestStatusPageSheds(t *testing.T) {
+	f := newDryFixture(t, true, "s1", "s2")
+	srv := httptest.NewServer(f.d.handler(f.reg))
+	defer srv.Close()
+	f.src.set(map[string]float64{"s1": 10, "s2": 40}, nil)
+	c := f.r.step(context.Background())
+	sh := weighter.Shed{Session: weighter.ShedSession{ID: "0x55d1c0", Server: "s2", Client: "10.0.0.7:51234", Age: 14 * time.Minute, Rate: 3100},
+		Ratio: 2.4, After: 1.3, Cycles: 3, Reason: "hot for 3 cycles"}
+	set := func(c weighter.Cycle) {
+		f.r.mu.Lock()
+		f.r.last = lastCycle{Cycle: c, End: f.r.clock.Now()}
+		f.r.plan = f.r.last
+		f.r.mu.Unlock()
+	}
+
+	c.Plan.Shed = &weighter.ShedPlan{Server: "s2", Sheds: []weighter.Shed{sh}}
+	set(c)
+	_, _, body := getPage(t, srv, "/")
+	want := `<tr><td>s2</td><td>0x55d1c0</td><td>10.0.0.7:51234</td><td class="n">3100 B/s</td><td class="n">14m0s</td>` +
+		`<td class="n">2.40 → 1.30</td><td>would shed (dry run)</td><td>hot for 3 cycles</td></tr>`
+	if !strings.Contains(body, want) {
+		t.Errorf("no %q in:\n%s", want, body)
+	}
+
+	c.Applied = true
+	c.Sheds = []weighter.ShedResult{{Shed: sh, Outcome: weighter.ShedGone, Err: errors.New("session ended")}}
+	set(c)
+	if _, _, body = getPage(t, srv, "/"); !strings.Contains(body, "<td>gone: session ended</td>") {
+		t.Errorf("no outcome of the live shed in:\n%s", body)
+	}
+
+	c.Plan.Shed = &weighter.ShedPlan{Reason: "weights bringing s2 down"}
+	set(c)
+	if _, _, body = getPage(t, srv, "/"); !strings.Contains(body, "Session shedding: nothing to shed (weights bringing s2 down).") {
+		t.Errorf("no reason for no shed in:\n%s", body)
 	}
 }
