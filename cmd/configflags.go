@@ -36,6 +36,8 @@ func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
 	fs := c.Flags()
 	fs.StringVarP(&cf.path, "config", "c", "", "configuration file (YAML); without it, the flags below describe one backend")
 	fs.StringVar(&cf.f.Socket, "socket", config.DefaultSocket, "HAProxy admin socket: unix path or host:port")
+	fs.BoolVar(&cf.f.Master, "master", false, "--socket is HAProxy's master CLI (haproxy -W -S): commands go to the current worker (@1), also after a reload")
+	fs.StringVar(&cf.f.Match, "match", "", "name (default) or address: the source's series name servers by address (server-template, service discovery)")
 	fs.StringVar(&cf.f.Backend, "backend", "", "HAProxy backend to weight")
 	for _, k := range sourcekind.All() {
 		for _, f := range k.Flags {
@@ -108,7 +110,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 		cf.haproxyConfig.apply(cfg)
 		return cfg, nil
 	}
-	backendFlags := []string{"socket", "backend", "function", "limiting-factor", "aggressiveness", "fast-signal"}
+	backendFlags := []string{"socket", "master", "match", "backend", "function", "limiting-factor", "aggressiveness", "fast-signal"}
 	for name := range cf.source {
 		backendFlags = append(backendFlags, name)
 	}

@@ -28,6 +28,10 @@ type Flags struct {
 	Interval       time.Duration
 	Listen         *string
 	FastSignal     string // "on", "off" or "" (the default, on)
+	// Master: Socket is HAProxy's master CLI (haproxy.Config.Master).
+	Master bool
+	// Match is the backend's match: "name", "address" or "" (name).
+	Match string
 }
 
 // FromFlags builds a one-backend configuration from flags, over the same
@@ -41,6 +45,7 @@ func FromFlags(f Flags) (*Config, error) {
 	if f.Socket != "" {
 		cfg.HAProxy.Socket = f.Socket
 	}
+	cfg.HAProxy.Master = f.Master
 	if f.Interval != 0 {
 		cfg.Interval = duration.Duration(f.Interval)
 	}
@@ -57,6 +62,7 @@ func FromFlags(f Flags) (*Config, error) {
 		b.Aggressiveness = *f.Aggressiveness
 	}
 	b.FastSignal = cmp.Or(f.FastSignal, b.FastSignal)
+	b.Match = f.Match
 	// No environment expansion: a ${...} in a flag (a Graphite template, a
 	// PromQL named group) is meant literally, and the shell has expanded the rest.
 	for _, k := range sourcekind.All() {
@@ -152,6 +158,7 @@ func flagNames() []flagName {
 		flagName{"limiting_factor ", "--limiting-factor "},
 		flagName{"aggressiveness ", "--aggressiveness "},
 		flagName{"fast_signal:", "--fast-signal:"},
+		flagName{"match:", "--match:"},
 	)...)
 }
 

@@ -103,3 +103,19 @@ func TestMatch(t *testing.T) {
 		})
 	}
 }
+
+// --master and --match set what master: and match: set in a file.
+func TestFromFlagsMasterMatch(t *testing.T) {
+	prom := map[string]string{"prometheus-url": "http://127.0.0.1:9090", "query": "up", "server-label": "instance"}
+	c, err := FromFlags(Flags{Socket: "/run/haproxy-master.sock", Master: true, Match: MatchAddress, Backend: "be", Source: prom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.HAProxy.Master || !c.Backends[0].MatchesAddress() {
+		t.Errorf("master %v match %q", c.HAProxy.Master, c.Backends[0].Match)
+	}
+	_, err = FromFlags(Flags{Match: "ip", Backend: "be", Source: prom})
+	if err == nil || err.Error() != `--match: want name or address, got "ip"` {
+		t.Errorf("got %v", err)
+	}
+}
