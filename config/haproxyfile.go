@@ -61,5 +61,5 @@ func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
 		statBytes = k.ReadsHAProxy && bytes
 	}
 	slices.Sort(servers)
-	return haproxycfg.Backend{Name: b.Name, Socket: socket, Servers: servers, StatBytes: statBytes}
+	return haproxycfg.Backend{Name: b.Name, Socket: socket, Servers: servers, StatBytes: statBytes, FastSignal: b.UsesFastSignal()}
 }

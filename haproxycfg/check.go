@@ -23,6 +23,9 @@ type Backend struct {
 	// StatBytes is set when the load is `show stat`'s byte counters
 	// (source haproxy, bytes_in or bytes_out).
 	StatBytes bool
+	// FastSignal is set when the backend weighs by `show sess all`, which
+	// moves live without contstats; `show stat` is then its fallback.
+	FastSignal bool
 }
 
 // Warning is one thing in the configuration file that keeps the daemon
@@ -91,7 +94,7 @@ func (f *File) checkBackend(b Backend) []Warning {
 	}
 	out = append(out, f.checkServers(s, b)...)
 	if b.StatBytes {
-		if w, ok := f.checkContstats(s, b.Name); ok {
+		if w, ok := f.checkContstats(s, b); ok {
 			out = append(out, w)
 		}
 	}
@@ -232,10 +235,10 @@ func (s *section) declares(name string) bool {
 // in backends), so it is looked up in the listen section itself, or in the
 // frontends and listens whose default_backend or use_backend name the
 // backend, or choose it by a %[...] expression.
-func (f *File) checkContstats(s *section, backend string) (Warning, bool) {
+func (f *File) checkContstats(s *section, b Backend) (Warning, bool) {
 	var lacking []string
 	for _, fe := range f.sections {
-		if (fe.kind != "frontend" && fe.kind != "listen") || (fe != s && !fe.routesTo(backend)) {
+		if (fe.kind != "frontend" && fe.kind != "listen") || (fe != s && !fe.routesTo(b.Name)) {
 			continue
 		}
 		if on, _ := fe.option("contstats"); !on {
@@ -245,8 +248,12 @@ func (f *File) checkContstats(s *section, backend string) (Warning, bool) {
 	if len(lacking) == 0 {
 		return Warning{}, false
 	}
-	return f.warn(directive{line: s.line}, backend, "source haproxy reads byte counters, which count an open connection's bytes only when it closes without option contstats (add it to %s)",
-		strings.Join(lacking, ", ")), true
+	what := "source haproxy reads byte counters"
+	if b.FastSignal {
+		what = "when the fast signal is dead, source haproxy reads byte counters"
+	}
+	return f.warn(directive{line: s.line}, b.Name, "%s, which count an open connection's bytes only when it closes without option contstats (add it to %s)",
+		what, strings.Join(lacking, ", ")), true
 }
 
 // routesTo reports whether a frontend's default_backend or use_backend

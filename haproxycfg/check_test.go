@@ -41,10 +41,11 @@ func lineOf(t *testing.T, path, text string) int {
 
 // testBackends is what the daemon does in every test file: be_app weighed
 // by show stat's bytes, with two servers named by a server_map, and the
-// listen section be_cache.
+// listen section be_cache weighed by the fast signal, show stat's bytes its
+// fallback.
 var testBackends = []Backend{
 	{Name: "be_app", Socket: "/run/haproxy/admin.sock", Servers: []string{"s1", "web3"}, StatBytes: true},
-	{Name: "be_cache", Socket: "/run/haproxy/admin.sock", StatBytes: true},
+	{Name: "be_cache", Socket: "/run/haproxy/admin.sock", StatBytes: true, FastSignal: true},
 }
 
 // Each file of testdata/ is clean.cfg with one thing changed, which must
@@ -72,6 +73,8 @@ func TestCheckRealConfigurations(t *testing.T) {
 			"source haproxy reads byte counters, which count an open connection's bytes only when it closes without option contstats (add it to frontend fe_app)"}},
 		"contstats-undone.cfg": {{"backend be_app", "be_app",
 			"source haproxy reads byte counters, which count an open connection's bytes only when it closes without option contstats (add it to frontend fe_app)"}},
+		"contstats-listen.cfg": {{"listen be_cache", "be_cache",
+			"when the fast signal is dead, source haproxy reads byte counters, which count an open connection's bytes only when it closes without option contstats (add it to listen be_cache)"}},
 		"no-server-state.cfg": {{"backend be_app", "be_app",
 			"weights go back to the file's at each HAProxy reload: no load-server-state-from-file (with server-state-file in global)"}},
 		"no-state-file.cfg": {
