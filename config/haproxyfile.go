@@ -47,12 +47,17 @@ func (c *Config) HAProxyFileWarnings() ([]haproxycfg.Warning, error) {
 }
 
 // haproxyExpectations is what the daemon will do with HAProxy backend b on
-// socket ("": a socket the file does not declare), as haproxycfg checks it.
+// socket ("": a socket the file does not declare), as haproxycfg checks it:
+// the servers expected are server_map's targets, when they are names.
 func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
 	var servers []string
 	statBytes := false
 	if k := b.Source.kind; k != nil {
+		// With match: address, server_map's targets are addresses, not names.
 		for _, s := range k.ServerMap(b.Source.Config()) {
+			if b.MatchesAddress() {
+				break
+			}
 			if s != "" && !slices.Contains(servers, s) {
 				servers = append(servers, s)
 			}

@@ -36,10 +36,12 @@ defaults
 // A backend with a socket of its own is checked against its own
 // config_file, not the top-level one; a backend of a socket without a file
 // is not checked, nor is the master CLI's socket (be_m would otherwise get
-// "no stats socket"); server_map targets are the servers expected.
+// "no stats socket"); server_map targets are the servers expected, unless
+// they are addresses (match: address).
 func TestHAProxyFileWarningsPerSocket(t *testing.T) {
 	dir := t.TempDir()
-	a := writeHAProxyConfig(t, dir, "a.cfg", "/run/a.sock", "backend be_a\n  server s1 127.0.0.1:18081\n")
+	a := writeHAProxyConfig(t, dir, "a.cfg", "/run/a.sock", "backend be_a\n  server s1 127.0.0.1:18081\n"+
+		"backend be_addr\n  server-template srv 2 127.0.0.1:18084\n")
 	b := writeHAProxyConfig(t, dir, "b.cfg", "/run/b.sock", "backend be_b\n  balance static-rr\n  server s1 127.0.0.1:18082\n")
 	// The master CLI is haproxy -S's: not a stats socket of the file.
 	m := writeHAProxyConfig(t, dir, "m.cfg", "/run/m.sock", "backend be_m\n  server s1 127.0.0.1:18083\n")
@@ -47,6 +49,9 @@ func TestHAProxyFileWarningsPerSocket(t *testing.T) {
 backends:
   - name: be_a
     source: {prometheus: {url: "http://127.0.0.1:9090", query: up, server_map: {node1: s1, node2: s2}}}
+  - name: be_addr
+    match: address
+    source: {prometheus: {url: "http://127.0.0.1:9090", query: up, server_map: {node1: "127.0.0.1:18084"}}}
   - name: be_b
     haproxy: {socket: /run/b.sock, config_file: ` + b + `}
     source: {haproxy: {counter: current_sessions}}
