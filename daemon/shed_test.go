@@ -1,0 +1,57 @@
+package daemon
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+func shedUnit(t *testing.T, p weighter.ShedPolicy) *Unit {
+	t.Helper()
+	s, err := weighter.NewShedder(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Unit{Backend: &weighter.Backend{Name: "be", Shedder: s}}
+}
+
+// A reload that keeps the shed policy keeps the Shedder (its caps and
+// cooldowns); one that changes it starts afresh; one that turns it off
+// sheds no more.
+func TestReloadKeepsTheShedderOfAnUnchangedPolicy(t *testing.T) {
+	p := weighter.DefaultShed()
+	old, same := shedUnit(t, p), shedUnit(t, p)
+	keepShedder(old, same)
+	if same.Backend.Shedder != old.Backend.Shedder {
+		t.Error("same policy: the reload dropped the Shedder's state")
+	}
+	p.MaxPerMinute++
+	changed := shedUnit(t, p)
+	fresh := changed.Backend.Shedder
+	keepShedder(old, changed)
+	if changed.Backend.Shedder != fresh {
+		t.Error("changed policy: the reload kept the old Shedder")
+	}
+	off := &Unit{Backend: &weighter.Backend{Name: "be"}}
+	keepShedder(old, off)
+	if off.Backend.Shedder != nil {
+		t.Error("shed removed: the reload kept a Shedder")
+	}
+}
+
+func TestOpenSessionsKeepEveryField(t *testing.T) {
+	got := openSessions([]haproxy.OpenStream{{ID: "0x1", Serial: 7, Server: "s1", Client: "10.0.0.7:1", Age: time.Minute, Rate: math.NaN()}})
+	if len(got) != 1 {
+		t.Fatalf("got %d sessions", len(got))
+	}
+	s := got[0]
+	if s.ID != "0x1" || s.Serial != 7 || s.Server != "s1" || s.Client != "10.0.0.7:1" || s.Age != time.Minute || !math.IsNaN(s.Rate) {
+		t.Errorf("got %+v", s)
+	}
+	if openSessions(nil) != nil {
+		t.Error("no streams: want nil")
+	}
+}
