@@ -46,6 +46,9 @@ type Signal struct {
 	// FastAge how old the read was.
 	Streams int           `json:"streams,omitempty"`
 	FastAge time.Duration `json:"-"`
+	// FastAt is when the fast read was made (a reader may return the same
+	// read to several cycles); zero when unknown.
+	FastAt time.Time `json:"-"`
 	// Calibrate tells whether the external source calibrates the fast signal
 	// (false: it is only the fallback, `source: haproxy`).
 	Calibrate bool `json:"calibrate"`
@@ -202,6 +205,7 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	sig := f.signal()
 	if ok {
 		sig.Streams, sig.FastAge, sig.Peers = cur.Streams, cur.Age, cur.Peers
+		sig.FastAt = cur.At
 	}
 	live := f.state == FastLive
 	// External: every cycle when it is the load, else every Refresh; a

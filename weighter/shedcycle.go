@@ -57,6 +57,13 @@ func planSheds(b *Backend, now time.Time, p Plan, sig *Signal) *ShedPlan {
 		sp := b.Shedder.skip(now, why)
 		return &sp
 	}
+	if !sig.FastAt.IsZero() && sig.FastAt.Equal(b.shedRead) {
+		// Dumps are spaced by the stream count (every ~6 s at 10,000
+		// streams): a server must stay hot for `for` reads, not for one
+		// read seen by `for` cycles.
+		return &ShedPlan{Time: now, Reason: "no new show sess dump since the last cycle"}
+	}
+	b.shedRead = sig.FastAt
 	in := ShedInput{Hold: p.Hold, HoldReason: p.Reason, DataAge: sig.FastAge,
 		MaxAge: time.Duration(b.Controller.Policy().MaxAge), Unit: ShedUnit, Sessions: sig.Sessions}
 	for _, s := range p.Servers {

@@ -23,11 +23,12 @@ type shedSource struct {
 	sessions []ShedSession
 	pipeline string
 	age      time.Duration
+	at       time.Time // the fast read's time (zero: unknown)
 }
 
 func (s *shedSource) FetchSignal(ctx context.Context, _ []ServerState) (Loads, *Signal, error) {
 	loads, err := s.Fetch(ctx)
-	sig := &Signal{Pipeline: s.pipeline, Fast: FastLive, FastAge: s.age, Servers: map[string]FastInput{}, Sessions: s.sessions}
+	sig := &Signal{Pipeline: s.pipeline, Fast: FastLive, FastAge: s.age, FastAt: s.at, Servers: map[string]FastInput{}, Sessions: s.sessions}
 	if s.pipeline == PipelineExternal {
 		sig.Fast, sig.FastReason = FastDead, "fast signal read failed: boom"
 	}
@@ -188,4 +189,24 @@ func TestShedSessionJSON(t *testing.T) {
 	b, err := ShedSession{ID: "0x1", Serial: 7, Server: "s1", Client: "10.0.0.7:1", Age: 90 * time.Second, Rate: math.NaN()}.MarshalJSON()
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"id":"0x1","serial":7,"server":"s1","client":"10.0.0.7:1","age_seconds":90,"rate":null}`, string(b))
+}
+
+// A fast read returned again to a later cycle (dumps spaced by the stream
+// count) is not a second hot cycle.
+func TestRunCycleCountsHotReadsNotCycles(t *testing.T) {
+	b, src, tgt := whaleBackend(t)
+	sh, err := NewShedder(ShedPolicy{Above: 1.5, For: 2, MaxPerMinute: 1, MaxShare: 0.1})
+	require.NoError(t, err)
+	b.Shedder = sh
+	src.at = now
+	c := RunCycle(context.Background(), b, now, true)
+	assert.Contains(t, c.Plan.Shed.Reason, "for 1 of 2 cycles")
+	c = RunCycle(context.Background(), b, now.Add(2*time.Second), true)
+	assert.Equal(t, "no new show sess dump since the last cycle", c.Plan.Shed.Reason)
+	assert.Empty(t, c.Sheds)
+	src.at = now.Add(3 * time.Second)
+	c = RunCycle(context.Background(), b, now.Add(4*time.Second), true)
+	require.Len(t, c.Sheds, 1, c.Plan.Shed.Reason)
+	assert.Equal(t, ShedClosed, c.Sheds[0].Outcome)
+	assert.Contains(t, tgt.events, "close 0x1")
 }
