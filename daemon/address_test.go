@@ -168,3 +168,39 @@ backend be_none
 		t.Errorf("want the ambiguity logged once and its end once:\n%s", log)
 	}
 }
+
+// A reload that keeps a backend's source keeps its address matching, which
+// then takes the addresses from the new target's reads; turning match on or
+// off starts the source afresh.
+func TestReloadKeepsAddressSource(t *testing.T) {
+	build := func(yml string) []*Unit {
+		t.Helper()
+		cfg, err := config.Parse("test.yml", []byte(yml), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		units, err := Build(cfg, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return units
+	}
+	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n  - name: be\n"
+	const prom = "    source: {prometheus: {url: \"http://127.0.0.1:9090\", query: up, server_label: instance}}\n"
+	for _, fast := range []string{"", "    fast_signal: off\n"} {
+		old := build(head + "    match: address\n" + fast + prom)
+		again := build(head + "    match: address\n" + fast + prom)
+		keepControllers(old, again)
+		if again[0].address != old[0].address || again[0].Backend.Source != old[0].Backend.Source {
+			t.Errorf("%q: the address source is not kept", fast)
+		}
+		if again[0].address.servers != again[0].target.(knownServers) {
+			t.Errorf("%q: the kept address source reads the old target's servers", fast)
+		}
+		byName := build(head + fast + prom)
+		keepControllers(again, byName)
+		if byName[0].address != nil || byName[0].Backend.Source == again[0].Backend.Source {
+			t.Errorf("%q: match: name keeps the address source", fast)
+		}
+	}
+}
