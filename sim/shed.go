@@ -467,18 +467,19 @@ func ShedLabel(p weighter.ShedPolicy) string {
 		p.Above, p.For, p.MaxPerMinute, p.MaxShare, p.MinAge, p.Cooldown, p.Progress)
 }
 
-// ShedGrid is the grid of shed factors the sweep compares (max_share 2 %,
-// min_age 10 s and cooldown 10 min throughout).
+// ShedGrid is the grid of shed factors the sweep compares: above 1.3-2,
+// for 1-2 cycles, 2-8 per minute; max_share 2 %, min_age 10 s, cooldown
+// 10 min and progress 0 throughout (an earlier sweep found max_share 2 or 5 %
+// and progress 0 or 0.1 to change little: the per-minute cap binds first).
 func ShedGrid() []weighter.ShedPolicy {
 	var out []weighter.ShedPolicy
-	for _, above := range []float64{1.2, 1.3, 1.5, 1.75} {
+	for _, above := range []float64{1.3, 1.5, 1.75, 2} {
 		for _, n := range []int{1, 2} {
-			for _, pm := range []int{1, 2, 4} {
-				for _, progress := range []float64{0, 0.1} {
-					p := weighter.DefaultShed()
-					p.Above, p.For, p.MaxPerMinute, p.MinAge, p.Progress = above, n, pm, duration.Duration(10*time.Second), progress
-					out = append(out, p)
-				}
+			for _, pm := range []int{2, 4, 8} {
+				p := weighter.DefaultShed()
+				p.Above, p.For, p.MaxPerMinute, p.MaxShare = above, n, pm, 0.02
+				p.MinAge, p.Cooldown, p.Progress = duration.Duration(10*time.Second), duration.Duration(10*time.Minute), 0
+				out = append(out, p)
 			}
 		}
 	}
