@@ -59,6 +59,8 @@ func TestCheckRealConfigurations(t *testing.T) {
 	}
 	cases := map[string][]want{
 		"clean.cfg":      nil,
+		"quoted.cfg":     nil, // clean.cfg with quoted names and socket path
+		"disabled.cfg":   {{"disabled", "be_app", "disabled: HAProxy does not start it"}},
 		"no-backend.cfg": {{"", "be_app", "no backend or listen section of that name"}},
 		"frontend-only.cfg": {{"frontend be_app", "be_app",
 			"is a frontend, which has no servers; weights go to a backend or listen section"}},

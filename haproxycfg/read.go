@@ -82,6 +82,9 @@ func Parse(path string, r io.Reader) (*File, error) {
 		if len(words) == 0 {
 			continue
 		}
+		for i, w := range words {
+			words[i] = unquote(w)
+		}
 		if sectionKinds[words[0]] {
 			cur = &section{kind: words[0], line: n}
 			if len(words) > 1 && words[1] != "from" {
@@ -127,6 +130,15 @@ func Parse(path string, r io.Reader) (*File, error) {
 		return nil, fmt.Errorf("%s: %w", path, errNoSections)
 	}
 	return f, nil
+}
+
+// unquote returns a word the tokenizer kept with its quotes ("x" or 'x',
+// as HAProxy 2.6 accepts any word) without them.
+func unquote(w string) string {
+	if len(w) >= 2 && (w[0] == '"' || w[0] == '\'') && w[len(w)-1] == w[0] {
+		return w[1 : len(w)-1]
+	}
+	return w
 }
 
 var errNoSections = errors.New("no global, defaults, frontend, backend or listen section: not an HAProxy configuration")
