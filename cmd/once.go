@@ -51,7 +51,7 @@ func init() {
 		if output == "json" {
 			err = printJSON(cmd.OutOrStdout(), cycles)
 		} else {
-			err = printTables(cmd.OutOrStdout(), cycles)
+			err = printTables(cmd.OutOrStdout(), cycles, apply)
 		}
 		return errors.Join(err, cyclesError(cycles))
 	}
@@ -69,13 +69,17 @@ func cyclesError(cycles []weighter.Cycle) error {
 	return errors.Join(errs...)
 }
 
-func printTables(w io.Writer, cycles []weighter.Cycle) error {
+// printTables prints each cycle's plan; apply is whether --apply was given.
+func printTables(w io.Writer, cycles []weighter.Cycle, apply bool) error {
 	for i, c := range cycles {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
 		mode := "dry run, nothing written (use --apply to write)"
-		if c.Applied {
+		switch {
+		case apply && !c.Applied:
+			mode = "dry run (dry_run: true), nothing written"
+		case c.Applied:
 			mode = fmt.Sprintf("applied, %d weights written", len(c.Written))
 		}
 		fmt.Fprintf(w, "backend %s: %s; %s\n", c.Backend, c.Result, mode)

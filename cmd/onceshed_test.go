@@ -30,7 +30,7 @@ func shedTestCycle(applied bool) weighter.Cycle {
 
 func TestOncePrintsSheds(t *testing.T) {
 	var out bytes.Buffer
-	if err := printTables(&out, []weighter.Cycle{shedTestCycle(false)}); err != nil {
+	if err := printTables(&out, []weighter.Cycle{shedTestCycle(false)}, false); err != nil {
 		t.Fatal(err)
 	}
 	want := "would shed session 0x55d0c3a1e800 (client 10.0.0.7:51234, 3,100 B/s, age 14m) from s3: 2.1× mean for 2 cycles\n"
@@ -39,7 +39,7 @@ func TestOncePrintsSheds(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := printTables(&out, []weighter.Cycle{shedTestCycle(true)}); err != nil {
+	if err := printTables(&out, []weighter.Cycle{shedTestCycle(true)}, true); err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
@@ -57,7 +57,7 @@ func TestOncePrintsSheds(t *testing.T) {
 	out.Reset()
 	c := shedTestCycle(false)
 	c.Plan.Shed = &weighter.ShedPlan{Reason: "no server above 1.75× mean"}
-	if err := printTables(&out, []weighter.Cycle{c}); err != nil {
+	if err := printTables(&out, []weighter.Cycle{c}, false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(out.String(), "shed: none (no server above 1.75× mean)\n") {

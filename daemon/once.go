@@ -11,7 +11,8 @@ import (
 
 // RunOnce runs one cycle of every backend, one after the other, as Run's
 // runners do (start check, then the cycle), and returns the cycles in the
-// configuration's order. It writes only with apply. A failed cycle is
+// configuration's order. It writes only with apply, and never to a backend
+// with dry_run. A failed cycle is
 // reported in its Cycle; the error is the configuration's failure to build.
 func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, error) {
 	d.warnHAProxyConfig(d.config())
@@ -34,7 +35,8 @@ func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, err
 		// The source may use 4/5 of a cycle (the write keeps the rest), so
 		// the wait for a rate window is added twice, not once.
 		cctx, cancel := context.WithTimeout(ctx, cfg.CycleTimeout()+2*wait)
-		cycles[i] = u.CheckedCycle(cctx, d.clock.Now(), apply)
+		// dry_run: true holds for once too: --apply writes nothing there.
+		cycles[i] = u.CheckedCycle(cctx, d.clock.Now(), apply && !u.dryRun)
 		cancel()
 		u.Close()
 	}

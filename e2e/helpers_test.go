@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -121,15 +122,21 @@ func runCmd(t *testing.T, args ...string) result {
 	return r
 }
 
-// planTable parses the once table: server → NEW column.
+// planTable parses the once table: server → NEW column, found by its header
+// (the columns before it vary: ADDRESS came in later).
 func planTable(t *testing.T, out string) map[string]int {
 	t.Helper()
 	got := map[string]int{}
+	col := -1
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) >= 5 && strings.HasPrefix(f[0], "s") && len(f[0]) == 2 {
-			n, err := strconv.Atoi(f[3])
+		if len(f) > 0 && f[0] == "SERVER" {
+			col = slices.Index(f, "NEW")
+			continue
+		}
+		if col > 0 && len(f) > col && strings.HasPrefix(f[0], "s") && len(f[0]) == 2 {
+			n, err := strconv.Atoi(f[col])
 			if err != nil {
 				t.Fatalf("bad NEW column in %q", sc.Text())
 			}

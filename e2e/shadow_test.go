@@ -52,6 +52,20 @@ func TestDryRun(t *testing.T) {
 	prom := testenv.StartPrometheus(t, promData(time.Now()))
 	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	cfg := writeConfig(t, promConfig(h.Socket, prom.URL, listen)) // restore_on_exit: true
+
+	// once --apply writes nothing to a backend with dry_run: true either.
+	dry := writeConfig(t, promConfig(h.Socket, prom.URL, listen)+"    dry_run: true\n")
+	r := runCmd(t, "once", "--config", dry, "--apply")
+	if r.code != 0 || !strings.Contains(r.stdout, "backend be_ingest: ok; dry run (dry_run: true), nothing written") {
+		t.Errorf("once --apply with dry_run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if got := planTable(t, r.stdout); !sameWeights(got, want) {
+		t.Errorf("once's plan %v, want %v\n%s", got, want, r.stdout)
+	}
+	if got := weights(t, h.Socket); !sameWeights(got, initial) {
+		t.Fatalf("once --apply wrote to a dry_run backend: %v", got)
+	}
+
 	d := startDaemon(t, listen, "--config", cfg, "--dry-run")
 
 	ok := `haproxy_weighter_cycles_total{backend="be_ingest",result="ok"}`
