@@ -32,8 +32,15 @@ func newShedMetrics(reg prometheus.Registerer) *shedMetrics {
 }
 
 // observe counts the sessions a cycle closed; one that had ended or could
-// not be closed moved nothing.
+// not be closed moved nothing. A shedding backend's servers get their series
+// at 0 from its first cycle, so that increase() sees the first shed.
 func (m *shedMetrics) observe(c weighter.Cycle) {
+	if c.Plan.Shed != nil {
+		for _, s := range c.Plan.Servers {
+			m.shed.WithLabelValues(c.Backend, s.Server)
+			m.moved.WithLabelValues(c.Backend, s.Server)
+		}
+	}
 	for _, r := range c.Sheds {
 		if r.Outcome != weighter.ShedClosed {
 			continue

@@ -47,3 +47,20 @@ haproxy_weighter_sessions_shed_total{backend="be",server="s1"} 2
 		t.Errorf("after Forget: %d series, %v", n, err)
 	}
 }
+
+func TestShedMetricsStartAtZeroForASheddingBackend(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	m.Observe(weighter.Cycle{Backend: "plain", Result: weighter.ResultOK, Plan: weighter.Plan{Servers: []weighter.ServerPlan{{Server: "s1"}}}})
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: weighter.Plan{Servers: []weighter.ServerPlan{{Server: "s1"}, {Server: "s2"}},
+		Shed: &weighter.ShedPlan{Reason: "no server above 1.75× mean"}}})
+	want := `
+# HELP haproxy_weighter_sessions_shed_total Sessions closed by session shedding (shed:), by the server they were closed on.
+# TYPE haproxy_weighter_sessions_shed_total counter
+haproxy_weighter_sessions_shed_total{backend="be",server="s1"} 0
+haproxy_weighter_sessions_shed_total{backend="be",server="s2"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "haproxy_weighter_sessions_shed_total"); err != nil {
+		t.Error(err)
+	}
+}
