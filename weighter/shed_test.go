@@ -357,6 +357,34 @@ func TestShedProperties(t *testing.T) {
 				assert.Less(t, math.Abs(sh.After-1), math.Abs(sh.Ratio-1), "a shed brings the server closer to the mean: "+where)
 				assert.NotContains(t, sh.Reason, "NaN", where)
 			}
+			// Where they land: each on the least loaded other server,
+			// counting the ones before it; none goes hot there.
+			var land, landFactor []float64
+			seen := map[string]bool{plan.Server: true}
+			for _, sv := range in.Servers {
+				if seen[sv.Name] {
+					continue
+				}
+				seen[sv.Name] = true
+				if validLoad(sv.Load) {
+					f := sv.Factor
+					if !(f > 0) || math.IsInf(f, 0) {
+						f = 1
+					}
+					land, landFactor = append(land, sv.Load), append(landFactor, f)
+				}
+			}
+			require.NotEmpty(t, land, where)
+			for _, sh := range plan.Sheds {
+				to := 0
+				for i := range land {
+					if land[i] < land[to] {
+						to = i
+					}
+				}
+				land[to] += landFactor[to] * sh.Session.Rate
+				assert.Less(t, land[to], p.Above*mean, "a session its landing server cannot take: "+where)
+			}
 			// Commit all, or sometimes only some (a close failed).
 			closed := make([]ShedSession, 0, len(plan.Sheds))
 			for _, sh := range plan.Sheds {
