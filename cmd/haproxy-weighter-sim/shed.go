@@ -13,8 +13,8 @@ import (
 
 // addShedFlags adds the session-shedding flags (docs/shedding.md).
 func addShedFlags(fl *pflag.FlagSet, f *simulateFlags) {
-	fl.BoolVar(&f.shed, "shed", false, "compare leastconn, agent-check, oracle and the recommended pipeline without and with session shedding over the three goal scenarios and a whale scenario (or --scenario alone) with --seeds seeds; print Markdown, or JSON with -o json (docs/shedding.md)")
-	fl.BoolVar(&f.shedSweep, "shed-sweep", false, "as --shed, with one shedding row per point of a grid of shed factors, ranked by the goals met; print Markdown")
+	fl.BoolVar(&f.shed, "shed", false, "compare leastconn, agent-check, oracle and the recommended pipeline without and with session shedding (and the references: shedding unbounded, an omniscient shedder at 6 sheds per hour per server on the oracle's and the recommended placement) over the three goal scenarios and a whale scenario (or --scenario alone) with --seeds seeds; print Markdown, or JSON with -o json (docs/shedding.md)")
+	fl.BoolVar(&f.shedSweep, "shed-sweep", false, "as --shed, with one shedding row per point of a grid of shed factors and the omniscient shedder at 6-96 sheds per hour per server, ranked by the goals met; print Markdown, or JSON with -o json")
 	p := &f.shedPolicy
 	fl.Float64Var(&p.Above, "shed-above", p.Above, "shedding: a server is hot above this × the mean load")
 	fl.IntVar(&p.For, "shed-for", p.For, "shedding: cycles a server must stay hot")
