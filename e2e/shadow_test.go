@@ -92,6 +92,7 @@ func TestDryRun(t *testing.T) {
 	if code, body := d.get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz %d %s: a dry run whose cycles are ok is ready", code, body)
 	}
+	promtoolCheck(t, d)
 	if n := strings.Count(d.logs.String(), `"msg":"dry run: would set weights"`); n != 1 {
 		t.Errorf("%d would-set lines after several cycles wanting the same weights, want 1", n)
 	}
@@ -200,4 +201,24 @@ func dumpDOM(t *testing.T, chromium, url string) string {
 		t.Fatalf("chromium dumped no page:\n%s\n%s", out.String(), errb.String())
 	}
 	return out.String()
+}
+
+// promtoolCheck runs Prometheus' linter over the daemon's /metrics as served.
+func promtoolCheck(t *testing.T, d *daemon) {
+	t.Helper()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatalf("promtool not found (apt-get install prometheus): %v", err)
+	}
+	code, body := d.get("/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
+	cmd.Stdin = strings.NewReader(body)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool check metrics on the dry run's /metrics: %v\n%s", err, out)
+	}
 }
