@@ -56,12 +56,13 @@ backend be_ingest
 	sc := bufio.NewScanner(strings.NewReader(r.stdout))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) >= 5 && (f[0] == "s1" || f[0] == "s2") {
-			l, err := strconv.ParseFloat(f[1], 64)
+		// SERVER ADDRESS LOAD CURRENT NEW ACTION REASON
+		if len(f) >= 6 && (f[0] == "s1" || f[0] == "s2") {
+			l, err := strconv.ParseFloat(f[2], 64)
 			if err != nil {
 				t.Fatalf("no load for %s in %q:\n%s", f[0], sc.Text(), r.stdout)
 			}
-			n, _ := strconv.Atoi(f[3])
+			n, _ := strconv.Atoi(f[4])
 			load[f[0]], newW[f[0]] = l, n
 		}
 	}
