@@ -63,16 +63,17 @@ func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Log
 // reload replaced (nil: none), so that a reload does not make a ready backend
 // unready until its next ok cycle (a whole rate_window with the HAProxy
 // stats source), and a backend failing across a reload goes on being
-// summarised and still logs "cycle ok again" when it recovers.
+// summarised and still logs "cycle ok again" when it recovers. The status
+// page goes on showing its last cycle and plan.
 func (r *runner) inherit(old *runner) {
 	if old == nil {
 		return
 	}
 	old.mu.Lock()
-	lastOK, cl := old.lastOK, old.cl.clone(r.log)
+	lastOK, cl, last, plan := old.lastOK, old.cl.clone(r.log), old.last, old.plan
 	old.mu.Unlock()
 	r.mu.Lock()
-	r.lastOK, r.cl = lastOK, cl
+	r.lastOK, r.cl, r.last, r.plan = lastOK, cl, last, plan
 	r.mu.Unlock()
 }
 

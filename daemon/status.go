@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"html/template"
@@ -98,11 +99,16 @@ func (d *Daemon) status(w http.ResponseWriter, _ *http.Request) {
 			v.Backends = append(v.Backends, r.view(now))
 		}
 	}
+	// Rendered whole before a byte is sent, so that a failure is a 500, not half a page.
+	var page bytes.Buffer
+	if err := statusPage.Execute(&page, v); err != nil {
+		d.log.Error("status page", "err", err)
+		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := statusPage.Execute(w, v); err != nil {
-		d.log.Debug("status page not sent", "err", err) // the client went away
-	}
+	_, _ = page.WriteTo(w) // a client that went away is no error of the daemon's
 }
 
 // refreshSeconds is how often the page reloads: every cycle, within [2s, 30s].

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -219,5 +220,19 @@ func TestStatusPageSheds(t *testing.T) {
 	set(c)
 	if _, _, body = getPage(t, srv, "/"); !strings.Contains(body, "Session shedding: nothing to shed (weights bringing s2 down).") {
 		t.Errorf("no reason for no shed in:\n%s", body)
+	}
+}
+
+// TestStatusPageKeepsPlanAcrossReload: the runner a reload starts shows the
+// last plan of the one it replaced until its own first cycle.
+func TestStatusPageKeepsPlanAcrossReload(t *testing.T) {
+	f := newDryFixture(t, true, "s1", "s2")
+	f.src.set(map[string]float64{"s1": 10, "s2": 40}, nil)
+	f.r.step(context.Background())
+	next := newRunner(f.r.unit, f.r.timing, f.r.clock, f.d.metrics, slog.New(slog.DiscardHandler))
+	next.inherit(f.r)
+	v := next.view(f.r.clock.Now())
+	if !v.Cycled || !v.Planned || len(v.Servers) != 2 || v.Servers[0].Desired != 256 {
+		t.Errorf("after a reload the page shows %+v", v)
 	}
 }
