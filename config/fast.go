@@ -92,16 +92,17 @@ func (b *Backend) UsesFastSignal() bool {
 }
 
 // FastSignalState reports whether the backend weighs by HAProxy's fast local
-// signal and, when not, why: it needs an HAProxy backend (IPVS has no byte
-// counters per connection), fast_signal on, and a source the fast signal can
-// stand for (not a session count). It is also off when drain_above or
+// signal (for IPVS, its live connection counts) and, when not, why: it needs
+// fast_signal on and a source the fast signal can stand for (not a session
+// count); an IPVS service, which has no byte counters, a source that
+// calibrates (its load per connection). It is also off when drain_above or
 // connection_life is set: drain thresholds are in the source's unit, not in
 // bytes per connection, and connection_life estimates from stale loads what
 // the fast signal reads live.
 func (b *Backend) FastSignalState() (on bool, why string) {
 	switch {
-	case b.IPVS != nil:
-		return false, "IPVS has no per-connection byte counters"
+	case b.IPVS != nil && !b.Calibrates():
+		return false, "IPVS has no per-connection byte counters (its connection counts need a source that calibrates: prometheus, graphite)"
 	case b.FastSignal == FastOff:
 		return false, "fast_signal: off"
 	case b.Source.kind == nil:

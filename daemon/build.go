@@ -108,8 +108,9 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	u := &Unit{Backend: &weighter.Backend{Name: b.Name, Controller: ctl}}
 	var stats haproxy.StatsReader // nil, not a nil *haproxy.Backend, for IPVS
 	var hb *haproxy.Backend
+	var svc *lvs.Service
 	if b.IPVS != nil {
-		svc, err := lvs.New(*b.IPVS, log)
+		svc, err = lvs.New(*b.IPVS, log)
 		if err != nil {
 			return nil, err
 		}
@@ -137,14 +138,19 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 		return nil, err
 	}
 	on, why := b.FastSignalState()
-	if hb != nil && !on {
+	switch {
+	case hb != nil && !on:
 		u.fastOff = why
+	case hb != nil:
+		u.fast, err = wrapFast(b, newLocalReader(hb, b.FastBytes()), src, o)
+	case on: // IPVS: the kernel's live connection counts, calibrated by the source
+		u.fast, err = wrapFast(b, svc, src, buildOptions{firstWait: o.firstWait})
 	}
-	if hb != nil && on {
-		if u.fast, err = wrapFast(b, hb, src, o); err != nil {
-			u.Close()
-			return nil, err
-		}
+	if err != nil {
+		u.Close()
+		return nil, err
+	}
+	if u.fast != nil {
 		u.Backend.Source = u.fast.fresh
 	}
 	return u, nil

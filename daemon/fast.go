@@ -86,18 +86,18 @@ type buildOptions struct {
 
 // wrapFast makes src the external side of a Fresh source over the
 // backend's fast signal, when the backend uses it.
-func wrapFast(b config.Backend, hb *haproxy.Backend, src weighter.Source, o buildOptions) (*fastUnit, error) {
+func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source, o buildOptions) (*fastUnit, error) {
 	policy, w := b.CalibrationPolicy()
-	local := newLocalReader(hb, b.FastBytes())
+	local, _ := reader.(*localReader) // nil for IPVS's counts
 	ext := src
 	if b.Calibrates() {
 		// A remote metrics source answers in the background (asyncSource):
 		// the 2 s cycle must not decide whether it may calibrate.
 		ext = newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
 	}
-	var fast weighter.LocalReader = local
+	fast := reader
 	if o.peers != nil {
-		fast = newPeeredReader(local, b.Name, o.peers)
+		fast = newPeeredReader(reader, b.Name, o.peers)
 	}
 	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: fast, External: ext, Calibrate: b.Calibrates(),
 		Calibration: policy, StepWindow: w.FromStep, Refresh: time.Duration(b.Calibration.Refresh), FirstWait: o.firstWait})
@@ -130,7 +130,11 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 		names[i] = s.Name
 	}
 	if err := f.fresh.Prime(ctx, names); err != nil {
-		log.Warn("fast signal cannot be read (show sess all on the admin socket); weighting by the source alone until it can",
+		how := "show sess all on the admin socket"
+		if f.local == nil {
+			how = "IPVS connection counts"
+		}
+		log.Warn("fast signal cannot be read ("+how+"); weighting by the source alone until it can",
 			"source", f.kind, "err", err)
 		return weighter.FastDead
 	}
@@ -148,8 +152,11 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	if p.assumed {
 		level = slog.LevelWarn
 	}
-	log.Log(ctx, level, "weighting by HAProxy's fast signal × a per-server calibration from the source",
-		"source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
+	msg := "weighting by HAProxy's fast signal × a per-server calibration from the source"
+	if f.local == nil {
+		msg = "weighting by IPVS's live connection counts × each server's load per connection from the source"
+	}
+	log.Log(ctx, level, msg, "source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
 		"max_factor", p.policy.MaxFactor, "refresh", f.settings.calibration.Refresh)
 	return state
 }

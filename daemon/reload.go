@@ -130,5 +130,10 @@ func sameSource(a, b *Unit) bool {
 	if (a.fast == nil) != (b.fast == nil) || (a.fast != nil && a.fast.settings != b.fast.settings) {
 		return false
 	}
+	if a.fast != nil && a.fast.local == nil {
+		// IPVS's counts are read through the old unit's netlink connection,
+		// which the reload closes: the new unit starts its fast state afresh.
+		return false
+	}
 	return !(a.source.NeedsHAProxy() || a.fast != nil) || a.socket == b.socket
 }

@@ -20,6 +20,8 @@ type fakeConn struct {
 	closed  bool
 	// active and inactive are the connection counts of every destination.
 	active, inactive uint32
+	// perDest, when it has a destination's address, is its active count instead.
+	perDest map[netip.Addr]uint32
 	// serviceErr, when set, is what Service answers (ip_vs unloaded: ENOENT).
 	serviceErr error
 	// beforeUpdate, when set, runs at the start of each UpdateDestination:
@@ -43,7 +45,11 @@ func (f *fakeConn) Destinations(svc ipvs.Service) ([]ipvs.DestinationExtended, e
 	}
 	out := make([]ipvs.DestinationExtended, len(f.dests))
 	for i, d := range f.dests {
-		out[i] = ipvs.DestinationExtended{Destination: d, ActiveConnections: f.active, InactiveConnections: f.inactive}
+		active := f.active
+		if n, ok := f.perDest[d.Address]; ok {
+			active = n
+		}
+		out[i] = ipvs.DestinationExtended{Destination: d, ActiveConnections: active, InactiveConnections: f.inactive}
 	}
 	return out, nil
 }

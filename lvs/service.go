@@ -39,6 +39,9 @@ type Service struct {
 	// redial opens a new netlink connection, for when ip_vs was unloaded
 	// and loaded again under us; nil where there is none (tests).
 	redial func() (conn, error)
+
+	countMu sync.Mutex // guards count (ReadLocal)
+	count   countState
 }
 
 var _ weighter.Target = (*Service)(nil)

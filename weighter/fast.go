@@ -40,6 +40,9 @@ type LocalRead struct {
 	// Peers says, when the read adds other balancers' readings (peers), which
 	// were added and which left out; "" without peers.
 	Peers string
+	// Counts: the reader counts connections, not bytes (IPVS): Rate is the
+	// mean open connections over the span, Bytes the connection-seconds.
+	Counts bool
 	// Open are the connections open at the read, each with its own rate in
 	// bytes/s over the same span (NaN when not measured), when the reader
 	// lists them: what session shedding chooses from.
@@ -111,8 +114,11 @@ func CombineFast(r LocalRead, cal map[string]Calibration) (Loads, map[string]Fas
 }
 
 // fastNote is the plan reason's part that shows a server's fast inputs.
-func fastNote(in FastInput, calibrate bool) string {
+func fastNote(in FastInput, calibrate, counts bool) string {
 	s := fmt.Sprintf("fast %.4g B/s / %.3g sess", in.Local, max(in.Sessions, 1))
+	if counts {
+		s = fmt.Sprintf("fast %.3g connections", in.Sessions)
+	}
 	switch {
 	case !calibrate:
 		return s

@@ -281,7 +281,7 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 		if f.cfg.Calibrate && !in.Calibrated {
 			sig.Uncalibrated++
 		}
-		in.Note = fastNote(in, f.cfg.Calibrate)
+		in.Note = fastNote(in, f.cfg.Calibrate, cur.Counts)
 		if cur.Peers != "" {
 			in.Note += "; " + cur.Peers
 		}
