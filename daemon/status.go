@@ -48,6 +48,7 @@ type statusView struct {
 
 type backendView struct {
 	Name, Kind string
+	Socket     string // the HAProxy runtime socket, "" for IPVS
 	DryRun     bool
 	Ready      bool
 	Cycled     bool   // a cycle has ended
@@ -81,9 +82,9 @@ type shedRowView struct {
 }
 
 type serverView struct {
-	Name, Load, Action, Reason, Age string
-	Now, Desired                    int
-	Differs                         bool
+	Name, Address, Load, Action, Reason, Age string
+	Now, Desired                             int
+	Differs                                  bool
 }
 
 // maxUnknownShown bounds the names of unknown series the page lists.
@@ -122,6 +123,9 @@ func (r *runner) view(now time.Time) backendView {
 	last, plan, lastOK, ready := r.last, r.plan, r.lastOK, r.readyLocked(now)
 	r.mu.Unlock()
 	b := backendView{Name: r.unit.Backend.Name, Kind: r.unit.Kind, DryRun: r.unit.dryRun, Ready: ready}
+	if r.unit.client != nil {
+		b.Socket = r.unit.socket.Socket
+	}
 	if !lastOK.IsZero() {
 		b.LastOK = ago(now, lastOK)
 	}
@@ -159,7 +163,7 @@ func (r *runner) view(now time.Time) backendView {
 	}
 	b.Changes = len(c.Written)
 	for _, s := range c.Plan.Servers {
-		sv := serverView{Name: s.Server, Load: "no data", Action: string(s.Action), Reason: s.Reason,
+		sv := serverView{Name: s.Server, Address: s.Address, Load: "no data", Action: string(s.Action), Reason: s.Reason,
 			Now: s.Current, Desired: s.New, Age: "none"}
 		if !math.IsNaN(s.Load) {
 			sv.Load = strconv.FormatFloat(s.Load, 'g', 4, 64)

@@ -39,7 +39,7 @@ func getPage(t *testing.T, srv *httptest.Server, path string) (int, http.Header,
 
 // row matches a server's line of the plan table.
 func row(server string, now, desired int, action string) *regexp.Regexp {
-	return regexp.MustCompile(`<tr[^>]*><td>` + regexp.QuoteMeta(server) + `</td><td class="n">[^<]+</td><td class="n">` +
+	return regexp.MustCompile(`<tr[^>]*><td>` + regexp.QuoteMeta(server) + `</td><td>[^<]*</td><td class="n">[^<]+</td><td class="n">` +
 		strconv.Itoa(now) + `</td><td class="n">` + strconv.Itoa(desired) + `</td><td>` + regexp.QuoteMeta(action) + `</td>`)
 }
 

@@ -39,7 +39,7 @@ func planRow(server string, now, desired int, action string) *regexp.Regexp {
 	if action == "" {
 		act = `[^<]*`
 	}
-	return regexp.MustCompile(`<tr[^>]*>\s*<td>` + regexp.QuoteMeta(server) + `</td>\s*<td class="n">[0-9.e+]+</td>\s*<td class="n">` +
+	return regexp.MustCompile(`<tr[^>]*>\s*<td>` + regexp.QuoteMeta(server) + `</td>\s*<td>127\.0\.0\.1:[0-9]+</td>\s*<td class="n">[0-9.e+]+</td>\s*<td class="n">` +
 		strconv.Itoa(now) + `</td>\s*<td class="n">` + strconv.Itoa(desired) + `</td>\s*<td>` + act + `</td>`)
 }
 
@@ -153,12 +153,12 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 	}
 	if rows := regexp.MustCompile(`<tbody>(?s:(.*?))</tbody>`).FindStringSubmatch(dom); rows == nil ||
-		strings.Count(rows[1], "<tr") != len(servers) || strings.Count(rows[1], "<td") != 7*len(servers) {
-		t.Errorf("the DOM's table is not one row of 7 cells per server:\n%s", dom)
+		strings.Count(rows[1], "<tr") != len(servers) || strings.Count(rows[1], "<td") != 8*len(servers) {
+		t.Errorf("the DOM's table is not one row of 8 cells per server:\n%s", dom)
 	}
 	for _, want := range []string{`<meta http-equiv="refresh" content="2">`, `<a href="/metrics">/metrics</a>`,
 		`<a href="/healthz">/healthz</a>`, `<a href="/readyz">/readyz</a>`, `<span class="ok" id="ready">ready</span>`,
-		`<h2>be_ingest <small>(haproxy)</small></h2>`, `&lt;img src=x onerror="alert(1)"&gt;`} {
+		"<h2>be_ingest <small>(haproxy on <code>" + h.Socket + "</code>)</small></h2>", `&lt;img src=x onerror="alert(1)"&gt;`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("no %q in the DOM:\n%s", want, dom)
 		}
