@@ -346,6 +346,34 @@ func checkUDPSessions(w *lvs.Service, nl ipvs.Client) error {
 	if active+inactive != udpFlows || sessions != udpFlows {
 		return fmt.Errorf("%d UDP flows: kernel counts %d active + %d inactive, lvs reports %d sessions", udpFlows, active, inactive, sessions)
 	}
+	return checkFastCount(w, udpFlows)
+}
+
+// checkFastCount reads the fast count twice: with the flows still in the
+// kernel's table, the second read's mean connections sum to them, and the
+// connection-seconds grew.
+func checkFastCount(w *lvs.Service, flows int) error {
+	first, err := w.ReadLocal(context.Background(), nil)
+	if err != nil {
+		return fmt.Errorf("fast count: %w", err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	got, err := w.ReadLocal(context.Background(), nil)
+	if err != nil {
+		return fmt.Errorf("fast count: %w", err)
+	}
+	var mean, grew float64
+	for name, c := range got.Servers {
+		if c.Reset || c.Rate != c.Sessions {
+			return fmt.Errorf("fast count of %s: %+v", name, c)
+		}
+		mean += c.Sessions
+		grew += c.Bytes - first.Servers[name].Bytes
+	}
+	fmt.Printf("guest: fast count: %.0f connections, %.3f connection-seconds in %s\n", mean, grew, got.At.Sub(got.Since))
+	if mean != float64(flows) || !(grew > 0) {
+		return fmt.Errorf("fast count: %g connections (want %d), connection-seconds grew by %g", mean, flows, grew)
+	}
 	return nil
 }
 
