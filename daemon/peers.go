@@ -160,8 +160,8 @@ type peer struct {
 }
 
 // set starts polling the peers in urls and stops those no longer in it. ctx
-// bounds every poller.
-func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration) {
+// bounds every poller. It reports whether anything changed.
+func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration) (changed bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := timingFor(interval)
@@ -171,6 +171,7 @@ func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration
 			<-pr.done
 			delete(p.peers, u)
 			p.up.DeleteLabelValues(u)
+			changed = true
 		}
 	}
 	p.timing = t
@@ -178,12 +179,14 @@ func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration
 		if _, ok := p.peers[u]; ok {
 			continue
 		}
+		changed = true
 		pctx, cancel := context.WithCancel(ctx)
 		pr := &peer{url: u, cancel: cancel, done: make(chan struct{}), problem: "not asked yet", logged: "not asked yet"}
 		p.peers[u] = pr
 		p.up.WithLabelValues(u).Set(0)
 		go p.poll(pctx, pr, t)
 	}
+	return changed
 }
 
 // stop ends every poller.
@@ -305,6 +308,7 @@ func (p *peerSet) forget(keep []string) {
 	for name := range p.own {
 		if !slices.Contains(keep, name) {
 			delete(p.own, name)
+			p.added.DeleteLabelValues(name)
 		}
 	}
 }
@@ -434,8 +438,11 @@ func (d *Daemon) startPeers(ctx context.Context, cfg *config.Config) {
 		names[i] = b.Name
 	}
 	d.peers.forget(names)
-	d.peers.set(ctx, cfg.Peers, time.Duration(cfg.Interval))
-	if len(cfg.Peers) == 0 {
+	switch changed := d.peers.set(ctx, cfg.Peers, time.Duration(cfg.Interval)); {
+	case !changed:
+		return // nothing new to say
+	case len(cfg.Peers) == 0:
+		d.log.Info("no peers any more: each backend's fast signal is this balancer's own")
 		return
 	}
 	if host, _, err := net.SplitHostPort(d.config().Listen); err == nil {

@@ -307,3 +307,25 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 	assert.Contains(t, got.Peers, "peers 1 of 7 added (left out: ")
 	assert.Equal(t, 1.0, series(t, reg, "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}))
 }
+
+// A reload that changes the peers stops the pollers of those removed (their
+// series go) and starts the new ones; the same list again changes nothing.
+func TestPeerSetFollowsReloads(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	set := newPeerSet(reg, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	a, b := "http://127.0.0.1:1", "http://127.0.0.1:2" // nothing listens: down, which is fine here
+	assert.True(t, set.set(ctx, []string{a, b}, time.Second))
+	assert.False(t, set.set(ctx, []string{a, b}, time.Second))
+	assert.Equal(t, 0.0, series(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": a}))
+	assert.True(t, set.set(ctx, []string{b}, time.Second))
+	assert.True(t, math.IsNaN(series(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": a})), "a's series gone")
+	_, note := set.readings("be")
+	assert.Contains(t, note, "peers 0 of 1 added")
+	assert.True(t, set.set(ctx, []string{b}, 2*time.Second), "a new interval restarts the pollers")
+	assert.True(t, set.set(ctx, nil, 2*time.Second))
+	got, note := set.readings("be")
+	assert.Empty(t, got)
+	assert.Empty(t, note, "no peers: nothing to say")
+}
