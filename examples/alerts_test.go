@@ -19,6 +19,7 @@ var ourMetrics = []string{
 	"server_weight", "server_load", "backend_imbalance", "cycles_total", "cycle_duration_seconds",
 	"weight_writes_total", "last_success_timestamp_seconds", "ready", "config_reload_success",
 	"server_desired_weight", "dry_run", "dry_run_weight_writes_total",
+	"haproxy_socket_up", "backend_socket_info", "server_info", "address_unmatched_series",
 }
 
 var metricRe = regexp.MustCompile(`\bhaproxy_weighter_[a-z0-9_]+`)
@@ -36,8 +37,8 @@ func baseMetric(name string) string {
 func TestAlertRulesPromtool(t *testing.T) {
 	promtool := requireTool(t, "promtool", "apt-get install prometheus")
 	out := run(t, time.Minute, promtool, "check", "rules", "prometheus/alerts.yml")
-	if !strings.Contains(out, "SUCCESS: 8 rules found") {
-		t.Errorf("promtool check rules: want 8 rules, got:\n%s", out)
+	if !strings.Contains(out, "SUCCESS: 9 rules found") {
+		t.Errorf("promtool check rules: want 9 rules, got:\n%s", out)
 	}
 	// The unit tests make every alert fire (and not fire) on synthetic series.
 	run(t, time.Minute, promtool, "test", "rules", "prometheus/alerts_test.yml")
