@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -139,4 +140,29 @@ func TestMasterCLIBigBatch(t *testing.T) {
 	for _, ch := range changes {
 		require.Equal(t, ch.Weight, got[ch.Server].Weight, ch.Server)
 	}
+}
+
+// BenchmarkSetWeights1000MasterCLI is BenchmarkSetWeights1000's batched
+// write through the master CLI: one connection to the master, which opens a
+// session on the worker for each command.
+func BenchmarkSetWeights1000MasterCLI(b *testing.B) {
+	h := testenv.StartHAProxyMaster(b, bigConfig(1000))
+	c, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := c.Backend("be_big")
+	plans := [2][]weighter.Change{}
+	for i := range 1000 {
+		plans[0] = append(plans[0], weighter.Change{Server: fmt.Sprintf("s%d", i), Weight: 1 + i%256})
+		plans[1] = append(plans[1], weighter.Change{Server: fmt.Sprintf("s%d", i), Weight: 256 - i%256})
+	}
+	i := 0
+	for b.Loop() {
+		if err := be.SetWeights(context.Background(), plans[i%2]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/1000-servers")
 }
