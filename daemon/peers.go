@@ -110,9 +110,10 @@ func timingFor(interval time.Duration) peerTiming {
 	return peerTiming{Poll: interval / 4, Timeout: interval / 2, Interval: interval}
 }
 
-// staleAfter is the age beyond which a reading over span is left out.
-func (t peerTiming) staleAfter(span time.Duration) time.Duration {
-	return max(3*t.Interval, 2*span)
+// stale reports whether a reading age seconds old over span seconds is left
+// out. In float seconds: a peer's numbers are not trusted to fit a Duration.
+func (t peerTiming) stale(age, span float64) bool {
+	return age > max(3*t.Interval.Seconds(), 2*span)
 }
 
 // peerSet is the daemon's side of peering: the readings it publishes and its
@@ -157,6 +158,8 @@ type peer struct {
 	asked   time.Time // when the answer was asked for
 	problem string    // why the peer is left out ("" = it is not)
 	logged  string    // the problem the log last said ("" = fine)
+	// stale is, per backend, whether the log last said its reading was stale.
+	stale map[string]bool
 }
 
 // set starts polling the peers in urls and stops those no longer in it. ctx
@@ -181,7 +184,8 @@ func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration
 		}
 		changed = true
 		pctx, cancel := context.WithCancel(ctx)
-		pr := &peer{url: u, cancel: cancel, done: make(chan struct{}), problem: "not asked yet", logged: "not asked yet"}
+		pr := &peer{url: u, cancel: cancel, done: make(chan struct{}), problem: "not asked yet", logged: "not asked yet",
+			stale: map[string]bool{}}
 		p.peers[u] = pr
 		p.up.WithLabelValues(u).Set(0)
 		go p.poll(pctx, pr, t)
@@ -228,13 +232,6 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 		pr.answer, pr.problem = nil, "this daemon itself"
 	default:
 		pr.answer, pr.asked, pr.problem = a, asked, ""
-		for name, b := range a.Backends {
-			age := time.Duration(b.AgeSeconds * float64(time.Second))
-			if span := time.Duration(b.SpanSeconds * float64(time.Second)); age > t.staleAfter(span) {
-				pr.problem = fmt.Sprintf("stale: backend %s's reading is %s old", name, age.Round(time.Millisecond))
-				break
-			}
-		}
 	}
 	problem, changed := pr.problem, pr.problem != pr.logged
 	pr.logged = problem
@@ -360,9 +357,13 @@ func (p *peerSet) readings(backend string) ([]peerReading, string) {
 			left = append(left, fmt.Sprintf("%s: no reading of backend %s", u, backend))
 			continue
 		}
-		age := now.Sub(asked) + time.Duration(b.AgeSeconds*float64(time.Second))
-		if span := time.Duration(b.SpanSeconds * float64(time.Second)); age > t.staleAfter(span) {
-			left = append(left, fmt.Sprintf("%s: stale (%s old)", u, age.Round(time.Millisecond)))
+		// A backend whose reading stopped (its HAProxy dump fails, its fast
+		// signal is dead there) is stale on its own; the peer's others go on.
+		age := now.Sub(asked).Seconds() + b.AgeSeconds
+		stale := t.stale(age, b.SpanSeconds)
+		p.logStale(pr, backend, stale, age)
+		if stale {
+			left = append(left, fmt.Sprintf("%s: stale (%.3gs old)", u, age))
 			continue
 		}
 		out = append(out, peerReading{peer: u, servers: b.Servers})
@@ -373,6 +374,23 @@ func (p *peerSet) readings(backend string) ([]peerReading, string) {
 		note += " (left out: " + strings.Join(left, "; ") + ")"
 	}
 	return out, note
+}
+
+// logStale says once when a peer's reading of backend goes stale, and once
+// when it is fresh again.
+func (p *peerSet) logStale(pr *peer, backend string, stale bool, age float64) {
+	pr.mu.Lock()
+	changed := pr.stale[backend] != stale
+	pr.stale[backend] = stale
+	pr.mu.Unlock()
+	switch {
+	case !changed:
+	case stale:
+		p.log.Warn("peer's reading left out of the fast signal: stale", "peer", pr.url, "backend", backend,
+			"age_seconds", age)
+	default:
+		p.log.Info("peer's reading fresh again", "peer", pr.url, "backend", backend)
+	}
 }
 
 // peeredReader is a backend's fast reader with its peers' readings added:

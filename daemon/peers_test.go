@@ -258,6 +258,7 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 	negative := serve(reading(0.5, "-1"), http.StatusOK)
 	failing := serve("oops", http.StatusInternalServerError)
 	stale := serve(reading(100, "300"), http.StatusOK)
+	ancient := serve(reading(1e300, "300"), http.StatusOK) // beyond any time.Duration
 
 	var logs testenv.SyncBuffer
 	reg := prometheus.NewRegistry()
@@ -266,13 +267,12 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 	t.Cleanup(self.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); set.stop() })
-	peers := []string{good, garbage, negative, failing, stale, self.URL, hang.URL}
+	peers := []string{good, garbage, negative, failing, stale, ancient, self.URL, hang.URL}
 	set.set(ctx, peers, 400*time.Millisecond) // poll 100 ms, timeout 200 ms
 	reasons := map[string]string{
 		garbage:  "garbage: invalid character",
 		negative: `garbage: backend "be" server "s1": -1 B/s`,
 		failing:  "down: HTTP 500",
-		stale:    "stale: backend be's reading is 1m40s old",
 		self.URL: "this daemon itself",
 		hang.URL: "down: no answer within 200ms",
 	}
@@ -289,12 +289,16 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 				return false
 			}
 		}
-		return true
+		// The stale peer answers: it is up, its backend's reading left out.
+		return up(stale) == 1 && strings.Contains(note, stale+": stale (100s old)") &&
+			strings.Contains(note, ancient+": stale (1e+300s old)")
 	})
 	for u := range reasons {
 		assert.Equal(t, 0.0, up(u), u)
 		assert.Equal(t, 1, strings.Count(logs.String(), "peer="+u+" "), "one line per change for %s:\n%s", u, logs.String())
 	}
+	set.readings("be") // again: nothing new to log
+	assert.Equal(t, 1, strings.Count(logs.String(), "stale\" peer="+stale+" backend=be"), logs.String())
 
 	r := newPeeredReader(&constReader{}, "be", set)
 	_, err := r.ReadLocal(ctx, []string{"s1", "s2"})
@@ -304,7 +308,7 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 	assert.Equal(t, 400.0, got.Servers["s1"].Rate, "own 100 + the good peer's 300")
 	assert.Equal(t, 3.0, got.Servers["s1"].Sessions)
 	assert.Equal(t, 100.0, got.Servers["s2"].Rate, "the good peer has no s2")
-	assert.Contains(t, got.Peers, "peers 1 of 7 added (left out: ")
+	assert.Contains(t, got.Peers, "peers 1 of 8 added (left out: ")
 	assert.Equal(t, 1.0, series(t, reg, "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}))
 }
 
