@@ -19,7 +19,7 @@ var ourMetrics = []string{
 	"server_weight", "server_load", "backend_imbalance", "cycles_total", "cycle_duration_seconds",
 	"weight_writes_total", "last_success_timestamp_seconds", "ready", "config_reload_success",
 	"server_desired_weight", "dry_run", "dry_run_weight_writes_total",
-	"haproxy_socket_up", "backend_socket_info", "server_info", "address_unmatched_series",
+	"haproxy_socket_up", "backend_socket_info", "server_info",
 }
 
 var metricRe = regexp.MustCompile(`\bhaproxy_weighter_[a-z0-9_]+`)
