@@ -46,6 +46,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		// either. Its runner has stopped, so nothing writes there any more.
 		// A failure is logged; the daemon goes on with the new configuration.
 		_ = d.startWeights.restore(ctx, old.CycleTimeout(), removed, "restore of a backend removed by the reload")
+		_ = d.startWeights.restore(ctx, old.CycleTimeout(), movedSocket(prev.units, units, stuck), "restore of a backend the reload moved to another HAProxy socket")
 	}
 	d.restoreTurnedDry(ctx, old, cfg, stuck)
 	d.mu.Lock()
@@ -72,9 +73,24 @@ func (d *Daemon) forgetRemoved(old, next *config.Config, stuck []string) (remove
 	return removed
 }
 
-// keepControllers hands each backend whose target kind and policy a reload left
-// unchanged its old Controller, so the daemon does not forget what it wrote and
-// drained: a weight 0 it set would otherwise look like an operator's drain and
+// movedSocket returns the backends of old whose runner stopped that next
+// weights through another HAProxy socket: the daemon lets go of them on the
+// first HAProxy as it does of one the reload removed.
+func movedSocket(old, next []*Unit, stuck []string) []string {
+	var moved []string
+	for _, o := range old {
+		for _, u := range next {
+			if u.Backend.Name == o.Backend.Name && o.client != nil && o.socket.Socket != u.socket.Socket && !slices.Contains(stuck, o.Backend.Name) {
+				moved = append(moved, o.Backend.Name)
+			}
+		}
+	}
+	return moved
+}
+
+// keepControllers hands each backend whose target kind, socket and policy a
+// reload left unchanged its old Controller, so the daemon does not forget what
+// it wrote and drained: a weight 0 it set would otherwise look like an operator's drain and
 // stay, and a weight reset behind its back would no longer be re-applied. A
 // backend whose source a reload left unchanged keeps its old Source too: the
 // HAProxy stats source would otherwise forget its reads and hold the weights
@@ -87,7 +103,10 @@ func keepControllers(old, next []*Unit) {
 	}
 	for _, u := range next {
 		o, ok := prev[u.Backend.Name]
-		if ok && o.Kind == u.Kind && o.Backend.Controller.Policy() == u.Backend.Controller.Policy() {
+		// What was written to one HAProxy says nothing of another's: a
+		// backend moved to another socket starts afresh, or a weight 0 its
+		// operator set there would be taken for the daemon's drain here.
+		if ok && o.Kind == u.Kind && o.socket.Socket == u.socket.Socket && o.Backend.Controller.Policy() == u.Backend.Controller.Policy() {
 			u.Backend.Controller = o.Backend.Controller
 		}
 		if ok {

@@ -1,0 +1,94 @@
+package daemon
+
+import (
+	"log/slog"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// TestReloadToAnotherSocketStartsControllerAfresh: a reload that moves a
+// backend to another HAProxy's socket must not carry over what the daemon
+// wrote to the first one. The other HAProxy's weight 0 is its operator's
+// drain, not the drain the daemon set on the first, and stays.
+func TestReloadToAnotherSocketStartsControllerAfresh(t *testing.T) {
+	build := func(socket string) []*Unit {
+		t.Helper()
+		yml := "listen: \"\"\nhaproxy: {socket: " + socket + "}\nbackends:\n  - name: be_a\n    source: {haproxy: {counter: bytes_in}}\n"
+		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+		require.NoError(t, err)
+		units, err := Build(cfg, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		return units
+	}
+	old := build("/run/one.sock")
+	old[0].Backend.Controller.Commit([]weighter.Change{{Server: "s1", Weight: 0}})
+
+	same := build("/run/one.sock")
+	keepControllers(old, same)
+	assert.Same(t, old[0].Backend.Controller, same[0].Backend.Controller, "same socket keeps the controller")
+	slower := build("/run/one.sock, timeout: 7s")
+	keepControllers(old, slower)
+	assert.Same(t, old[0].Backend.Controller, slower[0].Backend.Controller, "another timeout on the same socket keeps the controller")
+
+	moved := build("/run/two.sock")
+	keepControllers(old, moved)
+	assert.NotSame(t, old[0].Backend.Controller, moved[0].Backend.Controller, "another socket starts afresh")
+
+	servers := []weighter.ServerState{
+		{Name: "s1", Weight: 0, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
+		{Name: "s2", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
+	}
+	now := time.Unix(1_800_000_000, 0)
+	loads := weighter.Loads{"s1": {{Time: now, Value: 10}}, "s2": {{Time: now, Value: 10}}}
+	plan := moved[0].Backend.Controller.Plan(now, loads, servers)
+	require.Len(t, plan.Servers, 2)
+	assert.Equal(t, weighter.ActionSkip, plan.Servers[0].Action, "weight 0 on the other HAProxy is its operator's drain: %+v", plan.Servers[0])
+}
+
+// TestReloadToAnotherSocketRestoresTheFirst: with restore_on_exit, a reload
+// that moves a backend to another HAProxy lets go of it on the first, whose
+// start-up weights come back at once, and keeps the second's, which come back
+// at exit.
+func TestReloadToAnotherSocketRestoresTheFirst(t *testing.T) {
+	h1 := startFleetHAProxy(t, "be")
+	h2 := startFleetHAProxy(t, "be")
+	parse := func(socket string) *config.Config {
+		t.Helper()
+		yml := "listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: " + socket + "}\nbackends:\n" +
+			"  - name: be\n    source: {haproxy: {counter: bytes_in, rate_window: 300ms}}\n"
+		cfg, err := config.Parse("test.yml", []byte(yml), nil)
+		require.NoError(t, err)
+		return cfg
+	}
+	weights := func(socket string) map[string]int {
+		w, err := weightsOf(t, socket, "be")
+		require.NoError(t, err)
+		return w
+	}
+	// No traffic: every load is 0, so each cycle moves both servers up from
+	// the configured 10 and 20.
+	written := func(socket string) func() bool {
+		return func() bool { w := weights(socket); return w["s1"] > 10 && w["s2"] > 20 }
+	}
+	restored := func(socket string) func() bool {
+		return func() bool { w := weights(socket); return w["s1"] == 10 && w["s2"] == 20 }
+	}
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(parse(h1.Socket), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse(h2.Socket), nil }})
+	r := startDaemon(t, d, n)
+	waitFor(t, "weights written to the first HAProxy", written(h1.Socket))
+
+	r.hup <- syscall.SIGHUP
+	waitFor(t, "the first HAProxy's start-up weights back after the reload", restored(h1.Socket))
+	waitFor(t, "weights written to the second HAProxy", written(h2.Socket))
+	require.NoError(t, r.stop())
+	assert.True(t, restored(h2.Socket)(), "the second HAProxy's start-up weights back at exit: %v", weights(h2.Socket))
+	assert.True(t, restored(h1.Socket)(), "the first HAProxy left alone after: %v", weights(h1.Socket))
+}
