@@ -39,6 +39,13 @@ import (
 // PeerPath is where a daemon serves its own fast readings to its peers.
 const PeerPath = "/peer/fast"
 
+// peerMaxRate and peerMaxSessions bound a peer's per-server reading: 1e12
+// B/s is 8 Tbit/s, 1e9 sessions beyond any HAProxy's maxconn.
+const (
+	peerMaxRate     = 1e12
+	peerMaxSessions = 1e9
+)
+
 // peerMaxBody bounds a peer's answer (a few hundred bytes per server).
 const peerMaxBody = 4 << 20
 
@@ -77,7 +84,9 @@ func (a *peerAnswer) validate() error {
 			return fmt.Errorf("backend %q: age %g s, span %g s", name, b.AgeSeconds, b.SpanSeconds)
 		}
 		for s, r := range b.Servers {
-			if bad(r.BytesPerSecond) || bad(r.Sessions) {
+			// Beyond any server's, a rate added to the byte counter would
+			// swamp the own bytes for good (float64 precision).
+			if bad(r.BytesPerSecond) || bad(r.Sessions) || r.BytesPerSecond > peerMaxRate || r.Sessions > peerMaxSessions {
 				return fmt.Errorf("backend %q server %q: %g B/s, %g sessions", name, s, r.BytesPerSecond, r.Sessions)
 			}
 		}
@@ -335,7 +344,8 @@ type peerReading struct {
 func (p *peerSet) readings(backend string) ([]peerReading, string) {
 	p.mu.Lock()
 	peers := slices.Sorted(maps.Keys(p.peers))
-	all, t := p.peers, p.timing
+	// A copy: a reload's set changes p.peers while this cycle reads them.
+	all, t := maps.Clone(p.peers), p.timing
 	p.mu.Unlock()
 	if len(peers) == 0 {
 		return nil, ""
