@@ -35,10 +35,17 @@ func (c *Config) checkPeers() []peerProblem {
 	return out
 }
 
+// checkPeerURL never shows a password written in raw: its message reaches
+// validate's output and a refused reload's log line.
 func checkPeerURL(raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL", raw)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return fmt.Errorf("not a URL: %w", ue.Err) // ue's text quotes raw
+	} else if err != nil {
+		return errors.New("not a URL")
+	}
+	if u.User != nil {
+		raw = u.Redacted()
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":

@@ -25,6 +25,13 @@ func TestPeersChecked(t *testing.T) {
 			t.Errorf("%s: got %v, want %q in it", peers, err, want)
 		}
 	}
+	// A password written into a peer's URL is never shown.
+	for _, peer := range []string{"http://u:s3cretPW@lb2:9842", "http://u:s3cretPW@lb2:bad", "http://u:s3cretPW@lb2:9842/%zz"} {
+		_, err := Parse("c.yml", []byte("listen: \":9842\"\npeers: [\""+peer+"\"]\n"+body), noEnv)
+		require.Error(t, err, peer)
+		assert.Contains(t, err.Error(), "c.yml:2: peers: ", peer)
+		assert.NotContains(t, err.Error(), "s3cretPW", peer)
+	}
 	_, err = Parse("c.yml", []byte("listen: \"\"\npeers: [\"http://a:1\"]\n"+body), noEnv)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `c.yml:2: peers: need listen`)

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -38,6 +39,13 @@ func decodeError(data []byte, err error) error {
 	}
 	var root yaml.Node
 	parsed := yaml.Unmarshal(data, &root) == nil
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		// prometheus/common's URL (proxy_url) fails with url.Parse's error,
+		// which quotes the whole value, a proxy's password in it too.
+		return located1(&root, parsed, fmt.Sprintf("not a valid URL: %v", ue.Err), func(n *yaml.Node) bool {
+			return n.Kind == yaml.ScalarNode && n.Value == ue.URL
+		})
+	}
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var out []error

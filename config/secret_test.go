@@ -46,6 +46,10 @@ func TestDecodeErrorsNeverQuoteTheValue(t *testing.T) {
 		{prom + "        bearer_token: {" + secret + ": x}\n", "c.yml:7: bearer_token: want a string, got a mapping"},
 		{prom + "    max_weight: " + secret + "\n", "c.yml:7: max_weight: want an integer, got a string"},
 		{prom + "    deadband: hunter2\n", "c.yml:7: deadband: want an integer, got a string"}, // short values were quoted whole
+		// prometheus/common's URL quotes the whole value, a proxy's password too.
+		{prom + "        proxy_url: http://u:" + secret + "@proxy:bad\n", `c.yml:7: proxy_url: not a valid URL: invalid port ":bad" after host`},
+		{prom + "        oauth2:\n          client_id: a\n          token_url: http://t\n          proxy_url: http://u:" + secret + "@proxy:3128/%zz\n",
+			`c.yml:10: proxy_url: not a valid URL: invalid URL escape "%zz"`},
 		{"interval: " + secret + "\n" + prom[len("backends:\n"):], "c.yml:1: interval: invalid duration (want e.g. 10s, 1m30s)"},
 	} {
 		data := tc.yaml
