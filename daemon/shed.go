@@ -21,11 +21,16 @@ func newShedder(b config.Backend) (*weighter.Shedder, error) {
 // keepShedder hands the new unit of a backend the old unit's Shedder when
 // the reload left its shed policy as it was: its state is the caps and the
 // client cooldowns, which a reload must not reset (a client shed a minute
-// ago would be shed again at once).
+// ago would be shed again at once). A changed policy gets a new Shedder
+// that takes over those caps and cooldowns.
 func keepShedder(old, next *Unit) {
 	o, n := old.Backend.Shedder, next.Backend.Shedder
-	if o != nil && n != nil && o.Policy() == n.Policy() {
+	switch {
+	case o == nil || n == nil:
+	case o.Policy() == n.Policy():
 		next.Backend.Shedder = o
+	default:
+		n.Inherit(o)
 	}
 }
 

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,28 @@ func TestOpenSessionsKeepEveryField(t *testing.T) {
 	}
 	if openSessions(nil) != nil {
 		t.Error("no streams: want nil")
+	}
+}
+
+// A reload that changes the shed policy must not free max_per_minute: the
+// new Shedder goes on counting the old one's sheds of the last minute.
+func TestReloadChangingTheShedPolicyKeepsTheCap(t *testing.T) {
+	p := weighter.DefaultShed()
+	p.For, p.MaxPerMinute, p.MaxShare, p.MinAge = 1, 1, 1, 0
+	old := shedUnit(t, p)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old.Backend.Shedder.Commit(t0, []weighter.ShedSession{{ID: "0x1", Serial: 1, Server: "s1", Client: "10.0.0.1:4000"}})
+	p.Above = 1.5
+	changed := shedUnit(t, p)
+	keepShedder(old, changed)
+	plan := changed.Backend.Shedder.Plan(t0.Add(10*time.Second), weighter.ShedInput{
+		Servers: []weighter.ShedServer{{Name: "s1", Load: 1000}, {Name: "s2", Load: 100}, {Name: "s3", Load: 100}},
+		Sessions: []weighter.ShedSession{
+			{ID: "0x2", Serial: 2, Server: "s1", Client: "10.0.0.2:4000", Age: time.Hour, Rate: 500},
+			{ID: "0x3", Serial: 3, Server: "s1", Client: "10.0.0.3:4000", Age: time.Hour, Rate: 100},
+		},
+	})
+	if len(plan.Sheds) != 0 || !strings.Contains(plan.Reason, "max_per_minute 1") {
+		t.Errorf("a changed policy freed max_per_minute: sheds %v, reason %q", plan.Sheds, plan.Reason)
 	}
 }

@@ -32,8 +32,6 @@ type Backend struct {
 	// Shedder, when set, plans session shedding each cycle from the fast
 	// signal's per-session rates; the Target must be a SessionCloser.
 	Shedder *Shedder
-	// shedRead is the fast read the Shedder last planned from.
-	shedRead time.Time
 }
 
 // Cycle is the outcome of one RunCycle.

@@ -170,6 +170,7 @@ type Shedder struct {
 	streaks map[string]*shedStreak
 	recent  []time.Time          // commits of the last minute
 	clients map[string]time.Time // client address → its last shed
+	read    time.Time            // the fast read last planned from (zero: none)
 }
 
 // NewShedder validates p and returns a Shedder with empty state.

@@ -57,13 +57,12 @@ func planSheds(b *Backend, now time.Time, p Plan, sig *Signal) *ShedPlan {
 		sp := b.Shedder.skip(now, why)
 		return &sp
 	}
-	if !sig.FastAt.IsZero() && sig.FastAt.Equal(b.shedRead) {
+	if !b.Shedder.newRead(sig.FastAt) {
 		// Dumps are spaced by the stream count (every ~6 s at 10,000
 		// streams): a server must stay hot for `for` reads, not for one
 		// read seen by `for` cycles.
 		return &ShedPlan{Time: now, Reason: "no new show sess dump since the last cycle"}
 	}
-	b.shedRead = sig.FastAt
 	in := ShedInput{Hold: p.Hold, HoldReason: p.Reason, DataAge: sig.FastAge,
 		MaxAge: time.Duration(b.Controller.Policy().MaxAge), Unit: ShedUnit, Sessions: sig.Sessions}
 	for _, s := range p.Servers {
@@ -113,7 +112,9 @@ func dryRunSheds(b *Backend, p *ShedPlan) {
 // closeSheds closes the plan's sessions, after the weights are written so
 // that the clients' reconnections are placed by them. A session that ended
 // meanwhile is no failure; one the target could not close fails the cycle
-// as a target error. The closed ones count against the caps and cooldowns.
+// as a target error. The closed ones count against the caps and cooldowns;
+// the failed ones against max_per_minute (a close that timed out may have
+// happened).
 func closeSheds(ctx context.Context, b *Backend, c *Cycle) (string, error) {
 	p := c.Plan.Shed
 	if p == nil || len(p.Sheds) == 0 {
@@ -126,6 +127,7 @@ func closeSheds(ctx context.Context, b *Backend, c *Cycle) (string, error) {
 	}
 	var closed []ShedSession
 	var errs []error
+	failed := 0
 	for _, sh := range p.Sheds {
 		r := ShedResult{Shed: sh, Outcome: ShedClosed}
 		switch err := closer.CloseSession(ctx, sh.Session); {
@@ -135,11 +137,13 @@ func closeSheds(ctx context.Context, b *Backend, c *Cycle) (string, error) {
 			r.Outcome, r.Err = ShedGone, err
 		default:
 			r.Outcome, r.Err = ShedFailed, err
+			failed++
 			errs = append(errs, fmt.Errorf("shed session %s: %w", sh.Session.ID, err))
 		}
 		c.Sheds = append(c.Sheds, r)
 	}
 	b.Shedder.Commit(p.Time, closed)
+	b.Shedder.tried(p.Time, failed)
 	if len(errs) > 0 {
 		return ResultTargetError, errors.Join(errs...)
 	}
