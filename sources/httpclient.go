@@ -227,7 +227,7 @@ func httpSecrets(h promconfig.HTTPClientConfig) (inline []string, files func() [
 		paths = append(paths, a.CredentialsFile)
 	}
 	if o := h.OAuth2; o != nil {
-		inline = append(inline, string(o.ClientSecret), string(o.ClientCertificateKey))
+		inline = append(inline, oauth2Secrets(o)...)
 		paths = append(paths, o.ClientSecretFile, o.ClientCertificateKeyFile)
 	}
 	if h.HTTPHeaders != nil {
@@ -238,15 +238,7 @@ func httpSecrets(h promconfig.HTTPClientConfig) (inline []string, files func() [
 			paths = append(paths, hdr.Files...)
 		}
 	}
-	for _, vs := range h.ProxyConnectHeader {
-		for _, s := range vs {
-			inline = append(inline, string(s))
-		}
-	}
-	if u := h.ProxyURL.URL; u != nil && u.User != nil {
-		p, _ := u.User.Password()
-		inline = append(inline, p)
-	}
+	inline = append(inline, proxySecrets(h.ProxyConfig)...)
 	inline = append(inline, string(h.TLSConfig.Key))
 	if username != "" && password != "" { // what an echoing server would show of the password
 		inline = append(inline, basicToken(username, password))
@@ -274,6 +266,39 @@ func httpSecrets(h promconfig.HTTPClientConfig) (inline []string, files func() [
 		}
 		return out
 	}
+}
+
+// proxySecrets are the proxy's password and its CONNECT headers.
+func proxySecrets(p promconfig.ProxyConfig) []string {
+	var out []string
+	for _, vs := range p.ProxyConnectHeader {
+		for _, s := range vs {
+			out = append(out, string(s))
+		}
+	}
+	if u := p.ProxyURL.URL; u != nil && u.User != nil {
+		pass, _ := u.User.Password()
+		out = append(out, pass)
+	}
+	return out
+}
+
+// oauth2Secrets are what an OAuth2 token endpoint's error (x/oauth2 quotes
+// its reply's body), or its URL, may show: the client secret and its Basic
+// header, endpoint_params that may be credentials (a password grant's),
+// token_url's keys, and the token request's own proxy and TLS key.
+func oauth2Secrets(o *promconfig.OAuth2) []string {
+	out := []string{string(o.ClientSecret), string(o.ClientCertificateKey), string(o.TLSConfig.Key)}
+	if o.ClientSecret != "" {
+		out = append(out, basicToken(url.QueryEscape(o.ClientID), url.QueryEscape(string(o.ClientSecret))))
+	}
+	for name, v := range o.EndpointParams { // by name: grant_type's "password" is no secret
+		if secretName(name) {
+			out = append(out, v)
+		}
+	}
+	out = append(out, newRedactor(o.TokenURL).secrets...)
+	return append(out, proxySecrets(o.ProxyConfig)...)
 }
 
 // readSecretFile reads a secret as prometheus/common does (trimmed); "" when

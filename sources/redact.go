@@ -157,9 +157,11 @@ var secretWords = []string{"auth", "token", "key", "secret", "pass", "cookie", "
 // mayBeSecret reports whether the value of the header or query parameter
 // name must be kept out of errors and logs.
 func mayBeSecret(name, value string) bool {
-	if len(value) >= minSecretLen {
-		return true
-	}
+	return len(value) >= minSecretLen || secretName(name)
+}
+
+// secretName reports whether name says its value is a credential.
+func secretName(name string) bool {
 	name = strings.ToLower(name)
 	for _, w := range secretWords {
 		if strings.Contains(name, w) {
