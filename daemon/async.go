@@ -20,15 +20,23 @@ import (
 // points are 15-60 s old anyway and the calibration averages them over
 // minutes: one more refresh of age costs nothing, a source that never
 // arrives costs the calibration.
+//
+// It also starts a fetch no more often than every: while the fast signal is
+// idle or dead the source's loads weigh and every cycle asks for them, but a
+// metrics source's data changes no faster than its refresh (15 s); each
+// cycle still gets the newest answer as soon as it has come back.
 type asyncSource struct {
 	src     weighter.Source
 	timeout time.Duration
+	every   time.Duration    // 0: a fetch whenever none runs
+	now     func() time.Time // nil: time.Now
 
 	mu      sync.Mutex
 	loads   weighter.Loads
 	err     error
 	have    bool          // a fetch has completed
 	running chan struct{} // closed when the fetch in flight ends; nil when none runs
+	started time.Time     // when the last fetch started
 }
 
 func newAsyncSource(src weighter.Source, timeout time.Duration) *asyncSource {
@@ -40,8 +48,14 @@ func newAsyncSource(src weighter.Source, timeout time.Duration) *asyncSource {
 // as ctx allows.
 func (a *asyncSource) Fetch(ctx context.Context) (weighter.Loads, error) {
 	a.mu.Lock()
-	if a.running == nil {
-		a.running = make(chan struct{})
+	now := time.Now()
+	if a.now != nil {
+		now = a.now()
+	}
+	// A tenth of slack: the Fresh asks on its own clock every refresh, and
+	// must not find the next fetch a hair too early and wait another refresh.
+	if a.running == nil && (!a.have || now.Sub(a.started) >= a.every-a.every/10) {
+		a.running, a.started = make(chan struct{}), now
 		go a.fetch(a.running)
 	}
 	running, have := a.running, a.have

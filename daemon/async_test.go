@@ -102,3 +102,39 @@ func TestAsyncSourceBoundsTheFetch(t *testing.T) {
 	_, _ = a.Fetch(context.Background())
 	require.Eventually(t, func() bool { return src.calls.Load() >= 2 }, 5*time.Second, time.Millisecond)
 }
+
+// While the source's loads weigh (fast signal idle or dead), every cycle
+// asks; the source itself is asked once per refresh, and each cycle gets the
+// newest answer, an error included, as soon as it has come back.
+func TestAsyncSourceAsksOncePerRefresh(t *testing.T) {
+	open := make(chan struct{})
+	close(open)
+	src := &slowSource{gate: open}
+	now := time.Unix(1_800_000_000, 0)
+	a := newAsyncSource(src, time.Minute)
+	a.every, a.now = 15*time.Second, func() time.Time { return now }
+	ctx := context.Background()
+	settled := func() bool { // the fetch in flight, if any, has ended
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.running == nil
+	}
+	for range 60 { // a minute of 1 s cycles
+		_, err := a.Fetch(ctx)
+		require.NoError(t, err)
+		waitFor(t, "the fetch to end", settled)
+		now = now.Add(time.Second)
+	}
+	assert.Equal(t, int32(5), src.calls.Load(), "at 0, 14, 28, 42 and 56 s (a tenth of slack)")
+
+	src.mu.Lock()
+	src.err = errors.New("prometheus: connection refused")
+	src.mu.Unlock()
+	now = now.Add(15 * time.Second)
+	_, _ = a.Fetch(ctx) // starts the failing fetch (the answer is the last one, or the error if it is back already)
+	waitFor(t, "the failing fetch to end", settled)
+	now = now.Add(time.Second)
+	_, err := a.Fetch(ctx) // the next cycle: the error, without a new fetch
+	require.ErrorContains(t, err, "connection refused")
+	assert.Equal(t, int32(6), src.calls.Load())
+}

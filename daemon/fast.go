@@ -93,7 +93,9 @@ func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source
 	if b.Calibrates() {
 		// A remote metrics source answers in the background (asyncSource):
 		// the 2 s cycle must not decide whether it may calibrate.
-		ext = newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
+		async := newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
+		async.every = time.Duration(b.Calibration.Refresh)
+		ext = async
 	}
 	fast := reader
 	if o.peers != nil {

@@ -32,7 +32,9 @@ func promData(now time.Time) string {
 }
 
 // promConfig turns the rate limit and deadband off so one cycle reaches the
-// hand-computed weights; interval 1s keeps the test short.
+// hand-computed weights; interval 1s keeps the test short, and so does a 2 s
+// calibration refresh: with no traffic through HAProxy the source's loads
+// weigh, and it is asked once per refresh (15 s by default).
 func promConfig(socket, promURL, listen string) string {
 	return fmt.Sprintf(`interval: 1s
 listen: %s
@@ -43,6 +45,7 @@ backends:
   - name: be_ingest
     source:
       prometheus: {url: %q, query: %q, server_label: server}
+    calibration: {refresh: 2s}
     aggregate: last
     function: limited-proportions
     limiting_factor: 4

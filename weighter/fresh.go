@@ -123,8 +123,6 @@ type Fresh struct {
 	reason    string
 	fetchedAt time.Time // when the external source was last asked
 	ext       Loads     // its last good answer (shifted for the calibration)
-	answer    Loads     // its last answer as it came, and its error
-	answerErr error
 	newestExt time.Time // newest point in it
 }
 
@@ -212,20 +210,13 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	// failure waits for the next Refresh too, so a dead metrics source is not
 	// asked every 2 s while the fast signal carries the weights.
 	now := f.cfg.Now()
-	refreshed := f.fetchedAt.IsZero() || now.Sub(f.fetchedAt) >= f.cfg.Refresh
-	due := !live || (f.cfg.Calibrate && refreshed)
-	if f.cfg.Calibrate && f.state == FastIdle && !refreshed {
-		// Idle (nothing open): the source's loads stand in, but a metrics
-		// source's data changes no faster than its refresh; its last answer
-		// serves until then rather than asking it every cycle.
-		due = false
-	}
-	ext, eerr := f.answer, f.answerErr
+	due := !live || (f.cfg.Calibrate && (f.fetchedAt.IsZero() || now.Sub(f.fetchedAt) >= f.cfg.Refresh))
+	var ext Loads
+	var eerr error
 	if due {
 		sig.ExternalFetched = true
 		f.fetchedAt = now
 		ext, eerr = f.cfg.External.Fetch(ctx)
-		f.answer, f.answerErr = ext, eerr
 		switch {
 		case eerr != nil:
 			sig.ExternalError = eerr.Error()
@@ -251,9 +242,6 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	}
 	if !live {
 		sig.Pipeline = PipelineExternal
-		if eerr != nil && !due {
-			sig.ExternalError = eerr.Error()
-		}
 		if eerr != nil {
 			if ferr != nil {
 				return nil, sig, fmt.Errorf("%w (and the fast signal: %w)", eerr, ferr)

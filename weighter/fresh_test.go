@@ -234,45 +234,6 @@ func TestFreshIdleUsesTheExternalSource(t *testing.T) {
 	assert.Equal(t, 100.0, l["s1"][0].Value)
 }
 
-// While idle the source's loads stand in, asked once per refresh (15 s), not
-// every 2 s cycle: between two asks its last answer (or error) serves.
-func TestFreshIdleAsksTheSourcePerRefresh(t *testing.T) {
-	r := newFreshRig(t, true)
-	r.local.rate = map[string]float64{"s1": 0, "s2": 0, "s3": 0}
-	r.local.sessions = nil
-	_, _, _ = r.step(t)
-	before := r.ext.calls
-	asked := 0
-	for range 30 { // 60 s
-		l, sig, err := r.step(t)
-		require.NoError(t, err)
-		require.Equal(t, FastIdle, sig.Fast)
-		assert.Equal(t, 200.0, l["s2"][0].Value, "the source's loads each cycle")
-		if sig.ExternalFetched {
-			asked++
-		}
-	}
-	// Every 8th cycle (16 s: the first 2 s step at or past 15 s): 3 in 60 s,
-	// where every cycle would be 30.
-	assert.Equal(t, 3, r.ext.calls-before)
-	assert.Equal(t, 3, asked)
-	r.ext.err = errors.New("prometheus: connection refused")
-	r.run(t, 16*time.Second) // the next ask fails
-	calls := r.ext.calls
-	_, sig, err := r.step(t)
-	require.Error(t, err, "the failure stands until the next ask")
-	assert.False(t, sig.ExternalFetched)
-	assert.Contains(t, sig.ExternalError, "connection refused")
-	assert.Equal(t, calls, r.ext.calls)
-	// Live again: the source is asked per refresh as before, for the calibration.
-	r.local.rate = map[string]float64{"s1": 100, "s2": 100, "s3": 100}
-	r.local.sessions = map[string]float64{"s1": 2, "s2": 2, "s3": 2}
-	r.ext.err = nil
-	_, sig, err = r.run(t, 20*time.Second)
-	require.NoError(t, err)
-	assert.Equal(t, FastLive, sig.Fast)
-}
-
 // Without calibration (source: haproxy) the external source is only the
 // fallback: not asked while the fast signal is live.
 func TestFreshFastAlone(t *testing.T) {
