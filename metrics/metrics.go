@@ -195,6 +195,7 @@ func (m *Metrics) setServers(c weighter.Cycle) {
 			m.weight.DeleteLabelValues(c.Backend, s)
 			m.load.DeleteLabelValues(c.Backend, s)
 			m.desired.DeleteLabelValues(c.Backend, s)
+			m.shed.forgetServer(c.Backend, s)
 		}
 	}
 	m.servers[c.Backend] = now

@@ -58,3 +58,9 @@ func (m *shedMetrics) forget(backend string) {
 	m.shed.DeletePartialMatch(l)
 	m.moved.DeletePartialMatch(l)
 }
+
+// forgetServer drops the series of a server that left the backend.
+func (m *shedMetrics) forgetServer(backend, server string) {
+	m.shed.DeleteLabelValues(backend, server)
+	m.moved.DeleteLabelValues(backend, server)
+}

@@ -64,3 +64,34 @@ haproxy_weighter_sessions_shed_total{backend="be",server="s2"} 0
 		t.Error(err)
 	}
 }
+
+// A server that leaves the backend (HAProxy reload, service discovery) takes
+// its shed series with it, as its weight and load: over months of servers
+// coming and going they would otherwise pile up.
+func TestShedMetricsOfAServerThatLeftGo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	cycle := func(servers ...string) weighter.Cycle {
+		c := weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Applied: true, Plan: weighter.Plan{Shed: &weighter.ShedPlan{}}}
+		for _, s := range servers {
+			c.Plan.Servers = append(c.Plan.Servers, weighter.ServerPlan{Server: s})
+		}
+		return c
+	}
+	closed := cycle("s1", "old")
+	closed.Sheds = []weighter.ShedResult{{Shed: weighter.Shed{Session: weighter.ShedSession{ID: "0x1", Serial: 1, Server: "old", Client: "10.0.0.7:5000", Rate: 100}}, Outcome: weighter.ShedClosed}}
+	m.Observe(closed)
+	m.Observe(cycle("s1", "new"))
+	want := `
+# HELP haproxy_weighter_sessions_shed_total Sessions closed by session shedding (shed:), by the server they were closed on.
+# TYPE haproxy_weighter_sessions_shed_total counter
+haproxy_weighter_sessions_shed_total{backend="be",server="new"} 0
+haproxy_weighter_sessions_shed_total{backend="be",server="s1"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "haproxy_weighter_sessions_shed_total"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "haproxy_weighter_sessions_shed_rate_bytes_per_second_total"); err != nil || n != 2 {
+		t.Errorf("rate series: %d, %v; want s1's and new's", n, err)
+	}
+}
