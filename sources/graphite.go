@@ -124,7 +124,7 @@ func NewGraphite(cfg GraphiteConfig, log *slog.Logger) (*Graphite, error) {
 		return nil, err
 	}
 	log = orDiscard(log)
-	_, red, hc, err := connect("graphite", cfg.URL, cfg.HTTP, cfg.Legacy)
+	_, red, hc, err := connect("graphite", cfg.URL, cfg.HTTP, cfg.Legacy, time.Duration(cfg.Timeout))
 	if err != nil {
 		return nil, err
 	}

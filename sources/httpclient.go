@@ -1,6 +1,7 @@
 package sources
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -165,16 +166,47 @@ func cloneHTTP(h promconfig.HTTPClientConfig) promconfig.HTTPClientConfig {
 // NewClientFromConfig, which reads secret files (password_file,
 // credentials_file, TLS files) at each request, so that a rotated secret
 // takes effect without a restart. On top of it: replies are bounded
-// (limitTransport) and redirects follow redirectPolicy. name labels the
-// client's connections.
-func newHTTPClient(name string, h promconfig.HTTPClientConfig, u *url.URL) (*http.Client, error) {
-	client, err := promconfig.NewClientFromConfig(h, name, promconfig.WithIdleConnTimeout(90*time.Second))
+// (limitTransport), redirects follow redirectPolicy, and no read waits
+// longer than timeout (boundedDial). name labels the client's connections.
+func newHTTPClient(name string, h promconfig.HTTPClientConfig, u *url.URL, timeout time.Duration) (*http.Client, error) {
+	client, err := promconfig.NewClientFromConfig(h, name, promconfig.WithIdleConnTimeout(90*time.Second),
+		promconfig.WithDialContextFunc(boundedDial(timeout)))
 	if err != nil {
 		return nil, err
 	}
 	client.Transport = &limitTransport{next: client.Transport}
 	client.CheckRedirect = redirectPolicy(origin(u), h.FollowRedirects)
 	return client, nil
+}
+
+// boundedDial dials connections on which no dial or read waits longer than
+// timeout. prometheus/common asks an OAuth2 token endpoint without the
+// request's context and without a timeout: one that accepts and never
+// answers would hold the source's fetch, and its cycle, for ever.
+func boundedDial(timeout time.Duration) promconfig.DialContextFunc {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &readDeadlineConn{Conn: c, timeout: timeout}, nil
+	}
+}
+
+// readDeadlineConn sets each read's deadline timeout ahead. An idle
+// keep-alive connection is dropped after timeout (the next request dials
+// again), which a cycle shorter than the timeout never sees.
+type readDeadlineConn struct {
+	net.Conn
+	timeout time.Duration
+}
+
+func (c *readDeadlineConn) Read(p []byte) (int, error) {
+	if err := c.Conn.SetReadDeadline(time.Now().Add(c.timeout)); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(p)
 }
 
 // errRedirect marks a redirect that is not followed.
@@ -329,7 +361,7 @@ func orDiscard(log *slog.Logger) *slog.Logger {
 // connect builds what every HTTP source needs from its settings: the parsed
 // URL, the redactor that keeps the secrets out of errors and logs, and the
 // client. source names the source in the error.
-func connect(source, rawURL string, h promconfig.HTTPClientConfig, legacy LegacyHTTP) (*url.URL, *redactor, *http.Client, error) {
+func connect(source, rawURL string, h promconfig.HTTPClientConfig, legacy LegacyHTTP, timeout time.Duration) (*url.URL, *redactor, *http.Client, error) {
 	red := newRedactor(rawURL)
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -345,7 +377,7 @@ func connect(source, rawURL string, h promconfig.HTTPClientConfig, legacy Legacy
 	}
 	red.current = current
 	red.refresh()
-	client, err := newHTTPClient(source, h, u)
+	client, err := newHTTPClient(source, h, u, timeout)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))
 	}

@@ -136,7 +136,7 @@ func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) 
 		return nil, err
 	}
 	log = orDiscard(log)
-	u, red, hc, err := connect("prometheus", cfg.URL, cfg.HTTP, cfg.Legacy)
+	u, red, hc, err := connect("prometheus", cfg.URL, cfg.HTTP, cfg.Legacy, time.Duration(cfg.Timeout))
 	if err != nil {
 		return nil, err
 	}
