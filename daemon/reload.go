@@ -33,6 +33,11 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		d.log.Warn("web_config_file changes need a restart (the file's content is read at each request)", "web_config_file", old.WebConfigFile)
 		cfg.WebConfigFile = old.WebConfigFile
 	}
+	if err := CheckWebConfig(cfg.WebConfigFile); err != nil && old.Listen != "" {
+		// The listener reads it at each request: nothing to keep or reject
+		// here, but the operator who edited it must learn it is broken.
+		d.log.Error("web configuration file broken: every request to the HTTP endpoints fails until it is fixed", "err", err)
+	}
 	prev := d.current()
 	stuck := prev.stop()
 	// A stuck runner may still use its Controller and Source: its backend starts afresh.

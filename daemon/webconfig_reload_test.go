@@ -1,0 +1,48 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+)
+
+// The web configuration file is read at each request: one broken since the
+// start fails every request to the endpoints. A reload, which an operator
+// sends after editing the daemon's files, says so at ERROR.
+func TestReloadSaysTheWebConfigFileIsBroken(t *testing.T) {
+	web := filepath.Join(t.TempDir(), "web.yml")
+	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: {}\n"), 0o600))
+	port := testenv.FreePort(t)
+	cfg := testConfig(t, "be")
+	cfg.Listen, cfg.WebConfigFile = fmt.Sprintf("127.0.0.1:%d", port), web
+	var logs testenv.SyncBuffer
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Notifier: n,
+		Reload: func() (*config.Config, error) {
+			next := testConfig(t, "be")
+			next.Listen, next.WebConfigFile = cfg.Listen, web
+			return next, nil
+		}})
+	r := startDaemon(t, d, n)
+	require.NoError(t, os.WriteFile(web, []byte("tls_server_config: [\n"), 0o600))
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode, "the broken file fails the request")
+
+	r.hup <- os.Interrupt
+	waitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "config reloaded") })
+	assert.Contains(t, logs.String(), `level=ERROR msg="web configuration file broken: every request to the HTTP endpoints fails until it is fixed"`)
+	assert.Contains(t, logs.String(), "web config file "+web)
+	require.NoError(t, r.stop())
+}
