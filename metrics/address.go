@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // AddressState is what /metrics says of one backend's server addresses.
 type AddressState struct {
@@ -23,8 +19,7 @@ type AddressState struct {
 // newest reads: an address that changes (set server addr, DNS) must not
 // leave the old one's series behind.
 type addressCollector struct {
-	mu    sync.Mutex
-	state func() []AddressState
+	watched[AddressState]
 
 	info, unmatched *prometheus.Desc
 }
@@ -43,9 +38,7 @@ func newAddressCollector() *addressCollector {
 
 // WatchAddresses makes /metrics report the addresses state returns at each scrape.
 func (m *Metrics) WatchAddresses(state func() []AddressState) {
-	m.addresses.mu.Lock()
-	defer m.addresses.mu.Unlock()
-	m.addresses.state = state
+	m.addresses.watch(state)
 }
 
 func (c *addressCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -54,13 +47,7 @@ func (c *addressCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *addressCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	state := c.state
-	c.mu.Unlock()
-	if state == nil {
-		return
-	}
-	for _, s := range state() {
+	for _, s := range c.get() {
 		for server, addr := range s.Servers {
 			ch <- prometheus.MustNewConstMetric(c.info, prometheus.GaugeValue, 1, s.Backend, server, addr)
 		}

@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // SocketState is one HAProxy runtime socket the daemon talks to: the
 // backends weighted through it and how it answered last.
@@ -20,8 +16,7 @@ type SocketState struct {
 // scraped: the sockets change with a reload, and a gauge set per cycle would
 // keep those a reload dropped.
 type socketCollector struct {
-	mu    sync.Mutex
-	state func() []SocketState
+	watched[SocketState]
 
 	up, info *prometheus.Desc
 }
@@ -39,9 +34,7 @@ func newSocketCollector() *socketCollector {
 
 // WatchSockets makes /metrics report the sockets state returns at each scrape.
 func (m *Metrics) WatchSockets(state func() []SocketState) {
-	m.sockets.mu.Lock()
-	defer m.sockets.mu.Unlock()
-	m.sockets.state = state
+	m.sockets.watch(state)
 }
 
 func (c *socketCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -50,13 +43,7 @@ func (c *socketCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *socketCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	state := c.state
-	c.mu.Unlock()
-	if state == nil {
-		return
-	}
-	for _, s := range state() {
+	for _, s := range c.get() {
 		if s.Known {
 			ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, b2f(s.Up), s.Socket)
 		}
