@@ -173,18 +173,7 @@ backend be_none
 // then takes the addresses from the new target's reads; turning match on or
 // off starts the source afresh.
 func TestReloadKeepsAddressSource(t *testing.T) {
-	build := func(yml string) []*Unit {
-		t.Helper()
-		cfg, err := config.Parse("test.yml", []byte(yml), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		units, err := Build(cfg, slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return units
-	}
+	build := func(yml string) []*Unit { return buildUnits(t, yml) }
 	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n  - name: be\n"
 	const prom = "    source: {prometheus: {url: \"http://127.0.0.1:9090\", query: up, server_label: instance}}\n"
 	for _, fast := range []string{"", "    fast_signal: off\n"} {

@@ -37,15 +37,35 @@ func TestReloadKeepsWhatWasWritten(t *testing.T) {
 	assert.Same(t, old[0].Backend.Controller, next[0].Backend.Controller, "unchanged policy keeps its state")
 	assert.Same(t, fresh, next[1].Backend.Controller, "changed policy starts afresh")
 
+	s1 := planS1AtZero(t, next[0].Backend.Controller)
+	assert.NotEqual(t, weighter.ActionSkip, s1.Action, "our own weight 0 is not an operator drain: %+v", s1)
+}
+
+// planS1AtZero plans a cycle of servers s1, at weight 0, and s2, both up
+// and equally loaded, and returns s1's plan: skipped when the controller
+// takes the 0 for an operator's drain.
+func planS1AtZero(t *testing.T, c *weighter.Controller) weighter.ServerPlan {
+	t.Helper()
 	servers := []weighter.ServerState{
 		{Name: "s1", Weight: 0, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
 		{Name: "s2", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
 	}
 	now := time.Unix(1_800_000_000, 0)
 	loads := weighter.Loads{"s1": {{Time: now, Value: 10}}, "s2": {{Time: now, Value: 10}}}
-	plan := next[0].Backend.Controller.Plan(now, loads, servers)
+	plan := c.Plan(now, loads, servers)
 	require.Len(t, plan.Servers, 2)
-	assert.NotEqual(t, weighter.ActionSkip, plan.Servers[0].Action, "our own weight 0 is not an operator drain: %+v", plan.Servers[0])
+	return plan.Servers[0]
+}
+
+// buildUnits builds the units of a configuration (no HAProxy needed: Build
+// does not dial).
+func buildUnits(t *testing.T, yml string) []*Unit {
+	t.Helper()
+	cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	units, err := Build(cfg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	return units
 }
 
 // TestReloadKeepsUnchangedSource: a SIGHUP that leaves a backend's source (and,
@@ -54,14 +74,7 @@ func TestReloadKeepsWhatWasWritten(t *testing.T) {
 // rate_window (skipped_coverage), and with interval < rate_window/3 the backend
 // went unready, after every reload.
 func TestReloadKeepsUnchangedSource(t *testing.T) {
-	build := func(yml string) []*Unit {
-		t.Helper()
-		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
-		require.NoError(t, err)
-		units, err := Build(cfg, slog.New(slog.DiscardHandler))
-		require.NoError(t, err)
-		return units
-	}
+	build := func(yml string) []*Unit { return buildUnits(t, yml) }
 	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n"
 	const stats = "    source: {haproxy: {counter: bytes_in}}\n"
 	old := build(head + "  - name: be_a\n" + stats + "  - name: be_b\n" + stats)

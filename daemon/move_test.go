@@ -1,10 +1,8 @@
 package daemon
 
 import (
-	"log/slog"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,13 +17,7 @@ import (
 // drain, not the drain the daemon set on the first, and stays.
 func TestReloadToAnotherSocketStartsControllerAfresh(t *testing.T) {
 	build := func(socket string) []*Unit {
-		t.Helper()
-		yml := "listen: \"\"\nhaproxy: {socket: " + socket + "}\nbackends:\n  - name: be_a\n    source: {haproxy: {counter: bytes_in}}\n"
-		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
-		require.NoError(t, err)
-		units, err := Build(cfg, slog.New(slog.DiscardHandler))
-		require.NoError(t, err)
-		return units
+		return buildUnits(t, "listen: \"\"\nhaproxy: {socket: "+socket+"}\nbackends:\n  - name: be_a\n    source: {haproxy: {counter: bytes_in}}\n")
 	}
 	old := build("/run/one.sock")
 	old[0].Backend.Controller.Commit([]weighter.Change{{Server: "s1", Weight: 0}})
@@ -41,15 +33,8 @@ func TestReloadToAnotherSocketStartsControllerAfresh(t *testing.T) {
 	keepControllers(old, moved)
 	assert.NotSame(t, old[0].Backend.Controller, moved[0].Backend.Controller, "another socket starts afresh")
 
-	servers := []weighter.ServerState{
-		{Name: "s1", Weight: 0, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
-		{Name: "s2", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
-	}
-	now := time.Unix(1_800_000_000, 0)
-	loads := weighter.Loads{"s1": {{Time: now, Value: 10}}, "s2": {{Time: now, Value: 10}}}
-	plan := moved[0].Backend.Controller.Plan(now, loads, servers)
-	require.Len(t, plan.Servers, 2)
-	assert.Equal(t, weighter.ActionSkip, plan.Servers[0].Action, "weight 0 on the other HAProxy is its operator's drain: %+v", plan.Servers[0])
+	s1 := planS1AtZero(t, moved[0].Backend.Controller)
+	assert.Equal(t, weighter.ActionSkip, s1.Action, "weight 0 on the other HAProxy is its operator's drain: %+v", s1)
 }
 
 // TestReloadToAnotherSocketRestoresTheFirst: with restore_on_exit, a reload
