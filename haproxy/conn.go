@@ -42,14 +42,6 @@ func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) 
 	if c.cfg.Master {
 		return c.exchangeMaster(ctx, cmds)
 	}
-	conn, err := c.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
 	var req bytes.Buffer
 	req.WriteString("prompt\nset severity-output number\n")
 	for _, cmd := range cmds {
@@ -57,24 +49,45 @@ func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) 
 		req.WriteByte('\n')
 	}
 	req.WriteString("quit\n")
-	// Write while reading: with a batch bigger than the socket buffers, HAProxy
-	// stops reading until its replies are read, and a write-then-read would stall.
-	wrote := make(chan error, 1)
-	go func() { wrote <- c.writeChunks(ctx, conn, req.Bytes()) }()
-	// The timeout bounds each read, not the whole reply: HAProxy answers a long
-	// batch piece by piece (weights on a 1,000-server random or consistent-hash
-	// backend cost it ~3 ms each), and only silence should fail. ctx bounds the total.
-	extend := func() { c.push(ctx, conn.SetReadDeadline) }
-	raw, err := readReplies(conn, len(cmds)+2, extend)
+	var raw []string
+	wrote, err := c.converse(ctx, req.Bytes(), func(r io.Reader, extend func()) (err error) {
+		raw, err = readReplies(r, len(cmds)+2, extend)
+		return err
+	})
 	if err != nil {
-		conn.Close() // unblocks the writer, if it is still writing
-		<-wrote      // the read error says more than the write's
-		return nil, c.ioError(ctx, "read", err)
+		return nil, err
 	}
-	if err := <-wrote; err != nil {
-		return nil, c.ioError(ctx, "write", err)
+	if wrote != nil {
+		return nil, c.ioError(ctx, "write", wrote)
 	}
 	return raw[2:], nil
+}
+
+// converse sends req over a new connection while read reads the reply
+// (extend pushes the read deadline on): with a batch bigger than the socket
+// buffers, HAProxy stops reading until its replies are read, and a
+// write-then-read would stall. The timeout bounds each read and each write
+// chunk, not the whole reply: HAProxy answers a long batch piece by piece
+// (weights on a 1,000-server random or consistent-hash backend cost it
+// ~3 ms each), and only silence should fail. ctx bounds the total. A failed
+// read is the error, as it says more than the write's; wrote is the write's
+// error when the read succeeded.
+func (c *Client) converse(ctx context.Context, req []byte, read func(r io.Reader, extend func()) error) (wrote, err error) {
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- c.writeChunks(ctx, conn, req) }()
+	if err := read(conn, func() { c.push(ctx, conn.SetReadDeadline) }); err != nil {
+		conn.Close() // unblocks the writer, if it is still writing
+		<-done
+		return nil, c.ioError(ctx, "read", err)
+	}
+	return <-done, nil
 }
 
 // writeChunk is small enough that HAProxy, working through a batch, frees room

@@ -8,7 +8,6 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"time"
 )
 
 // HAProxy's master CLI (`haproxy -W -S <socket>`) passes a command prefixed
@@ -38,31 +37,22 @@ var masterPrompt = regexp.MustCompile(`master(?:\[[^\]\n]*\])?(?:\([a-z]*\))?> `
 // the current worker, one per line in one write, the replies split on the
 // master's prompt. The master closes the connection after "quit".
 func (c *Client) exchangeMaster(ctx context.Context, cmds []string) ([]string, error) {
-	conn, err := c.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-
 	var req bytes.Buffer
 	req.WriteString("prompt\n")
 	for _, cmd := range cmds {
 		req.WriteString(currentWorker + cmd + "\n")
 	}
 	req.WriteString("quit\n")
-	wrote := make(chan error, 1)
-	go func() { wrote <- c.writeChunks(ctx, conn, req.Bytes()) }()
-	out, err := readAll(conn, func() { c.push(ctx, conn.SetReadDeadline) })
-	if err != nil {
-		conn.Close()
-		<-wrote
-		return nil, c.ioError(ctx, "read", err)
-	}
+	var out string
 	// Every reply came, or the master said why not and closed (which may
 	// have cut the write): the replies tell more than the write's error.
-	<-wrote
+	_, err := c.converse(ctx, req.Bytes(), func(r io.Reader, extend func()) (err error) {
+		out, err = readAll(r, extend)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	replies, err := splitMasterReplies(out, len(cmds))
 	if err != nil {
 		return nil, fmt.Errorf("haproxy: master CLI %s: %w", c.cfg.Socket, err)
