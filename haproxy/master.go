@@ -33,6 +33,11 @@ var ErrNoWorker = errors.New("the master CLI has no current worker")
 // the reload status and mode flags, "master[ReloadFailed]> ", "master(e)> ".
 var masterPrompt = regexp.MustCompile(`master(?:\[[^\]\n]*\])?(?:\([a-z]*\))?> `)
 
+// replyEnd ends a worker's reply passed on by the master: the reply's last
+// newline, then the prompt. A prompt not at the start of a line is text of
+// the reply, such as a server agent's description in `show stat`.
+var replyEnd = regexp.MustCompile(`\n` + masterPrompt.String())
+
 // exchangeMaster is exchange through the master CLI: every command goes to
 // the current worker, one per line in one write, the replies split on the
 // master's prompt. The master closes the connection after "quit".
@@ -86,7 +91,8 @@ func readAll(r io.Reader, extend func()) (string, error) {
 
 // splitMasterReplies cuts the master CLI's prompt-mode output into n
 // replies. Each reply is the worker's output and an empty line, then the
-// prompt; the output starts with the prompt "prompt" turned on.
+// prompt at the start of a line (replyEnd); the output starts with the
+// prompt "prompt" turned on.
 func splitMasterReplies(out string, n int) ([]string, error) {
 	first := masterPrompt.FindStringIndex(out)
 	if first == nil || first[0] != 0 {
@@ -98,7 +104,8 @@ func splitMasterReplies(out string, n int) ([]string, error) {
 	rest := out[first[1]:]
 	var replies []string
 	for len(replies) < n {
-		loc := masterPrompt.FindStringIndex(rest)
+		// An empty reply is a newline alone: replyEnd right at the start.
+		loc := replyEnd.FindStringIndex(rest)
 		if loc == nil {
 			break
 		}

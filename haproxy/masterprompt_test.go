@@ -1,0 +1,71 @@
+package haproxy
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// startAgent serves HAProxy's agent-check on 127.0.0.1, answering reply to
+// every check. It is a fault injector: the text is what a server's agent
+// may say, here the master CLI's prompt inside `show stat`'s last_agt.
+func startAgent(t *testing.T, reply string) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = conn.SetDeadline(time.Now().Add(time.Second))
+			_, _ = conn.Write([]byte(reply))
+			conn.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A server's agent-check description is text from outside HAProxy that
+// `show stat` prints; when it holds the master CLI's prompt, the client
+// still splits the master's replies where the master put them: the stats
+// and the check read every server, and a batch is verified as written.
+func TestMasterCLIPromptInsideAReply(t *testing.T) {
+	agent := startAgent(t, "down # master> injected master[x]> \n")
+	h := testenv.StartHAProxyMaster(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+backend be
+  balance roundrobin
+  server s1 127.0.0.1:%d weight 10 agent-check agent-port %d agent-inter 100ms
+  server s2 127.0.0.1:%d weight 20
+`, testenv.FreePort(t), agent, testenv.FreePort(t)))
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(h.Command("@1 show stat be 6 -1"), "master> injected") {
+		require.True(t, time.Now().Before(deadline), "the agent's text never showed in show stat: %s", h.Command("@1 show stat be 6 -1"))
+		time.Sleep(20 * time.Millisecond) // polling period
+	}
+	c, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
+	require.NoError(t, err)
+	ctx := testCtx(t)
+	stats, err := c.Stats(ctx, "be")
+	require.NoError(t, err)
+	var names []string
+	for _, s := range stats {
+		names = append(names, s.Server)
+	}
+	assert.Equal(t, []string{"s1", "s2"}, names)
+	b := c.Backend("be")
+	require.NoError(t, b.Check(ctx))
+	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 7}}))
+	assert.Equal(t, 7, byName(t, b)["s2"].Weight)
+}
