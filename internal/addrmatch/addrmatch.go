@@ -53,6 +53,7 @@ func Servers(loads weighter.Loads, servers []weighter.ServerState) Match {
 	byHost := map[string][]string{}
 	for _, s := range servers {
 		ip, port := splitAddress(s.Address)
+		ip = normalHost(ip) // as a series' host is
 		if a, err := netip.ParseAddr(ip); err == nil && a.IsUnspecified() {
 			ip = ""
 		}

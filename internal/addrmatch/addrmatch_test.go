@@ -156,3 +156,17 @@ func joinHostPort(host, port string) string {
 	}
 	return host + ":" + port
 }
+
+// A server's address is compared in the same canonical form as a series':
+// an IPv4-mapped or upper-case IPv6 address HAProxy reports matches the
+// series that names it, in either spelling.
+func TestServerAddressesNormalised(t *testing.T) {
+	servers := []weighter.ServerState{
+		{Name: "mapped", Address: "[::ffff:10.0.0.1]:80"},
+		{Name: "upper", Address: "[2001:DB8::A]:80"},
+	}
+	loads := weighter.Loads{"[::ffff:10.0.0.1]:80": series(1), "2001:db8::a": series(2)}
+	m := Servers(loads, servers)
+	assert.Equal(t, map[string]string{"[::ffff:10.0.0.1]:80": "mapped", "2001:db8::a": "upper"}, m.Matched)
+	assert.Empty(t, m.Unknown)
+}
