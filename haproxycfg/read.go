@@ -61,6 +61,11 @@ var sectionKinds = map[string]bool{
 
 // Read reads and parses the configuration file at path.
 func Read(path string) (*File, error) {
+	// A FIFO's open blocks until someone writes, a device may never end:
+	// either would hold up the daemon's start or reload, and its weighting.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, fmt.Errorf("read HAProxy configuration: %s: not a regular file (%s)", path, st.Mode().Type())
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read HAProxy configuration: %w", err) // the error names the path
