@@ -66,6 +66,10 @@ type peerBackendRead struct {
 	// SpanSeconds is the span its rates and session means cover.
 	SpanSeconds float64                   `json:"span_seconds"`
 	Servers     map[string]peerServerRead `json:"servers"`
+	// Connections: the backend is an IPVS service, whose fast signal counts
+	// connections (bytes_per_second is then its mean open connections). A
+	// reading in the other unit is left out, never added.
+	Connections bool `json:"connections,omitempty"`
 }
 
 // peerServerRead is one server's fast reading on one balancer.
@@ -99,6 +103,7 @@ type ownRead struct {
 	at      time.Time
 	span    time.Duration
 	servers map[string]peerServerRead
+	counts  bool
 }
 
 // peerTiming is how often peers are asked and when a reading is too old.
@@ -303,7 +308,7 @@ func (p *peerSet) publish(backend string, r weighter.LocalRead) {
 		}
 	}
 	p.mu.Lock()
-	p.own[backend] = ownRead{at: r.At, span: r.At.Sub(r.Since), servers: servers}
+	p.own[backend] = ownRead{at: r.At, span: r.At.Sub(r.Since), servers: servers, counts: r.Counts}
 	p.mu.Unlock()
 }
 
@@ -326,7 +331,7 @@ func (p *peerSet) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	p.mu.Lock()
 	for name, r := range p.own {
 		a.Backends[name] = peerBackendRead{AgeSeconds: max(now.Sub(r.at), 0).Seconds(),
-			SpanSeconds: r.span.Seconds(), Servers: r.servers}
+			SpanSeconds: r.span.Seconds(), Servers: r.servers, Connections: r.counts}
 	}
 	p.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
@@ -339,9 +344,10 @@ type peerReading struct {
 	servers map[string]peerServerRead
 }
 
-// readings returns the fresh readings of backend from every peer, and a note
-// for the plan's reason saying which were added and why others were left out.
-func (p *peerSet) readings(backend string) ([]peerReading, string) {
+// readings returns the fresh readings of backend from every peer, in the
+// own signal's unit (connections: IPVS's counts), and a note for the plan's
+// reason saying which were added and why others were left out.
+func (p *peerSet) readings(backend string, connections bool) ([]peerReading, string) {
 	p.mu.Lock()
 	peers := slices.Sorted(maps.Keys(p.peers))
 	// A copy: a reload's set changes p.peers while this cycle reads them.
@@ -367,6 +373,11 @@ func (p *peerSet) readings(backend string) ([]peerReading, string) {
 			left = append(left, fmt.Sprintf("%s: no reading of backend %s", u, backend))
 			continue
 		}
+		if b.Connections != connections {
+			left = append(left, fmt.Sprintf("%s: backend %s counts %s there, %s here", u, backend,
+				unitName(b.Connections), unitName(connections)))
+			continue
+		}
 		// A backend whose reading stopped (its HAProxy dump fails, its fast
 		// signal is dead there) is stale on its own; the peer's others go on.
 		age := now.Sub(asked).Seconds() + b.AgeSeconds
@@ -384,6 +395,14 @@ func (p *peerSet) readings(backend string) ([]peerReading, string) {
 		note += " (left out: " + strings.Join(left, "; ") + ")"
 	}
 	return out, note
+}
+
+// unitName says what a fast signal counts.
+func unitName(connections bool) string {
+	if connections {
+		return "connections (IPVS)"
+	}
+	return "bytes (HAProxy)"
 }
 
 // logStale says once when a peer's reading of backend goes stale, and once
@@ -430,7 +449,7 @@ func (r *peeredReader) ReadLocal(ctx context.Context, servers []string) (weighte
 		return cur, err
 	}
 	r.peers.publish(r.backend, cur)
-	got, note := r.peers.readings(r.backend)
+	got, note := r.peers.readings(r.backend, cur.Counts)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	span := 0.0

@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +48,7 @@ func TestPeerReadingsDuringReload(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				set.readings("be")
+				set.readings("be", false)
 			}
 		}
 	}()
@@ -101,4 +103,65 @@ func TestPeerAbsurdRateIsLeftOut(t *testing.T) {
 	assert.Contains(t, reads[2].Peers, "garbage")
 	assert.Equal(t, 1000.0, reads[2].Servers["s1"].Rate)
 	assert.Equal(t, 1000.0, reads[2].Servers["s1"].Bytes-reads[1].Servers["s1"].Bytes, "the own bytes still count")
+}
+
+// countingReader is growingReader's IPVS twin: its signal counts
+// connections (Rate is s1's mean open connections).
+type countingReader struct{ growingReader }
+
+func (c *countingReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+	r, err := c.growingReader.ReadLocal(ctx, servers)
+	r.Counts = true
+	return r, err
+}
+
+// A peer's reading is added only in the own signal's unit: an HAProxy
+// balancer's bytes/s added to an IPVS service's connection counts (or the
+// reverse) would swamp or vanish beside them.
+func TestPeerReadingInAnotherUnitIsLeftOut(t *testing.T) {
+	serve := func(connections bool) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			fmt.Fprintf(w, `{"instance":"other","backends":{"be":{"age_seconds":0.1,"span_seconds":1,"connections":%t,`+
+				`"servers":{"s1":{"bytes_per_second":30,"sessions":1}}}}}`, connections)
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	bytesPeer, connPeer := serve(false), serve(true)
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	set.set(ctx, []string{bytesPeer, connPeer}, 400*time.Millisecond)
+	waitFor(t, "both peers asked", func() bool {
+		_, note := set.readings("be", false)
+		return !strings.Contains(note, "not asked yet")
+	})
+	for _, tc := range []struct {
+		own          weighter.LocalReader
+		added, other string
+	}{
+		{&growingReader{}, bytesPeer, connPeer},
+		{&countingReader{}, connPeer, bytesPeer},
+	} {
+		r := newPeeredReader(tc.own, "be", set)
+		var got weighter.LocalRead
+		for range 2 {
+			var err error
+			got, err = r.ReadLocal(ctx, []string{"s1"})
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 1030.0, got.Servers["s1"].Rate, "own 1000 + one peer's 30")
+		assert.Contains(t, got.Peers, "peers 1 of 2 added (left out: "+tc.other+": backend be counts ")
+	}
+	// What a daemon publishes says its unit.
+	for _, counts := range []bool{false, true} {
+		own := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+		own.publish("be", weighter.LocalRead{At: time.Now(), Since: time.Now().Add(-time.Second), Counts: counts,
+			Servers: map[string]weighter.LocalCounter{"s1": {Rate: 5}}})
+		rec := httptest.NewRecorder()
+		own.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, PeerPath, nil))
+		var a peerAnswer
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &a))
+		assert.Equal(t, counts, a.Backends["be"].Connections)
+	}
 }

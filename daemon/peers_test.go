@@ -174,7 +174,7 @@ func TestPeeredReaderAddsWhatThePeerServes(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		got, _ := sets[0].readings("be")
+		got, _ := sets[0].readings("be", false)
 		if len(got) != 1 {
 			return false
 		}
@@ -283,7 +283,7 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 		if len(entered) < 2 || up(good) != 1 {
 			return false
 		}
-		_, note := set.readings("be")
+		_, note := set.readings("be", false)
 		for u, why := range reasons {
 			if !strings.Contains(note, u+": "+why) {
 				return false
@@ -297,7 +297,7 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 		assert.Equal(t, 0.0, up(u), u)
 		assert.Equal(t, 1, strings.Count(logs.String(), "peer="+u+" "), "one line per change for %s:\n%s", u, logs.String())
 	}
-	set.readings("be") // again: nothing new to log
+	set.readings("be", false) // again: nothing new to log
 	assert.Equal(t, 1, strings.Count(logs.String(), "stale\" peer="+stale+" backend=be"), logs.String())
 
 	r := newPeeredReader(&constReader{}, "be", set)
@@ -325,11 +325,11 @@ func TestPeerSetFollowsReloads(t *testing.T) {
 	assert.Equal(t, 0.0, series(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": a}))
 	assert.True(t, set.set(ctx, []string{b}, time.Second))
 	assert.True(t, math.IsNaN(series(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": a})), "a's series gone")
-	_, note := set.readings("be")
+	_, note := set.readings("be", false)
 	assert.Contains(t, note, "peers 0 of 1 added")
 	assert.True(t, set.set(ctx, []string{b}, 2*time.Second), "a new interval restarts the pollers")
 	assert.True(t, set.set(ctx, nil, 2*time.Second))
-	got, note := set.readings("be")
+	got, note := set.readings("be", false)
 	assert.Empty(t, got)
 	assert.Empty(t, note, "no peers: nothing to say")
 }
