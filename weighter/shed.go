@@ -117,6 +117,14 @@ type ShedServer struct {
 	Factor float64
 }
 
+// factor is the server's Factor, 1 when it is 0 or invalid.
+func (sv ShedServer) factor() float64 {
+	if !(sv.Factor > 0) || isInf(sv.Factor) {
+		return 1
+	}
+	return sv.Factor
+}
+
 // ShedInput is what the shed planner sees in one cycle of one backend.
 type ShedInput struct {
 	Servers  []ShedServer
@@ -337,11 +345,7 @@ func (s *Shedder) track(servers []ShedServer, mean float64) []hotServer {
 		if len(st.ratios) > s.p.For {
 			st.ratios = slices.Delete(st.ratios, 0, len(st.ratios)-s.p.For)
 		}
-		f := sv.Factor
-		if !(f > 0) || isInf(f) {
-			f = 1
-		}
-		hot = append(hot, hotServer{name: sv.Name, load: sv.Load, factor: f, ratio: r})
+		hot = append(hot, hotServer{name: sv.Name, load: sv.Load, factor: sv.factor(), ratio: r})
 	}
 	for name := range s.streaks {
 		if !seen[name] {
@@ -485,11 +489,7 @@ func landings(servers []ShedServer, hot string) []landing {
 		}
 		seen[sv.Name] = true
 		if validLoad(sv.Load) {
-			f := sv.Factor
-			if !(f > 0) || isInf(f) {
-				f = 1
-			}
-			out = append(out, landing{sv.Load, f})
+			out = append(out, landing{sv.Load, sv.factor()})
 		}
 	}
 	return out
