@@ -138,15 +138,7 @@ backend be_none
 	weights := func() map[string]int {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		servers, err := c.Backend("be_tpl").Servers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]int{}
-		for _, s := range servers {
-			out[s.Name] = s.Weight
-		}
-		return out
+		return mustWeights(ctx, t, c.Backend("be_tpl"))
 	}
 	waitFor(t, "srv1 weighted above srv2", func() bool { w := weights(); return w["srv1"] > w["srv2"] && w["srv2"] > 0 })
 	if w := weights(); w["srv3"] != w["srv4"] {

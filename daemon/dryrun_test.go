@@ -287,17 +287,7 @@ func TestReloadIntoDryRunRestores(t *testing.T) {
 	b := hc.Backend("be")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	weights := func() map[string]int {
-		servers, err := b.Servers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]int{}
-		for _, s := range servers {
-			got[s.Name] = s.Weight
-		}
-		return got
-	}
+	weights := func() map[string]int { return mustWeights(ctx, t, b) }
 	// As the daemon's live cycles would (this source holds for its rate window).
 	if err := b.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 0}}); err != nil {
 		t.Fatal(err)

@@ -37,15 +37,30 @@ func weightsOf(t *testing.T, socket, backend string) (map[string]int, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	servers, err := c.Backend(backend).Servers(ctx)
+	return readWeights(ctx, c.Backend(backend))
+}
+
+// readWeights returns each server's weight as the target has it.
+func readWeights(ctx context.Context, target weighter.Target) (map[string]int, error) {
+	servers, err := target.Servers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	out := make(map[string]int, len(servers))
 	for _, s := range servers {
 		out[s.Name] = s.Weight
 	}
 	return out, nil
+}
+
+// mustWeights is readWeights, failing the test when the target cannot be read.
+func mustWeights(ctx context.Context, t *testing.T, target weighter.Target) map[string]int {
+	t.Helper()
+	w, err := readWeights(ctx, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // socketUp is haproxy_weighter_haproxy_socket_up of socket, or -1 when absent.

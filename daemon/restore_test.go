@@ -45,15 +45,7 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	servers, err := b.Servers(wctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int{}
-	for _, s := range servers {
-		got[s.Name] = s.Weight
-	}
-	if got["s1"] != 10 || got["s2"] != 20 {
+	if got := mustWeights(wctx, t, b); got["s1"] != 10 || got["s2"] != 20 {
 		t.Errorf("weights after exit %v, want the start-up s1=10 s2=20", got)
 	}
 }
@@ -180,17 +172,7 @@ backend kept
 		}
 	}
 	r.hup <- syscall.SIGHUP
-	weights := func(backend string) map[string]int {
-		servers, err := hc.Backend(backend).Servers(wctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]int{}
-		for _, s := range servers {
-			got[s.Name] = s.Weight
-		}
-		return got
-	}
+	weights := func(backend string) map[string]int { return mustWeights(wctx, t, hc.Backend(backend)) }
 	// The snapshot is dropped just after the write: wait for both.
 	waitFor(t, "be's start-up weights back and its snapshot dropped after the reload removed it", func() bool {
 		kept := d.startWeights.has("be")
