@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 
 	"github.com/prometheus/exporter-toolkit/web"
 )
@@ -32,7 +33,13 @@ func CheckWebConfig(path string) error {
 		return nil
 	}
 	if err := web.Validate(path); err != nil {
-		return fmt.Errorf("web config file %s: %w", path, err)
+		// Not wrapped: yaml's messages quote the value that did not decode,
+		// a basic_auth_users password hash too, and this one reaches
+		// validate's output and the log.
+		return fmt.Errorf("web config file %s: %s", path, yamlQuoted.ReplaceAllString(err.Error(), ""))
 	}
 	return nil
 }
+
+// yamlQuoted is a value as yaml quotes it in an error: " `value`".
+var yamlQuoted = regexp.MustCompile(" `[^`]*`")
