@@ -90,9 +90,9 @@ func readAll(r io.Reader, extend func()) (string, error) {
 }
 
 // splitMasterReplies cuts the master CLI's prompt-mode output into n
-// replies. Each reply is the worker's output and an empty line, then the
-// prompt at the start of a line (replyEnd); the output starts with the
-// prompt "prompt" turned on.
+// replies. Each reply is the worker's output and an empty line (an empty
+// reply is that line alone), then the prompt at the start of a line
+// (replyEnd); the output starts with the prompt "prompt" turned on.
 func splitMasterReplies(out string, n int) ([]string, error) {
 	first := masterPrompt.FindStringIndex(out)
 	if first == nil || first[0] != 0 {
@@ -109,7 +109,14 @@ func splitMasterReplies(out string, n int) ([]string, error) {
 		if loc == nil {
 			break
 		}
-		replies = append(replies, strings.TrimRight(rest[:loc[0]], "\n"))
+		reply := rest[:loc[0]]
+		if reply != "" && !strings.HasSuffix(reply, "\n") {
+			// No empty line ends it: the worker died (or a reload ended it)
+			// mid-reply, and the master put its prompt after what came.
+			return nil, fmt.Errorf("%w: reply %d of %d cut short (%d bytes; then %.80q)",
+				ErrBadReply, len(replies)+1, n, len(reply), rest[loc[1]:])
+		}
+		replies = append(replies, strings.TrimRight(reply, "\n"))
 		rest = rest[loc[1]:]
 	}
 	if len(replies) < n {
