@@ -178,14 +178,20 @@ func (h *HAProxy) signal(sig syscall.Signal) {
 	if h.exited == nil {
 		return
 	}
-	_ = h.cmd.Process.Signal(sig)
-	select {
-	case <-h.exited:
-	case <-time.After(5 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.exited
-	}
+	stopProcess(h.cmd, h.exited, sig)
 	h.exited = nil
+}
+
+// stopProcess sends sig to cmd and waits until exited says it ended
+// (SIGKILL after 5 s).
+func stopProcess(cmd *exec.Cmd, exited <-chan error, sig syscall.Signal) {
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
 }
 
 // waitSocket polls until the runtime socket answers "show info" or haproxy exits.

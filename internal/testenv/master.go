@@ -151,12 +151,6 @@ func (h *HAProxyMaster) Stop() {
 	if h.cmd == nil || h.exited == nil {
 		return
 	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.exited:
-	case <-time.After(5 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.exited
-	}
+	stopProcess(h.cmd, h.exited, syscall.SIGTERM)
 	h.exited = nil
 }
