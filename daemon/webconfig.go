@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -17,7 +18,7 @@ import (
 // so a new certificate or password takes effect without a restart.
 func (d *Daemon) serveWeb(srv *http.Server, ln net.Listener) error {
 	path := d.config().WebConfigFile
-	log := d.log.With("component", "web")
+	log := slog.New(unquoteHandler{d.log.Handler()}).With("component", "web")
 	// A client's failed handshake (a scanner, a scraper without the CA) is
 	// its problem, which it reports; here it is detail, not one line each on stderr.
 	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
@@ -43,3 +44,28 @@ func CheckWebConfig(path string) error {
 
 // yamlQuoted is a value as yaml quotes it in an error: " `value`".
 var yamlQuoted = regexp.MustCompile(" `[^`]*`")
+
+// unquoteHandler drops the values yaml quotes from what exporter-toolkit
+// logs: while the file is broken it logs its decoding error at each request
+// (and the TLS handshake's at each connection), a password hash included.
+type unquoteHandler struct{ slog.Handler }
+
+func (h unquoteHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, yamlQuoted.ReplaceAllString(r.Message, ""), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if v := a.Value.Resolve(); v.Kind() == slog.KindString || v.Kind() == slog.KindAny {
+			a.Value = slog.StringValue(yamlQuoted.ReplaceAllString(v.String(), ""))
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return h.Handler.Handle(ctx, out)
+}
+
+func (h unquoteHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return unquoteHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h unquoteHandler) WithGroup(name string) slog.Handler {
+	return unquoteHandler{h.Handler.WithGroup(name)}
+}

@@ -34,7 +34,8 @@ func TestReloadSaysTheWebConfigFileIsBroken(t *testing.T) {
 			return next, nil
 		}})
 	r := startDaemon(t, d, n)
-	require.NoError(t, os.WriteFile(web, []byte("tls_server_config: [\n"), 0o600))
+	// Broken: a password hash under a wrong tag, which yaml quotes in its error.
+	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: {alice: !!int $2y$10$s3cr3tHash}\n"), 0o600))
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -45,4 +46,6 @@ func TestReloadSaysTheWebConfigFileIsBroken(t *testing.T) {
 	assert.Contains(t, logs.String(), `level=ERROR msg="web configuration file broken: every request to the HTTP endpoints fails until it is fixed"`)
 	assert.Contains(t, logs.String(), "web config file "+web)
 	require.NoError(t, r.stop())
+	assert.Contains(t, logs.String(), `msg="Unable to parse configuration" component=web err="yaml: cannot decode !!str as a !!int"`)
+	assert.NotContains(t, logs.String(), "s3cr3t", "no request's log line nor the reload's shows the hash")
 }
