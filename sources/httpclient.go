@@ -300,7 +300,8 @@ func httpSecrets(h promconfig.HTTPClientConfig) (inline []string, files func() [
 	}
 }
 
-// proxySecrets are the proxy's password and its CONNECT headers.
+// proxySecrets are the proxy's password, as written and as the
+// Proxy-Authorization header net/http sends, and its CONNECT headers.
 func proxySecrets(p promconfig.ProxyConfig) []string {
 	var out []string
 	for _, vs := range p.ProxyConnectHeader {
@@ -309,8 +310,9 @@ func proxySecrets(p promconfig.ProxyConfig) []string {
 		}
 	}
 	if u := p.ProxyURL.URL; u != nil && u.User != nil {
-		pass, _ := u.User.Password()
-		out = append(out, pass)
+		if pass, ok := u.User.Password(); ok {
+			out = append(out, pass, basicToken(u.User.Username(), pass))
+		}
 	}
 	return out
 }

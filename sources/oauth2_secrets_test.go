@@ -3,6 +3,7 @@ package sources
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"io"
 	"log/slog"
 	"net/http"
@@ -52,4 +53,26 @@ func TestOAuth2SecretsNeverLeak(t *testing.T) {
 		assert.NotContains(t, err.Error(), s)
 		assert.NotContains(t, logs.String(), s)
 	}
+}
+
+// A proxy that echoes the request (here it answers as a Prometheus would,
+// with the request in its error) gets the proxy_url's password as a
+// Proxy-Authorization Basic header: neither may reach the source's error.
+func TestProxyPasswordNeverLeaks(t *testing.T) {
+	const proxyPass = "px-s3cr3t-proxy"
+	proxy := httptest.NewServer(faults("prom-bad-data", nil))
+	t.Cleanup(proxy.Close)
+	pu, err := url.Parse(proxy.URL)
+	require.NoError(t, err)
+	pu.User = url.UserPassword("ops", proxyPass)
+	cfg := DefaultPrometheusConfig()
+	cfg.URL, cfg.Query, cfg.Timeout = "http://prometheus.invalid:9090", "up", duration.Duration(2*time.Second)
+	cfg.HTTP.ProxyURL = promconfig.URL{URL: pu}
+	p, err := NewPrometheus(cfg, nil)
+	require.NoError(t, err)
+	_, err = p.Fetch(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Proxy-Authorization=Basic REDACTED", "the proxy answered")
+	assert.NotContains(t, err.Error(), proxyPass)
+	assert.NotContains(t, err.Error(), base64.StdEncoding.EncodeToString([]byte("ops:"+proxyPass)))
 }
