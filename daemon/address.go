@@ -67,7 +67,7 @@ func (a *addressSource) Fetch(ctx context.Context) (weighter.Loads, error) {
 	a.report(m)
 	if len(loads) > 0 && len(m.Matched) == 0 {
 		return nil, fmt.Errorf("%w: %d came back, such as %s; the servers are at %s%s",
-			ErrNoAddressMatch, len(loads), quoteSome(slices.Sorted(maps.Keys(loads))), quoteSome(addresses(servers)), ambiguity(m))
+			ErrNoAddressMatch, len(loads), weighter.QuoteSome(slices.Sorted(maps.Keys(loads))), weighter.QuoteSome(addresses(servers)), ambiguity(m))
 	}
 	return m.Loads, nil
 }
@@ -165,21 +165,4 @@ func ambiguity(m addrmatch.Match) string {
 	}
 	names := slices.Sorted(maps.Keys(m.Ambiguous))
 	return fmt.Sprintf("; %d shared by several servers, such as %s (%s)", len(names), names[0], strings.Join(m.Ambiguous[names[0]], ", "))
-}
-
-// quoteSome quotes the first five names and counts the rest.
-func quoteSome(names []string) string {
-	if len(names) == 0 {
-		return "none"
-	}
-	const shown = 5
-	q := make([]string, 0, shown)
-	for _, n := range names[:min(len(names), shown)] {
-		q = append(q, fmt.Sprintf("%q", n))
-	}
-	out := strings.Join(q, ", ")
-	if more := len(names) - len(q); more > 0 {
-		out += fmt.Sprintf(" and %d more", more)
-	}
-	return out
 }

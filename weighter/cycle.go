@@ -163,7 +163,7 @@ func annotate(p *Plan, sig *Signal) {
 // after a server of the backend.
 var ErrNoServerMatch = errors.New("no series name matches a server of the backend")
 
-// shownNames is how many names an ErrNoServerMatch error shows of each side.
+// shownNames is how many names QuoteSome shows.
 const shownNames = 5
 
 // matchServers returns an ErrNoServerMatch error when loads has series and
@@ -188,11 +188,12 @@ func matchServers(loads Loads, servers []ServerState) error {
 	slices.Sort(want)
 	return fmt.Errorf("%w: %d came back, such as %s; the backend's %d servers are %s "+
 		"(check server_label, server_regex, server_map or server_node)",
-		ErrNoServerMatch, len(got), someNames(got), len(want), someNames(want))
+		ErrNoServerMatch, len(got), QuoteSome(got), len(want), QuoteSome(want))
 }
 
-// someNames quotes the first shownNames names and counts the rest.
-func someNames(names []string) string {
+// QuoteSome quotes the first five names and counts the rest, for an error
+// that names the series and servers that did not match.
+func QuoteSome(names []string) string {
 	if len(names) == 0 {
 		return "none"
 	}
