@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"sync/atomic"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
@@ -75,6 +76,7 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 
 func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error) {
 	clients := clientPool{}
+	maps.Copy(clients, o.clients)
 	var units []*Unit
 	for _, b := range cfg.Backends {
 		var client *haproxy.Client

@@ -82,6 +82,8 @@ type buildOptions struct {
 	// peers, when set, adds the other balancers' readings to each backend's
 	// fast signal (peers.go).
 	peers *peerSet
+	// clients are the clients a reload keeps (sockets.go).
+	clients clientPool
 }
 
 // wrapFast makes src the external side of a Fresh source over the

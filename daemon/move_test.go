@@ -4,6 +4,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -76,4 +77,34 @@ func TestReloadToAnotherSocketRestoresTheFirst(t *testing.T) {
 	require.NoError(t, r.stop())
 	assert.True(t, restored(h2.Socket)(), "the second HAProxy's start-up weights back at exit: %v", weights(h2.Socket))
 	assert.True(t, restored(h1.Socket)(), "the first HAProxy left alone after: %v", weights(h1.Socket))
+}
+
+// TestReloadKeepsTheSocketsClient: a reload that keeps a socket keeps its
+// client, so that the socket's haproxy_weighter_haproxy_socket_up goes on
+// (a new client had none until its first exchange) and the backends on it,
+// kept or new, share one `show sess all` per cycle, not one per client.
+func TestReloadKeepsTheSocketsClient(t *testing.T) {
+	h := startFleetHAProxy(t, "be_a", "be_b")
+	stats := "    source: {haproxy: {counter: bytes_in, rate_window: 300ms}}\n"
+	first := "listen: \"\"\ninterval: 100ms\nhaproxy: {socket: " + h.Socket + "}\nbackends:\n  - name: be_a\n" + stats
+	next := first + "  - name: be_b\n" + stats
+	reload := make(chan string, 1)
+	parse := func(yml string) *config.Config {
+		cfg, err := config.Parse("test.yml", []byte(yml), nil)
+		require.NoError(t, err)
+		return cfg
+	}
+	reg := prometheus.NewRegistry()
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(parse(first), Options{Notifier: n, Registry: reg, Reload: func() (*config.Config, error) { return parse(<-reload), nil }})
+	r := startDaemon(t, d, n)
+	waitFor(t, "socket_up", func() bool { return socketUp(t, reg, h.Socket) == 1 })
+	old := d.current().units[0].client
+
+	reload <- next
+	r.hup <- syscall.SIGHUP
+	waitFor(t, "the reload", func() bool { return len(d.current().units) == 2 })
+	units := d.current().units
+	assert.True(t, old == units[0].client, "be_a keeps the socket's client")
+	assert.True(t, old == units[1].client, "be_b, new, takes it too")
 }

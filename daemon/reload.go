@@ -18,7 +18,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	cfg, err := d.reload()
 	var units []*Unit
 	if err == nil {
-		units, err = build(cfg, d.log, buildOptions{peers: d.peers})
+		units, err = build(cfg, d.log, buildOptions{peers: d.peers, clients: d.current().clients()})
 	}
 	if err != nil {
 		d.log.Error("config reload rejected, keeping the old configuration", "err", err)

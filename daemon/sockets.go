@@ -25,6 +25,24 @@ func (p clientPool) get(cfg haproxy.Config) (*haproxy.Client, error) {
 	return c, nil
 }
 
+// clients returns the clients of g's units by their socket settings: a
+// reload that keeps a socket keeps its client, with its health (socket_up
+// goes on, where a new client has none until its first exchange) and its
+// one `show sess all` per cycle, which the fast readers a reload keeps go on
+// sharing with the new ones.
+func (g *group) clients() clientPool {
+	pool := clientPool{}
+	if g == nil {
+		return pool
+	}
+	for _, u := range g.units {
+		if u.client != nil {
+			pool[u.socket] = u.client
+		}
+	}
+	return pool
+}
+
 // socketStates lists the HAProxy sockets of the configuration in force, in
 // the order of their first backend, for /metrics.
 func (d *Daemon) socketStates() []metrics.SocketState {
