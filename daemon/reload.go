@@ -44,6 +44,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	keepControllers(slices.DeleteFunc(slices.Clone(prev.units), func(u *Unit) bool {
 		return slices.Contains(stuck, u.Backend.Name)
 	}), units)
+	inheritStuckShedders(prev.units, stuck, units)
 	removed := d.forgetRemoved(old, cfg, stuck)
 	if old.RestoreOnExit {
 		// The daemon lets go of a backend the reload removed: with

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
@@ -31,6 +32,24 @@ func keepShedder(old, next *Unit) {
 		next.Backend.Shedder = o
 	default:
 		n.Inherit(o)
+	}
+}
+
+// inheritStuckShedders gives the new unit of each backend whose runner is
+// stuck a copy of the stuck unit's shed caps and cooldowns: it starts afresh
+// otherwise (keepControllers leaves a stuck unit alone), and a reload would
+// free max_per_minute and every client's cooldown. A copy, not the Shedder
+// itself: the stuck runner may still plan and close with its own.
+func inheritStuckShedders(old []*Unit, stuck []string, next []*Unit) {
+	for _, o := range old {
+		if o.Backend.Shedder == nil || !slices.Contains(stuck, o.Backend.Name) {
+			continue
+		}
+		for _, n := range next {
+			if n.Backend.Name == o.Backend.Name && n.Backend.Shedder != nil {
+				n.Backend.Shedder.Inherit(o.Backend.Shedder)
+			}
+		}
 	}
 }
 

@@ -79,3 +79,29 @@ func TestReloadChangingTheShedPolicyKeepsTheCap(t *testing.T) {
 		t.Errorf("a changed policy freed max_per_minute: sheds %v, reason %q", plan.Sheds, plan.Reason)
 	}
 }
+
+// A backend whose runner is stuck at a reload starts a new Shedder; it still
+// counts the stuck one's sheds of the last minute.
+func TestReloadPastAStuckRunnerKeepsTheCap(t *testing.T) {
+	p := weighter.DefaultShed()
+	p.For, p.MaxPerMinute, p.MaxShare, p.MinAge = 1, 1, 1, 0
+	old, next := shedUnit(t, p), shedUnit(t, p)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old.Backend.Shedder.Commit(t0, []weighter.ShedSession{{ID: "0x1", Serial: 1, Server: "s1", Client: "10.0.0.1:4000"}})
+	other := shedUnit(t, p)
+	other.Backend.Name = "other"
+	inheritStuckShedders([]*Unit{old}, []string{"be"}, []*Unit{other, next})
+	in := weighter.ShedInput{
+		Servers:  []weighter.ShedServer{{Name: "s1", Load: 1000}, {Name: "s2", Load: 100}, {Name: "s3", Load: 100}},
+		Sessions: []weighter.ShedSession{{ID: "0x2", Serial: 2, Server: "s1", Client: "10.0.0.2:4000", Age: time.Hour, Rate: 100}},
+	}
+	if plan := next.Backend.Shedder.Plan(t0.Add(10*time.Second), in); len(plan.Sheds) != 0 || !strings.Contains(plan.Reason, "max_per_minute 1") {
+		t.Errorf("the stuck runner's sheds were forgotten: sheds %v, reason %q", plan.Sheds, plan.Reason)
+	}
+	if next.Backend.Shedder == old.Backend.Shedder {
+		t.Error("the new unit shares the stuck runner's Shedder")
+	}
+	if plan := other.Backend.Shedder.Plan(t0.Add(10*time.Second), in); len(plan.Sheds) != 1 {
+		t.Errorf("another backend took over be's cap: %q", plan.Reason)
+	}
+}
