@@ -2,7 +2,9 @@ package haproxy
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +70,54 @@ backend be
 	require.NoError(t, b.Check(ctx))
 	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 7}}))
 	assert.Equal(t, 7, byName(t, b)["s2"].Weight)
+}
+
+// A reload with a broken configuration file leaves the old worker current
+// and the master's prompt "master[ReloadFailed]> ": the client reads,
+// checks and writes on through it.
+func TestMasterCLIAfterFailedReload(t *testing.T) {
+	h := testenv.StartHAProxyMaster(t, appConfig(t))
+	worker := h.Worker()
+	require.NoError(t, os.WriteFile(h.Config, []byte("backend broken\n  no-such-keyword\n"), 0o600))
+	h.SignalReload()
+	deadline := time.Now().Add(10 * time.Second)
+	// The master re-executes itself to reload: it may refuse or cut a
+	// connection meanwhile.
+	for out, _ := tryMaster(h.Socket, "show proc"); !strings.Contains(out, "[failed: 1]"); out, _ = tryMaster(h.Socket, "show proc") {
+		require.True(t, time.Now().Before(deadline), "the reload did not fail:\n%s", h.Log())
+		time.Sleep(20 * time.Millisecond) // polling period
+	}
+	require.Equal(t, worker, h.Worker(), "the old worker stays current")
+	require.Contains(t, h.Command("prompt\nshow version"), "master[ReloadFailed]> ", "the prompt this test is about")
+
+	c, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
+	require.NoError(t, err)
+	ctx := testCtx(t)
+	b := c.Backend("be_app")
+	require.NoError(t, b.Check(ctx))
+	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 9}, {Server: "s2", Weight: 99}}))
+	got := byName(t, b)
+	assert.Equal(t, 9, got["s1"].Weight)
+	assert.Equal(t, 99, got["s2"].Weight)
+	stats, err := c.Stats(ctx, "be_app")
+	require.NoError(t, err)
+	assert.Len(t, stats, 4)
+	_, err = c.Backend("nope").Servers(ctx)
+	require.ErrorIs(t, err, ErrNoBackend, "an error reply is one still")
+}
+
+// tryMaster sends one command to the master CLI at socket and returns what
+// came back before it closed.
+func tryMaster(socket, cmd string) (string, error) {
+	conn, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := conn.Write([]byte(cmd + "\nquit\n")); err != nil {
+		return "", err
+	}
+	out, err := io.ReadAll(conn)
+	return string(out), err
 }

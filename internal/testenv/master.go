@@ -84,10 +84,17 @@ func (h *HAProxyMaster) Worker() int {
 func (h *HAProxyMaster) Reload() int {
 	h.t.Helper()
 	old := h.Worker()
+	h.SignalReload()
+	return h.waitWorker(old)
+}
+
+// SignalReload sends SIGUSR2 to the master and returns at once: a reload
+// that fails (a broken configuration file) starts no worker to wait for.
+func (h *HAProxyMaster) SignalReload() {
+	h.t.Helper()
 	if err := h.cmd.Process.Signal(syscall.SIGUSR2); err != nil {
 		h.t.Fatalf("reload haproxy: %v", err)
 	}
-	return h.waitWorker(old)
 }
 
 // waitWorker polls until the master lists a current worker other than old.
