@@ -57,6 +57,9 @@ func TestAsyncSourceOutlastsTheCycle(t *testing.T) {
 	defer cancel()
 	_, err := a.Fetch(short)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing has come back yet")
+	// The fetch runs in the background: wait until it has reached the source
+	// (under load the goroutine may not have run yet when the cycle gives up).
+	require.Eventually(t, func() bool { return src.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
 	_, err = a.Fetch(short) // a second cycle while the first fetch runs
 	require.Error(t, err)
 	assert.EqualValues(t, 1, src.calls.Load(), "one fetch at a time")
