@@ -359,6 +359,9 @@ func (p *peerSet) readings(backend string, connections bool) ([]peerReading, str
 	now := p.now()
 	var out []peerReading
 	var left []string
+	// Per instance, the first URL added: one daemon listed under two URLs
+	// (a trailing /, its name and its address) is added once, not twice.
+	addedAs := map[string]string{}
 	for _, u := range peers {
 		pr := all[u]
 		pr.mu.Lock()
@@ -387,7 +390,12 @@ func (p *peerSet) readings(backend string, connections bool) ([]peerReading, str
 			left = append(left, fmt.Sprintf("%s: stale (%.3gs old)", u, age))
 			continue
 		}
+		if first, ok := addedAs[a.Instance]; ok {
+			left = append(left, fmt.Sprintf("%s: the same daemon as %s", u, first))
+			continue
+		}
 		out = append(out, peerReading{peer: u, servers: b.Servers})
+		addedAs[a.Instance] = u
 	}
 	p.added.WithLabelValues(backend).Set(float64(len(out)))
 	note := fmt.Sprintf("peers %d of %d added", len(out), len(peers))

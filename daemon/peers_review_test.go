@@ -165,3 +165,27 @@ func TestPeerReadingInAnotherUnitIsLeftOut(t *testing.T) {
 		assert.Equal(t, counts, a.Backends["be"].Connections)
 	}
 }
+
+// One daemon listed twice (its URL with and without a trailing /, or its
+// name and its address) is added once: its traffic counted twice would
+// weigh its servers as twice as loaded.
+func TestPeerListedTwiceIsAddedOnce(t *testing.T) {
+	peer := servePeer(t, "30")
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	set.set(ctx, []string{peer, peer + "/"}, 400*time.Millisecond)
+	waitFor(t, "both URLs asked", func() bool {
+		_, note := set.readings("be", false)
+		return !strings.Contains(note, "not asked yet")
+	})
+	r := newPeeredReader(&growingReader{}, "be", set)
+	var got weighter.LocalRead
+	for range 2 {
+		var err error
+		got, err = r.ReadLocal(ctx, []string{"s1"})
+		require.NoError(t, err)
+	}
+	assert.Equal(t, 1030.0, got.Servers["s1"].Rate, "own 1000 + the peer's 30, once")
+	assert.Equal(t, "peers 1 of 2 added (left out: "+peer+"/: the same daemon as "+peer+")", got.Peers)
+}
