@@ -63,6 +63,18 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
+// waitFor polls cond until it holds, failing the test after 10 s.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling period
+	}
+}
+
 // byName indexes servers read from a Backend.
 func byName(t testing.TB, b *Backend) map[string]weighter.ServerState {
 	t.Helper()

@@ -80,18 +80,8 @@ func TestMasterCLI(t *testing.T) {
 	old := h.Worker()
 	pid := h.Reload()
 	require.NotEqual(t, old, pid)
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(20 * time.Millisecond) // polling period
-		}
-	}
 	// The master refuses connections for a moment while it re-executes.
-	waitFor("the new worker's weights", func() bool {
+	waitFor(t, "the new worker's weights", func() bool {
 		servers, err := b.Servers(ctx)
 		return err == nil && len(servers) == 4 && servers[0].Name == "s1" && servers[0].Weight == 1
 	})

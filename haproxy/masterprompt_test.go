@@ -51,11 +51,9 @@ backend be
   server s1 127.0.0.1:%d weight 10 agent-check agent-port %d agent-inter 100ms
   server s2 127.0.0.1:%d weight 20
 `, testenv.FreePort(t), agent, testenv.FreePort(t)))
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(h.Command("@1 show stat be 6 -1"), "master> injected") {
-		require.True(t, time.Now().Before(deadline), "the agent's text never showed in show stat: %s", h.Command("@1 show stat be 6 -1"))
-		time.Sleep(20 * time.Millisecond) // polling period
-	}
+	waitFor(t, "the agent's text in show stat", func() bool {
+		return strings.Contains(h.Command("@1 show stat be 6 -1"), "master> injected")
+	})
 	c, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
 	require.NoError(t, err)
 	ctx := testCtx(t)
@@ -80,13 +78,12 @@ func TestMasterCLIAfterFailedReload(t *testing.T) {
 	worker := h.Worker()
 	require.NoError(t, os.WriteFile(h.Config, []byte("backend broken\n  no-such-keyword\n"), 0o600))
 	h.SignalReload()
-	deadline := time.Now().Add(10 * time.Second)
-	// The master re-executes itself to reload: it may refuse or cut a
-	// connection meanwhile.
-	for out, _ := tryMaster(h.Socket, "show proc"); !strings.Contains(out, "[failed: 1]"); out, _ = tryMaster(h.Socket, "show proc") {
-		require.True(t, time.Now().Before(deadline), "the reload did not fail:\n%s", h.Log())
-		time.Sleep(20 * time.Millisecond) // polling period
-	}
+	waitFor(t, "the reload to fail", func() bool {
+		// The master re-executes itself to reload: it may refuse or cut a
+		// connection meanwhile.
+		out, _ := tryMaster(h.Socket, "show proc")
+		return strings.Contains(out, "[failed: 1]")
+	})
 	require.Equal(t, worker, h.Worker(), "the old worker stays current")
 	require.Contains(t, h.Command("prompt\nshow version"), "master[ReloadFailed]> ", "the prompt this test is about")
 
