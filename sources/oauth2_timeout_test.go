@@ -9,7 +9,6 @@ import (
 
 	promconfig "github.com/prometheus/common/config"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 )
@@ -37,8 +36,9 @@ func TestOAuth2HangingTokenEndpointIsBounded(t *testing.T) {
 				cfg.URL, cfg.Query, cfg.Timeout = prom.URL, "up", duration.Duration(200*time.Millisecond)
 				cfg.HTTP.OAuth2 = o
 				p, err := NewPrometheus(cfg, nil)
-				require.NoError(t, err)
-				_, err = p.Fetch(context.Background())
+				if err == nil {
+					_, err = p.Fetch(context.Background())
+				}
 				done <- err
 				return
 			}
@@ -46,8 +46,9 @@ func TestOAuth2HangingTokenEndpointIsBounded(t *testing.T) {
 			cfg.URL, cfg.Target, cfg.Retries, cfg.Timeout = prom.URL, "x", 0, duration.Duration(200*time.Millisecond)
 			cfg.HTTP.OAuth2 = o
 			g, err := NewGraphite(cfg, nil)
-			require.NoError(t, err)
-			_, err = g.Fetch(context.Background())
+			if err == nil {
+				_, err = g.Fetch(context.Background())
+			}
 			done <- err
 		}()
 		select {
