@@ -2,6 +2,7 @@ package haproxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -14,13 +15,19 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// killMidReply listens on a unix socket of its own and passes each
-// connection on to the master CLI at master; once after bytes of the
-// master's reply it kills the worker, so that the worker dies in the middle
-// of its reply. It is a fault injector in front of a real HAProxy.
+// killMidReply is midReply killing the worker: the worker dies in the
+// middle of its reply.
 func killMidReply(t *testing.T, master string, worker, bytes int) string {
+	return midReply(t, master, bytes, func() { _ = syscall.Kill(worker, syscall.SIGKILL) })
+}
+
+// midReply listens on a unix socket of its own and passes a connection on
+// to the master CLI at master; after bytes of the master's reply it calls
+// fault. It is a fault injector in front of a real HAProxy.
+func midReply(t *testing.T, master string, bytes int, fault func()) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "proxy.sock")
 	ln, err := net.Listen("unix", path)
@@ -39,7 +46,7 @@ func killMidReply(t *testing.T, master string, worker, bytes int) string {
 		defer up.Close()
 		go func() { _, _ = io.Copy(up, client) }()
 		_, _ = io.CopyN(client, up, int64(bytes))
-		_ = syscall.Kill(worker, syscall.SIGKILL)
+		fault()
 		_, _ = io.Copy(client, up)
 	}()
 	return path
@@ -57,4 +64,38 @@ func TestMasterCLIWorkerDiesMidReply(t *testing.T) {
 	require.Error(t, err, "%d servers' stats of 20000", len(stats))
 	assert.True(t, errors.Is(err, ErrBadReply), "%v", err)
 	t.Log(err)
+}
+
+// A reload in the middle of a batch of weights leaves some on the old
+// worker: the batch is an error, or every weight it says it wrote is on the
+// worker that is current after it.
+func TestMasterCLIReloadMidBatch(t *testing.T) {
+	const n = 1000
+	h := testenv.StartHAProxyMaster(t, bigConfig(n))
+	proxy := midReply(t, h.Socket, 2<<10, h.SignalReload)
+	c, err := New(Config{Socket: proxy, Master: true, Timeout: duration.Duration(5 * time.Second)})
+	require.NoError(t, err)
+	changes := make([]weighter.Change, n)
+	for i := range changes {
+		changes[i] = weighter.Change{Server: fmt.Sprintf("s%d", i), Weight: 1 + i%200}
+	}
+	err = c.Backend("be_big").SetWeights(testCtx(t), changes)
+	t.Logf("SetWeights: %.300v", err)
+	if err != nil {
+		return
+	}
+	direct, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
+	require.NoError(t, err)
+	var got map[string]weighter.ServerState
+	waitFor(t, "the current worker's weights", func() bool {
+		servers, err := direct.Backend("be_big").Servers(testCtx(t))
+		got = map[string]weighter.ServerState{}
+		for _, s := range servers {
+			got[s.Name] = s
+		}
+		return err == nil
+	})
+	for _, ch := range changes {
+		assert.Equal(t, ch.Weight, got[ch.Server].Weight, "%s: said written", ch.Server)
+	}
 }
