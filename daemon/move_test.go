@@ -108,3 +108,35 @@ func TestReloadKeepsTheSocketsClient(t *testing.T) {
 	assert.True(t, old == units[0].client, "be_a keeps the socket's client")
 	assert.True(t, old == units[1].client, "be_b, new, takes it too")
 }
+
+// TestReloadToAnotherSocketWithTheFirstDown: when the first HAProxy cannot
+// take its start-up weights back (it is gone), the second's are kept all
+// the same, and come back at exit: the first's must not stand in for them.
+func TestReloadToAnotherSocketWithTheFirstDown(t *testing.T) {
+	h1 := startFleetHAProxy(t, "be")
+	h2 := startFleetHAProxy(t, "be")
+	parse := func(socket string) *config.Config {
+		t.Helper()
+		yml := "listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: " + socket + ", timeout: 1s}\nbackends:\n" +
+			"  - name: be\n    source: {haproxy: {counter: bytes_in, rate_window: 300ms}}\n"
+		cfg, err := config.Parse("test.yml", []byte(yml), nil)
+		require.NoError(t, err)
+		return cfg
+	}
+	weights := func(socket string) map[string]int {
+		w, err := weightsOf(t, socket, "be")
+		require.NoError(t, err)
+		return w
+	}
+	written := func() bool { w := weights(h2.Socket); return w["s1"] > 10 && w["s2"] > 20 }
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(parse(h1.Socket), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse(h2.Socket), nil }})
+	r := startDaemon(t, d, n)
+	waitFor(t, "start-up weights kept", func() bool { return d.startWeights.has("be") })
+	h1.Kill()
+
+	r.hup <- syscall.SIGHUP
+	waitFor(t, "weights written to the second HAProxy", written)
+	require.NoError(t, r.stop())
+	assert.Equal(t, map[string]int{"s1": 10, "s2": 20}, weights(h2.Socket), "the second HAProxy's start-up weights back at exit")
+}

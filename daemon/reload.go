@@ -52,7 +52,11 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		// either. Its runner has stopped, so nothing writes there any more.
 		// A failure is logged; the daemon goes on with the new configuration.
 		_ = d.startWeights.restore(ctx, old.CycleTimeout(), removed, "restore of a backend removed by the reload")
-		_ = d.startWeights.restore(ctx, old.CycleTimeout(), movedSocket(prev.units, units, stuck), "restore of a backend the reload moved to another HAProxy socket")
+		moved := movedSocket(prev.units, units, stuck)
+		_ = d.startWeights.restore(ctx, old.CycleTimeout(), moved, "restore of a backend the reload moved to another HAProxy socket")
+		// Put back or not, the first HAProxy's weights are not the ones to
+		// restore any more: the new socket's are kept at its first read.
+		d.startWeights.forget(moved)
 	}
 	d.restoreTurnedDry(ctx, old, cfg, stuck)
 	d.mu.Lock()

@@ -50,6 +50,15 @@ func (s *startWeights) has(backend string) bool {
 	return s.kept[backend] != nil
 }
 
+// forget drops the named backends' start-up weights.
+func (s *startWeights) forget(names []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range names {
+		delete(s.kept, name)
+	}
+}
+
 // restore writes back the start-up weights of the named backends that have
 // them, within timeout. A restored backend's weights are dropped, so a
 // backend configured again later starts from what it has then; one that
