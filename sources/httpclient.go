@@ -170,7 +170,7 @@ func cloneHTTP(h promconfig.HTTPClientConfig) promconfig.HTTPClientConfig {
 // longer than timeout (boundedDial). name labels the client's connections.
 func newHTTPClient(name string, h promconfig.HTTPClientConfig, u *url.URL, timeout time.Duration) (*http.Client, error) {
 	client, err := promconfig.NewClientFromConfig(h, name, promconfig.WithIdleConnTimeout(90*time.Second),
-		promconfig.WithDialContextFunc(boundedDial(timeout)))
+		promconfig.WithDialContextFunc(boundedDial(timeout, dialTargets(h, u))))
 	if err != nil {
 		return nil, err
 	}
@@ -180,12 +180,16 @@ func newHTTPClient(name string, h promconfig.HTTPClientConfig, u *url.URL, timeo
 }
 
 // boundedDial dials connections on which no dial or read waits longer than
-// timeout. prometheus/common asks an OAuth2 token endpoint without the
-// request's context and without a timeout: one that accepts and never
-// answers would hold the source's fetch, and its cycle, for ever.
-func boundedDial(timeout time.Duration) promconfig.DialContextFunc {
+// timeout, to the addresses targets lists (dialTargets). prometheus/common
+// asks an OAuth2 token endpoint without the request's context and without a
+// timeout: one that accepts and never answers would hold the source's
+// fetch, and its cycle, for ever.
+func boundedDial(timeout time.Duration, targets map[string]bool) promconfig.DialContextFunc {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if err := checkDialTarget(targets, addr); err != nil {
+			return nil, err
+		}
 		c, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -235,11 +239,7 @@ func redirectPolicy(want string, follow bool) func(*http.Request, []*http.Reques
 // origin is u's scheme, host and port (the scheme's default when absent), in
 // lower case, for telling a redirect to another server from one within the source.
 func origin(u *url.URL) string {
-	scheme, port := strings.ToLower(u.Scheme), u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[scheme]
-	}
-	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	return strings.ToLower(u.Scheme) + "://" + hostPort(u)
 }
 
 // httpSecrets lists what the redactor must hide of h (resolved): the inline
