@@ -155,6 +155,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	if u.fast != nil {
 		u.Backend.Source = u.fast.fresh
 	}
+	askOpenStreams(u)
 	return u, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
@@ -17,6 +18,9 @@ import (
 type localReader struct {
 	counter string
 	b       *haproxy.Backend
+	// open asks for the open streams with their rates, which only the shed
+	// planner uses; set from the backend's shed block at build and reload.
+	open atomic.Bool
 }
 
 var _ weighter.LocalReader = (*localReader)(nil)
@@ -35,7 +39,7 @@ func newLocalReader(b *haproxy.Backend, dir weighter.Bytes) *localReader {
 // ReadLocal reads the signal of the named servers from the newest `show
 // sess all` of the backend's HAProxy.
 func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
-	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: servers})
+	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: servers, Open: r.open.Load()})
 	if err != nil {
 		return weighter.LocalRead{}, err
 	}

@@ -124,6 +124,7 @@ func keepControllers(old, next []*Unit) {
 		}
 		if ok && sameSource(o, u) {
 			u.Backend.Source, u.fast, u.address = o.Backend.Source, o.fast, o.address
+			askOpenStreams(u) // the kept reader, for the new shed block
 			hb, isHAProxy := u.target.(*haproxy.Backend)
 			src := u.Backend.Source
 			if u.fast != nil {

@@ -19,6 +19,14 @@ func newShedder(b config.Backend) (*weighter.Shedder, error) {
 	return weighter.NewShedder(p)
 }
 
+// askOpenStreams has the unit's HAProxy fast reader list the open streams
+// with their rates only when the backend sheds: nothing else reads them.
+func askOpenStreams(u *Unit) {
+	if u.fast != nil && u.fast.local != nil {
+		u.fast.local.open.Store(u.Backend.Shedder != nil)
+	}
+}
+
 // keepShedder hands the new unit of a backend the old unit's Shedder when
 // the reload left its shed policy as it was: its state is the caps and the
 // client cooldowns, which a reload must not reset (a client shed a minute

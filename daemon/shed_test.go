@@ -105,3 +105,41 @@ func TestReloadPastAStuckRunnerKeepsTheCap(t *testing.T) {
 		t.Errorf("another backend took over be's cap: %q", plan.Reason)
 	}
 }
+
+// The fast reader lists the open streams (costly at 10,000 streams) only for
+// a backend that sheds, and a reload that keeps the reader follows the new
+// shed block either way.
+func TestOnlyASheddingBackendListsOpenStreams(t *testing.T) {
+	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n  - name: be\n" +
+		"    source: {haproxy: {counter: bytes_in}}\n"
+	const shed = "    shed: {above: 1.5}\n"
+	asked := func(units []*Unit) bool {
+		t.Helper()
+		if len(units) != 1 || units[0].fast == nil || units[0].fast.local == nil {
+			t.Fatalf("want one unit with an HAProxy fast reader, got %+v", units)
+		}
+		return units[0].fast.local.open.Load()
+	}
+	plain := buildUnits(t, head)
+	if asked(plain) {
+		t.Error("a backend without shed asks for the open streams")
+	}
+	shedding := buildUnits(t, head+shed)
+	if !asked(shedding) {
+		t.Error("a shedding backend does not ask for the open streams")
+	}
+
+	on := buildUnits(t, head+shed)
+	keepControllers(plain, on)
+	if on[0].fast != plain[0].fast {
+		t.Fatal("the reload did not keep the fast reader")
+	}
+	if !asked(on) {
+		t.Error("shed added by a reload: the kept reader does not ask for the open streams")
+	}
+	off := buildUnits(t, head)
+	keepControllers(on, off)
+	if asked(off) {
+		t.Error("shed removed by a reload: the kept reader still asks for the open streams")
+	}
+}

@@ -283,7 +283,9 @@ func (a *localAcc) reading(backend string, q LocalQuery, deadAfter int) LocalRea
 		}
 		r.Servers[name] = sl
 	}
-	r.Open = a.open(backend, q.Counter, span)
+	if q.Open {
+		r.Open = a.open(backend, q.Counter, span)
+	}
 	i := counterIndex(q.Counter)
 	if deadAfter > 0 && b.still[i] >= deadAfter {
 		dir := q.Counter

@@ -25,7 +25,7 @@ func dumpAt(sec float64, serial uint64, streams ...dumpedStream) localDump {
 }
 
 func readIn(a *localAcc) LocalReading {
-	return a.reading("be", LocalQuery{Counter: CounterBytesIn}, 3)
+	return a.reading("be", LocalQuery{Counter: CounterBytesIn, Open: true}, 3)
 }
 
 func TestLocalAccCountsEachByteOnce(t *testing.T) {

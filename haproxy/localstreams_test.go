@@ -38,7 +38,7 @@ func TestLocalAccOpenStreamsHaveTheirOwnRates(t *testing.T) {
 	assert.Equal(t, uint64(12), r.Open[1].Serial)
 	assert.True(t, math.IsNaN(r.Open[1].Rate), "a new stream at a reused address has no rate")
 
-	both := a.reading("be", LocalQuery{Counter: LocalBoth}, 3)
+	both := a.reading("be", LocalQuery{Counter: LocalBoth, Open: true}, 3)
 	assert.Equal(t, 220.0, both.Open[0].Rate, "the query's direction: in + out")
 
 	// Stream 1 ends: it is no longer open.
@@ -46,7 +46,8 @@ func TestLocalAccOpenStreamsHaveTheirOwnRates(t *testing.T) {
 	r = readIn(a)
 	require.Len(t, r.Open, 1)
 	assert.Equal(t, 100.0, r.Open[0].Rate)
-	assert.Empty(t, a.reading("other", LocalQuery{}, 3).Open, "another backend's streams are not listed")
+	assert.Empty(t, a.reading("other", LocalQuery{Open: true}, 3).Open, "another backend's streams are not listed")
+	assert.Nil(t, a.reading("be", LocalQuery{}, 3).Open, "not listed unless asked for")
 }
 
 // Over random dumps, a server's rate is the sum of what its streams moved:
