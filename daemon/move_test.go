@@ -45,19 +45,8 @@ func TestReloadToAnotherSocketStartsControllerAfresh(t *testing.T) {
 func TestReloadToAnotherSocketRestoresTheFirst(t *testing.T) {
 	h1 := startFleetHAProxy(t, "be")
 	h2 := startFleetHAProxy(t, "be")
-	parse := func(socket string) *config.Config {
-		t.Helper()
-		yml := "listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: " + socket + "}\nbackends:\n" +
-			"  - name: be\n    source: {haproxy: {counter: bytes_in, rate_window: 300ms}}\n"
-		cfg, err := config.Parse("test.yml", []byte(yml), nil)
-		require.NoError(t, err)
-		return cfg
-	}
-	weights := func(socket string) map[string]int {
-		w, err := weightsOf(t, socket, "be")
-		require.NoError(t, err)
-		return w
-	}
+	parse := func(socket string) *config.Config { return movingConfig(t, socket, "") }
+	weights := func(socket string) map[string]int { return weightsOfBe(t, socket) }
 	// No traffic: every load is 0, so each cycle moves both servers up from
 	// the configured 10 and 20.
 	written := func(socket string) func() bool {
@@ -115,19 +104,8 @@ func TestReloadKeepsTheSocketsClient(t *testing.T) {
 func TestReloadToAnotherSocketWithTheFirstDown(t *testing.T) {
 	h1 := startFleetHAProxy(t, "be")
 	h2 := startFleetHAProxy(t, "be")
-	parse := func(socket string) *config.Config {
-		t.Helper()
-		yml := "listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: " + socket + ", timeout: 1s}\nbackends:\n" +
-			"  - name: be\n    source: {haproxy: {counter: bytes_in, rate_window: 300ms}}\n"
-		cfg, err := config.Parse("test.yml", []byte(yml), nil)
-		require.NoError(t, err)
-		return cfg
-	}
-	weights := func(socket string) map[string]int {
-		w, err := weightsOf(t, socket, "be")
-		require.NoError(t, err)
-		return w
-	}
+	parse := func(socket string) *config.Config { return movingConfig(t, socket, ", timeout: 1s") }
+	weights := func(socket string) map[string]int { return weightsOfBe(t, socket) }
 	written := func() bool { w := weights(h2.Socket); return w["s1"] > 10 && w["s2"] > 20 }
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse(h1.Socket), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse(h2.Socket), nil }})
@@ -139,4 +117,24 @@ func TestReloadToAnotherSocketWithTheFirstDown(t *testing.T) {
 	waitFor(t, "weights written to the second HAProxy", written)
 	require.NoError(t, r.stop())
 	assert.Equal(t, map[string]int{"s1": 10, "s2": 20}, weights(h2.Socket), "the second HAProxy's start-up weights back at exit")
+}
+
+// movingConfig is the configuration of the reload tests that move backend be
+// between sockets: restore_on_exit, the HAProxy stats source, socket
+// settings after the path given in socketExtra.
+func movingConfig(t *testing.T, socket, socketExtra string) *config.Config {
+	t.Helper()
+	yml := "listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: " + socket + socketExtra + "}\nbackends:\n" +
+		"  - name: be\n    source: {haproxy: {counter: bytes_in, rate_window: 300ms}}\n"
+	cfg, err := config.Parse("test.yml", []byte(yml), nil)
+	require.NoError(t, err)
+	return cfg
+}
+
+// weightsOfBe reads backend be's weights on the HAProxy at socket.
+func weightsOfBe(t *testing.T, socket string) map[string]int {
+	t.Helper()
+	w, err := weightsOf(t, socket, "be")
+	require.NoError(t, err)
+	return w
 }
