@@ -191,9 +191,10 @@ func TestShedSessionJSON(t *testing.T) {
 	assert.JSONEq(t, `{"id":"0x1","serial":7,"server":"s1","client":"10.0.0.7:1","age_seconds":90,"rate":null}`, string(b))
 }
 
-// A fast read returned again to a later cycle (dumps spaced by the stream
-// count) is not a second hot cycle.
-func TestRunCycleCountsHotReadsNotCycles(t *testing.T) {
+// whaleHotOnce is whaleBackend shedding after two hot reads, after its first
+// cycle: one hot read counted.
+func whaleHotOnce(t *testing.T) (*Backend, *shedSource, *closingTarget) {
+	t.Helper()
 	b, src, tgt := whaleBackend(t)
 	sh, err := NewShedder(ShedPolicy{Above: 1.5, For: 2, MaxPerMinute: 1, MaxShare: 0.1})
 	require.NoError(t, err)
@@ -201,7 +202,14 @@ func TestRunCycleCountsHotReadsNotCycles(t *testing.T) {
 	src.at = now
 	c := RunCycle(context.Background(), b, now, true)
 	assert.Contains(t, c.Plan.Shed.Reason, "for 1 of 2 cycles")
-	c = RunCycle(context.Background(), b, now.Add(2*time.Second), true)
+	return b, src, tgt
+}
+
+// A fast read returned again to a later cycle (dumps spaced by the stream
+// count) is not a second hot cycle.
+func TestRunCycleCountsHotReadsNotCycles(t *testing.T) {
+	b, src, tgt := whaleHotOnce(t)
+	c := RunCycle(context.Background(), b, now.Add(2*time.Second), true)
 	assert.Equal(t, "no new show sess dump since the last cycle", c.Plan.Shed.Reason)
 	assert.Empty(t, c.Sheds)
 	src.at = now.Add(3 * time.Second)

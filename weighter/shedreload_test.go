@@ -15,16 +15,11 @@ import (
 // A reload builds a new Backend around the kept Shedder; a fast read the old
 // Backend already planned from is still one read, not a second hot cycle.
 func TestShedderCountsAReadOnceAcrossANewBackend(t *testing.T) {
-	b, src, tgt := whaleBackend(t)
-	sh, err := NewShedder(ShedPolicy{Above: 1.5, For: 2, MaxPerMinute: 1, MaxShare: 0.1})
-	require.NoError(t, err)
-	b.Shedder = sh
-	src.at = now
-	c := RunCycle(context.Background(), b, now, true)
-	assert.Contains(t, c.Plan.Shed.Reason, "for 1 of 2 cycles")
+	b, _, tgt := whaleHotOnce(t)
+	sh := b.Shedder
 
 	reloaded := &Backend{Name: b.Name, Source: b.Source, Target: b.Target, Controller: b.Controller, Shedder: sh}
-	c = RunCycle(context.Background(), reloaded, now.Add(2*time.Second), true)
+	c := RunCycle(context.Background(), reloaded, now.Add(2*time.Second), true)
 	assert.Equal(t, "no new show sess dump since the last cycle", c.Plan.Shed.Reason)
 	assert.Empty(t, c.Sheds)
 	assert.NotContains(t, tgt.events, "close 0x1")
