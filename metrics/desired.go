@@ -1,7 +1,5 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
-
 // newDesired creates the series that compare a plan with what HAProxy has:
 // the weight the plan wants beside server_weight (the weight HAProxy has),
 // in every mode, and what a dry run would have written.
@@ -11,11 +9,9 @@ func (m *Metrics) newDesired() {
 			"They differ while a change is held back (deadband, max_step) or in a dry run.", "backend", "server")
 	m.dryRun = gaugeVec("dry_run",
 		"1 when the backend runs dry (dry_run, run --dry-run): it plans and exports and writes nothing.", "backend")
-	m.dryRunWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: namespace, Name: "dry_run_weight_writes_total",
-		Help: "Weight writes a dry run held back: one per server each time the weight the plan wants for it changes " +
-			"(HAProxy's weights do not move, so a change still wanted is not counted again).",
-	}, []string{"backend"})
+	m.dryRunWrites = counterVec("dry_run_weight_writes_total",
+		"Weight writes a dry run held back: one per server each time the weight the plan wants for it changes "+
+			"(HAProxy's weights do not move, so a change still wanted is not counted again).", "backend")
 }
 
 // SetDryRun exports whether the backend runs dry.

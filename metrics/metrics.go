@@ -62,10 +62,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		load:   gaugeVec("server_load", "Aggregated load of the server used by the last cycle.", "backend", "server"),
 		imbalance: gaugeVec("backend_imbalance",
 			"Highest server load divided by the mean load of the backend, in the last cycle.", "backend"),
-		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "cycles_total",
-			Help: "Cycles run, by result: ok, source_error, haproxy_error (HAProxy or IPVS), skipped_coverage.",
-		}, []string{"backend", "result"}),
+		cycles: counterVec("cycles_total",
+			"Cycles run, by result: ok, source_error, haproxy_error (HAProxy or IPVS), skipped_coverage.", "backend", "result"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "cycle_duration_seconds",
 			Help: "Duration of one cycle: fetch, plan and write.",
@@ -74,10 +72,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			// 60 s and a little more): each timeout gets a finite bucket.
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 20, 30, 60, 120},
 		}, []string{"backend"}),
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "weight_writes_total",
-			Help: "Server weights written (one per server and change).",
-		}, []string{"backend"}),
+		writes: counterVec("weight_writes_total",
+			"Server weights written (one per server and change).", "backend"),
 		lastSuccess: gaugeVec("last_success_timestamp_seconds",
 			"Unix time of the end of the last cycle with result ok.", "backend"),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -124,6 +120,10 @@ func New(reg prometheus.Registerer) *Metrics {
 
 func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
 }
 
 // Init creates the per-backend series at zero, so that a backend that never

@@ -17,15 +17,11 @@ type shedMetrics struct {
 
 func newShedMetrics(reg prometheus.Registerer) *shedMetrics {
 	m := &shedMetrics{
-		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "sessions_shed_total",
-			Help: "Sessions closed by session shedding (shed:), by the server they were closed on.",
-		}, []string{"backend", "server"}),
-		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "sessions_shed_rate_bytes_per_second_total",
-			Help: "Sum of the measured rates (bytes/s) of the sessions shed: the traffic moved off each server, " +
-				"as it was at each shed (the clients reconnect and HAProxy places them again).",
-		}, []string{"backend", "server"}),
+		shed: counterVec("sessions_shed_total",
+			"Sessions closed by session shedding (shed:), by the server they were closed on.", "backend", "server"),
+		moved: counterVec("sessions_shed_rate_bytes_per_second_total",
+			"Sum of the measured rates (bytes/s) of the sessions shed: the traffic moved off each server, "+
+				"as it was at each shed (the clients reconnect and HAProxy places them again).", "backend", "server"),
 	}
 	reg.MustRegister(m.shed, m.moved)
 	return m
