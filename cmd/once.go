@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -99,7 +98,7 @@ func printTables(w io.Writer, cycles []weighter.Cycle, apply bool) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SERVER\tADDRESS\tLOAD\tCURRENT\tNEW\tACTION\tREASON")
 		for _, s := range c.Plan.Servers {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Server, cmp.Or(s.Address, "-"), formatLoad(s.Load), s.Current, s.New, s.Action, s.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Server, cmp.Or(s.Address, "-"), weighter.LoadText(s.Load), s.Current, s.New, s.Action, s.Reason)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -126,13 +125,6 @@ func signalLine(s *weighter.Signal) string {
 		parts = append(parts, "external source failed: "+s.ExternalError)
 	}
 	return strings.Join(parts, "; ")
-}
-
-func formatLoad(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return strconv.FormatFloat(v, 'g', 6, 64)
 }
 
 // cycleJSON is the --output json form of one backend's cycle.

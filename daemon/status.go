@@ -166,7 +166,7 @@ func (r *runner) view(now time.Time) backendView {
 		sv := serverView{Name: s.Server, Address: s.Address, Load: "no data", Action: string(s.Action), Reason: s.Reason,
 			Now: s.Current, Desired: s.New, Age: "none"}
 		if !math.IsNaN(s.Load) {
-			sv.Load = strconv.FormatFloat(s.Load, 'g', 4, 64)
+			sv.Load = weighter.LoadText(s.Load)
 		}
 		if w, ok := written[s.Server]; ok {
 			sv.Now = w
@@ -201,8 +201,8 @@ func shedOf(c weighter.Cycle) *shedView {
 	}
 	for _, sh := range p.Sheds {
 		row := shedRowView{Server: sh.Session.Server, Session: sh.Session.ID, Client: sh.Session.Client,
-			Rate: strconv.FormatFloat(sh.Session.Rate, 'g', 4, 64) + " " + weighter.ShedUnit,
-			Age:  sh.Session.Age.Round(time.Second).String(), Reason: sh.Reason,
+			Rate: weighter.RateText(sh.Session.Rate) + " " + weighter.ShedUnit,
+			Age:  weighter.AgeText(sh.Session.Age), Reason: sh.Reason,
 			Ratio: fmt.Sprintf("%.2f → %.2f", sh.Ratio, sh.After), Outcome: "would shed (dry run)"}
 		if c.Applied {
 			row.Outcome = "not tried"

@@ -191,7 +191,7 @@ func TestStatusPageSheds(t *testing.T) {
 	defer srv.Close()
 	f.src.set(map[string]float64{"s1": 10, "s2": 40}, nil)
 	c := f.r.step(context.Background())
-	sh := weighter.Shed{Session: weighter.ShedSession{ID: "0x55d1c0", Server: "s2", Client: "10.0.0.7:51234", Age: 14 * time.Minute, Rate: 3100},
+	sh := weighter.Shed{Session: weighter.ShedSession{ID: "0x55d1c0", Server: "s2", Client: "10.0.0.7:51234", Age: 14 * time.Minute, Rate: 12350},
 		Ratio: 2.4, After: 1.3, Cycles: 3, Reason: "hot for 3 cycles"}
 	set := func(c weighter.Cycle) {
 		f.r.mu.Lock()
@@ -203,7 +203,7 @@ func TestStatusPageSheds(t *testing.T) {
 	c.Plan.Shed = &weighter.ShedPlan{Server: "s2", Sheds: []weighter.Shed{sh}}
 	set(c)
 	_, _, body := getPage(t, srv, "/")
-	want := `<tr><td>s2</td><td>0x55d1c0</td><td>10.0.0.7:51234</td><td class="n">3100 B/s</td><td class="n">14m0s</td>` +
+	want := `<tr><td>s2</td><td>0x55d1c0</td><td>10.0.0.7:51234</td><td class="n">12,350 B/s</td><td class="n">14m</td>` +
 		`<td class="n">2.40 → 1.30</td><td>would shed (dry run)</td><td>hot for 3 cycles</td></tr>`
 	if !strings.Contains(body, want) {
 		t.Errorf("no %q in:\n%s", want, body)
@@ -220,6 +220,18 @@ func TestStatusPageSheds(t *testing.T) {
 	set(c)
 	if _, _, body = getPage(t, srv, "/"); !strings.Contains(body, "Session shedding: nothing to shed (weights bringing s2 down).") {
 		t.Errorf("no reason for no shed in:\n%s", body)
+	}
+}
+
+// TestStatusPageNumbersAsOnce: the page writes a load as once's table does
+// (1.235e+04 on one and 12345.6 on the other read as two different numbers).
+func TestStatusPageNumbersAsOnce(t *testing.T) {
+	f := newDryFixture(t, true, "s1", "s2")
+	f.src.set(map[string]float64{"s1": 12345.6, "s2": 0.000123}, nil)
+	f.r.step(context.Background())
+	v := f.r.view(f.r.clock.Now())
+	if len(v.Servers) != 2 || v.Servers[0].Load != "12345.6" || v.Servers[1].Load != "0.000123" {
+		t.Errorf("loads 12345.6 and 0.000123 shown as %+v", v.Servers)
 	}
 }
 

@@ -287,7 +287,7 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 			plan.Sheds = append(plan.Sheds, Shed{
 				Session: c, Ratio: h.ratio, After: after / mean, Cycles: st.cycles,
 				Reason: fmt.Sprintf("shed session %s (client %s, %s %s, age %s) from %s: %s× mean for %d cycles",
-					c.ID, c.Client, rateText(c.Rate), unitText(in.Unit), ageText(c.Age), h.name, ratioText(h.ratio), st.cycles),
+					c.ID, c.Client, RateText(c.Rate), unitText(in.Unit), AgeText(c.Age), h.name, ratioText(h.ratio), st.cycles),
 			})
 		}
 		delete(s.streaks, h.name) // it must stay hot For more cycles before the next
@@ -546,32 +546,4 @@ func unitText(u string) string {
 		return "/s"
 	}
 	return u
-}
-
-// rateText writes a rate with thousands separators: 3,100 (2 significant
-// decimals below 10).
-func rateText(r float64) string {
-	if r < 10 {
-		return strconv.FormatFloat(r, 'f', 2, 64)
-	}
-	digits := strconv.FormatFloat(math.Round(r), 'f', 0, 64)
-	var b strings.Builder
-	for i, d := range digits {
-		if i > 0 && (len(digits)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(d)
-	}
-	return b.String()
-}
-
-// ageText writes an age as whole seconds, minutes or hours and minutes: 45s, 14m, 2h5m.
-func ageText(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	}
-	return fmt.Sprintf("%dh%dm", int(d/time.Hour), int(d%time.Hour/time.Minute))
 }

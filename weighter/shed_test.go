@@ -131,12 +131,12 @@ func TestShedReason(t *testing.T) {
 	p4 := s.Plan(t0.Add(6*time.Second), in)
 	assert.Equal(t, "s1 2.1× mean for 1 of 3 cycles", p4.Reason)
 
-	assert.Equal(t, "3,100", rateText(3100))
-	assert.Equal(t, "1,234,568", rateText(1234567.8))
-	assert.Equal(t, "999", rateText(999.4))
-	assert.Equal(t, "2.50", rateText(2.5))
-	assert.Equal(t, "2h5m", ageText(2*time.Hour+5*time.Minute+3*time.Second))
-	assert.Equal(t, "59s", ageText(59*time.Second))
+	assert.Equal(t, "3,100", RateText(3100))
+	assert.Equal(t, "1,234,568", RateText(1234567.8))
+	assert.Equal(t, "999", RateText(999.4))
+	assert.Equal(t, "2.50", RateText(2.5))
+	assert.Equal(t, "2h5m", AgeText(2*time.Hour+5*time.Minute+3*time.Second))
+	assert.Equal(t, "59s", AgeText(59*time.Second))
 }
 
 func TestShedWaitsWhileWeightsWork(t *testing.T) {
