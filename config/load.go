@@ -60,7 +60,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, *yaml.Node
 		err = onlyOneDocument(dec)
 	}
 	if err != nil {
-		return nil, nil, decodeError(data, err)
+		return nil, nil, decodeError(data, doc.root.node, err)
 	}
 	if err := doc.cfg.Validate(); err != nil {
 		return nil, doc.root.node, err

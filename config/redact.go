@@ -33,16 +33,15 @@ var (
 // decodeError rewrites an error of yaml.v3 decoding data as FieldErrors at
 // their lines, so that no value of the file shows in it: each problem names
 // its key instead. The original error is not wrapped, as it holds the value.
-func decodeError(data []byte, err error) error {
+// root is the tree the decoder built, nil when the text did not parse.
+func decodeError(data []byte, root *yaml.Node, err error) error {
 	if fe := (*FieldError)(nil); errors.As(err, &fe) {
 		return err // ours, already at its line
 	}
-	var root yaml.Node
-	parsed := yaml.Unmarshal(data, &root) == nil
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		// prometheus/common's URL (proxy_url) fails with url.Parse's error,
 		// which quotes the whole value, a proxy's password in it too.
-		return located1(&root, parsed, fmt.Sprintf("not a valid URL: %v", ue.Err), func(n *yaml.Node) bool {
+		return located1(root, fmt.Sprintf("not a valid URL: %v", ue.Err), func(n *yaml.Node) bool {
 			return n.Kind == yaml.ScalarNode && n.Value == ue.URL
 		})
 	}
@@ -50,7 +49,7 @@ func decodeError(data []byte, err error) error {
 	if errors.As(err, &te) {
 		var out []error
 		for _, msg := range te.Errors {
-			out = append(out, typeError(data, &root, parsed, msg))
+			out = append(out, typeError(data, root, msg))
 		}
 		return errors.Join(out...)
 	}
@@ -60,11 +59,11 @@ func decodeError(data []byte, err error) error {
 		m := badTagged.FindStringSubmatch(msg)
 		tag, value := m[3], m[2]
 		text := fmt.Sprintf("not a valid %s (the tag asks for one)", tag)
-		return located1(&root, parsed, text, func(n *yaml.Node) bool {
+		return located1(root, text, func(n *yaml.Node) bool {
 			return n.Kind == yaml.ScalarNode && n.ShortTag() == tag && n.Value == value
 		})
 	case badBinary.MatchString(msg):
-		return located1(&root, parsed, "!!binary value contains invalid base64 data", func(n *yaml.Node) bool {
+		return located1(root, "!!binary value contains invalid base64 data", func(n *yaml.Node) bool {
 			if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!binary" {
 				return false
 			}
@@ -110,7 +109,7 @@ func yamlMessage(data []byte, msg string) error {
 // typeError rewrites one of yaml.v3's "line N: cannot unmarshal …" messages;
 // others ("field x not found", "mapping key already defined") name keys, not
 // values.
-func typeError(data []byte, root *yaml.Node, parsed bool, msg string) error {
+func typeError(data []byte, root *yaml.Node, msg string) error {
 	m := typeMismatch.FindStringSubmatch(msg)
 	if m == nil {
 		return yamlMessage(data, msg)
@@ -121,7 +120,7 @@ func typeError(data []byte, root *yaml.Node, parsed bool, msg string) error {
 		return n.Line == line && n.ShortTag() == tag && (value == "" || shortened(n.Value) == value)
 	}
 	want := goKind(into)
-	if into == promPlain && parsed {
+	if into == promPlain && root != nil {
 		key, _ := findNode(root, "", match)
 		want = promPlainKind(key)
 	}
@@ -129,7 +128,7 @@ func typeError(data []byte, root *yaml.Node, parsed bool, msg string) error {
 	if into == "time.Duration" {
 		text = "invalid duration (want e.g. 10s, 1m30s)"
 	}
-	err := located1(root, parsed, text, match)
+	err := located1(root, text, match)
 	var fe *FieldError
 	if !errors.As(err, &fe) { // the node was not found: the line is still known
 		err = &FieldError{Line: line, Err: err}
@@ -139,8 +138,8 @@ func typeError(data []byte, root *yaml.Node, parsed bool, msg string) error {
 
 // located1 finds the node match accepts and returns text as an error of its
 // line, prefixed with its key; without a node, text alone.
-func located1(root *yaml.Node, parsed bool, text string, match func(*yaml.Node) bool) error {
-	if !parsed {
+func located1(root *yaml.Node, text string, match func(*yaml.Node) bool) error {
+	if root == nil {
 		return errors.New(text)
 	}
 	key, line := findNode(root, "", match)
@@ -158,24 +157,20 @@ func located1(root *yaml.Node, parsed bool, text string, match func(*yaml.Node) 
 // Aliases are not followed: the node they point to is found where it is
 // defined, which is also the line yaml.v3 reports.
 func findNode(n *yaml.Node, key string, match func(*yaml.Node) bool) (string, int) {
+	if match(n) {
+		return key, n.Line
+	}
 	switch n.Kind {
-	case yaml.DocumentNode, yaml.SequenceNode:
+	case yaml.SequenceNode:
 		for _, c := range n.Content {
-			if match(c) {
-				return key, c.Line
-			}
 			if k, line := findNode(c, key, match); line > 0 {
 				return k, line
 			}
 		}
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if match(v) {
-				return k.Value, v.Line
-			}
-			if kk, line := findNode(v, k.Value, match); line > 0 {
-				return kk, line
+			if k, line := findNode(n.Content[i+1], n.Content[i].Value, match); line > 0 {
+				return k, line
 			}
 		}
 	}
