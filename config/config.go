@@ -120,7 +120,7 @@ func (c *Config) CycleTimeout() time.Duration {
 func (c *Config) Validate() error {
 	c.resolveInterval()
 	var problems []*FieldError
-	add := func(err error, keys ...any) { problems = append(problems, fieldErr(err, keys...)) }
+	add := func(err error, keys ...any) { problems = append(problems, keyed(err, keys...)...) }
 	if time.Duration(c.Interval) < MinInterval {
 		// 1ms is a typo for 1m far more often than a wish: it would cycle
 		// back to back against HAProxy and the metrics source.
@@ -132,9 +132,7 @@ func (c *Config) Validate() error {
 	if !(c.Jitter >= 0 && c.Jitter < 1) { // written so that NaN fails too
 		add(fmt.Errorf("jitter: must be in [0, 1), got %g", c.Jitter), "jitter")
 	}
-	if err := checkListen(c.Listen); err != nil {
-		add(err, "listen")
-	}
+	add(checkListen(c.Listen), "listen")
 	for _, p := range c.checkPeers() {
 		add(p.err, "peers", p.index)
 	}
@@ -142,7 +140,7 @@ func (c *Config) Validate() error {
 		add(errors.New("backends: at least one backend is required"), "backends")
 	}
 	if c.usesHAProxy() {
-		problems = append(problems, keyed(c.HAProxy.Validate(), "haproxy")...)
+		add(c.HAProxy.Validate(), "haproxy")
 	}
 	problems = append(problems, c.validateSockets()...)
 	seen := map[string]bool{}
@@ -150,14 +148,10 @@ func (c *Config) Validate() error {
 		b := &c.Backends[i]
 		found := b.validate()
 		if b.Name != "" && seen[b.Name] {
-			found = append(found, fieldErr(fmt.Errorf("name: duplicate backend %q", b.Name), "name"))
+			found = append(found, keyed(fmt.Errorf("name: duplicate backend %q", b.Name), "name")...)
 		}
 		seen[b.Name] = true
-		for _, p := range found {
-			p.keys = append([]any{"backends", i}, p.keys...)
-			p.within = b.label(i)
-			problems = append(problems, p)
-		}
+		problems = append(problems, b.inBackend(i, found)...)
 	}
 	return joinFields(problems)
 }
@@ -192,19 +186,16 @@ func (c *Config) usesHAProxy() bool {
 	return false
 }
 
-// Validate checks one backend: name, exactly one source, the policy.
-func (b *Backend) Validate() error { return joinFields(b.validate()) }
-
 // validate returns the backend's problems, their keys relative to the backend.
 func (b *Backend) validate() []*FieldError {
 	var problems []*FieldError
 	if b.Name == "" {
-		problems = append(problems, fieldErr(errors.New("name: missing"), "name"))
+		problems = append(problems, keyed(errors.New("name: missing"), "name")...)
 	} else if b.IPVS == nil {
 		// Sent on the runtime socket in every command: a space or ';' would
 		// split the command, and run would fail (or worse) at every cycle.
 		if err := haproxy.ValidName(b.Name); err != nil {
-			problems = append(problems, fieldErr(fmt.Errorf("name: %w", err), "name"))
+			problems = append(problems, keyed(fmt.Errorf("name: %w", err), "name")...)
 		}
 	}
 	problems = append(problems, b.Source.validate(b.IPVS == nil)...)
@@ -215,10 +206,20 @@ func (b *Backend) validate() []*FieldError {
 	if b.IPVS != nil {
 		problems = append(problems, keyed(b.IPVS.Validate(), "ipvs")...)
 		if b.Source.NeedsHAProxy() {
-			problems = append(problems, fieldErr(fmt.Errorf("source.%s: HAProxy statistics cannot feed an IPVS service", b.Source.Kind())))
+			problems = append(problems, keyed(fmt.Errorf("source.%s: HAProxy statistics cannot feed an IPVS service", b.Source.Kind()))...)
 		}
 	}
 	return append(problems, keyed(b.Policy.Validate())...)
+}
+
+// inBackend places problems found in backend i under it: their keys below
+// backends[i], their messages after its label.
+func (b *Backend) inBackend(i int, problems []*FieldError) []*FieldError {
+	for _, p := range problems {
+		p.keys = append([]any{"backends", i}, p.keys...)
+		p.within = b.label(i)
+	}
+	return problems
 }
 
 // label names backend i in messages. A name HAProxy could not take is

@@ -61,19 +61,19 @@ func DefaultCalibration() Calibration {
 func (c Calibration) validate() []*FieldError {
 	var problems []*FieldError
 	if c.Window < 0 {
-		problems = append(problems, fieldErr(fmt.Errorf("calibration: window must be >= 0 (0 = from the source), got %s", c.Window), "calibration", "window"))
+		problems = append(problems, keyed(fmt.Errorf("calibration: window must be >= 0 (0 = from the source), got %s", c.Window), "calibration", "window")...)
 	}
 	if c.HalfLife < 0 {
-		problems = append(problems, fieldErr(fmt.Errorf("calibration: half_life must be >= 0, got %s", c.HalfLife), "calibration", "half_life"))
+		problems = append(problems, keyed(fmt.Errorf("calibration: half_life must be >= 0, got %s", c.HalfLife), "calibration", "half_life")...)
 	}
 	if c.Hold <= 0 {
-		problems = append(problems, fieldErr(fmt.Errorf("calibration: hold must be > 0, got %s", c.Hold), "calibration", "hold"))
+		problems = append(problems, keyed(fmt.Errorf("calibration: hold must be > 0, got %s", c.Hold), "calibration", "hold")...)
 	}
 	if !(c.MaxFactor > 1) || math.IsInf(c.MaxFactor, 0) {
-		problems = append(problems, fieldErr(fmt.Errorf("calibration: max_factor must be > 1, got %g", c.MaxFactor), "calibration", "max_factor"))
+		problems = append(problems, keyed(fmt.Errorf("calibration: max_factor must be > 1, got %g", c.MaxFactor), "calibration", "max_factor")...)
 	}
 	if c.Refresh <= 0 {
-		problems = append(problems, fieldErr(fmt.Errorf("calibration: refresh must be > 0, got %s", c.Refresh), "calibration", "refresh"))
+		problems = append(problems, keyed(fmt.Errorf("calibration: refresh must be > 0, got %s", c.Refresh), "calibration", "refresh")...)
 	}
 	return problems
 }
@@ -173,7 +173,7 @@ func (c *Config) resolveInterval() {
 func (b *Backend) validateFast() []*FieldError {
 	var problems []*FieldError
 	if b.FastSignal != FastOn && b.FastSignal != FastOff {
-		problems = append(problems, fieldErr(fmt.Errorf("fast_signal: want %s or %s, got %q", FastOn, FastOff, b.FastSignal), "fast_signal"))
+		problems = append(problems, keyed(fmt.Errorf("fast_signal: want %s or %s, got %q", FastOn, FastOff, b.FastSignal), "fast_signal")...)
 	}
 	return append(problems, b.Calibration.validate()...)
 }

@@ -35,17 +35,14 @@ func (e *FieldError) Error() string {
 
 func (e *FieldError) Unwrap() error { return e.Err }
 
-func fieldErr(err error, keys ...any) *FieldError {
-	return &FieldError{Err: err, keys: keys}
-}
-
-// keyed turns the problems a validator outside this package reports (a
-// policy, a socket, an IPVS service, a source kind) into FieldErrors at keys,
-// each further down at the key its field.Error names.
+// keyed returns the problems of err at keys, one FieldError per problem
+// errors.Join put in it; nil has none. A problem that a validator outside
+// this package (a policy, a socket, an IPVS service, a source kind) keyed
+// with a field.Error is further down, at the key it names.
 func keyed(err error, keys ...any) (problems []*FieldError) {
 	for _, leaf := range errs.Leaves(err) {
 		if leaf != nil {
-			p := fieldErr(leaf, slices.Clone(keys)...)
+			p := &FieldError{Err: leaf, keys: slices.Clone(keys)}
 			for _, k := range field.Keys(leaf) {
 				p.keys = append(p.keys, k)
 			}
@@ -94,9 +91,7 @@ func lineOf(n *yaml.Node, keys []any) (line int) {
 				}
 			}
 		}
-		if n = next; n == nil {
-			break
-		}
+		n = next
 	}
 	return line
 }

@@ -26,9 +26,7 @@ func deprecations(root *yaml.Node, cfg *Config) []*FieldError {
 			continue
 		}
 		for _, w := range d.Deprecated() {
-			for _, p := range keyed(fmt.Errorf("source: %s: %w", b.Source.Kind(), w), "source", b.Source.Kind()) {
-				p.keys = append([]any{"backends", i}, p.keys...)
-				p.within = b.label(i)
+			for _, p := range b.inBackend(i, keyed(fmt.Errorf("source: %s: %w", b.Source.Kind(), w), "source", b.Source.Kind())) {
 				p.Line = lineOf(root, p.keys)
 				out = append(out, p)
 			}

@@ -22,13 +22,13 @@ func (b *Backend) validateMatch() []*FieldError {
 		return nil
 	case MatchAddress:
 	default:
-		return []*FieldError{fieldErr(fmt.Errorf("match: want %s or %s, got %q", MatchName, MatchAddress, b.Match), "match")}
+		return keyed(fmt.Errorf("match: want %s or %s, got %q", MatchName, MatchAddress, b.Match), "match")
 	}
 	switch {
 	case b.IPVS != nil:
-		return []*FieldError{fieldErr(fmt.Errorf("match: %s is for HAProxy backends; an IPVS service maps names to addresses in ipvs.servers", MatchAddress), "match")}
+		return keyed(fmt.Errorf("match: %s is for HAProxy backends; an IPVS service maps names to addresses in ipvs.servers", MatchAddress), "match")
 	case b.Source.NeedsHAProxy():
-		return []*FieldError{fieldErr(fmt.Errorf("match: %s needs a source that names servers by address; source.%s names them as HAProxy does", MatchAddress, b.Source.Kind()), "match")}
+		return keyed(fmt.Errorf("match: %s needs a source that names servers by address; source.%s names them as HAProxy does", MatchAddress, b.Source.Kind()), "match")
 	}
 	return nil
 }

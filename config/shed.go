@@ -40,11 +40,11 @@ func (b *Backend) validateShed() []*FieldError {
 	var problems []*FieldError
 	switch on, why := b.FastSignalState(); {
 	case b.IPVS != nil:
-		problems = append(problems, fieldErr(errors.New("shed: not possible on an IPVS service: "+
-			"IPVS neither measures nor closes single connections (remove shed, or balance with HAProxy)"), "shed"))
+		problems = append(problems, keyed(errors.New("shed: not possible on an IPVS service: "+
+			"IPVS neither measures nor closes single connections (remove shed, or balance with HAProxy)"), "shed")...)
 	case !on:
-		problems = append(problems, fieldErr(fmt.Errorf("shed: needs HAProxy's fast signal, "+
-			"which gives each session's rate, and it is off here (%s)", why), "shed"))
+		problems = append(problems, keyed(fmt.Errorf("shed: needs HAProxy's fast signal, "+
+			"which gives each session's rate, and it is off here (%s)", why), "shed")...)
 	}
 	return append(problems, keyed(b.Shed.Validate(), "shed")...)
 }

@@ -38,7 +38,7 @@ func (b *Backend) validateSocket() []*FieldError {
 		return nil
 	}
 	if !b.UsesSocket() {
-		return []*FieldError{fieldErr(fmt.Errorf("haproxy: an IPVS service whose source does not read HAProxy uses no runtime socket"), "haproxy")}
+		return keyed(fmt.Errorf("haproxy: an IPVS service whose source does not read HAProxy uses no runtime socket"), "haproxy")
 	}
 	return keyed(b.HAProxy.Validate(), "haproxy")
 }
@@ -68,11 +68,8 @@ func (c *Config) validateSockets() []*FieldError {
 		case !seen:
 			first[s.Socket], where[s.Socket] = s, label
 		case prev != s:
-			p := fieldErr(fmt.Errorf("haproxy: socket %s is also set by %s with other settings (%+v here, %+v there): one socket takes one set of settings",
-				s.Socket, where[s.Socket], s, prev), "haproxy", "socket")
-			p.keys = append([]any{"backends", i}, p.keys...)
-			p.within = b.label(i)
-			problems = append(problems, p)
+			problems = append(problems, b.inBackend(i, keyed(fmt.Errorf("haproxy: socket %s is also set by %s with other settings (%+v here, %+v there): one socket takes one set of settings",
+				s.Socket, where[s.Socket], s, prev), "haproxy", "socket"))...)
 		}
 	}
 	return problems

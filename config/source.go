@@ -111,9 +111,9 @@ func (s Source) validate(haproxyNames bool) []*FieldError {
 	names := sourcekind.Names(", ")
 	switch {
 	case s.kind == nil:
-		return []*FieldError{fieldErr(fmt.Errorf("source: missing (one of %s)", names), "source")}
+		return keyed(fmt.Errorf("source: missing (one of %s)", names), "source")
 	case s.more > 0:
-		return []*FieldError{fieldErr(fmt.Errorf("source: more than one of %s", names), "source")}
+		return keyed(fmt.Errorf("source: more than one of %s", names), "source")
 	}
 	var problems []*FieldError
 	if err := s.kind.Validate(s.Config()); err != nil {
@@ -135,8 +135,8 @@ func (s Source) validateServerMap() []*FieldError {
 			continue // the source's own check says it maps to an empty name
 		}
 		if err := haproxy.ValidName(table[k]); err != nil {
-			problems = append(problems, fieldErr(fmt.Errorf("source: %s: server_map: %s: server name %q: %w", s.kind.Name, k, table[k], err),
-				"source", s.kind.Name, "server_map", k))
+			problems = append(problems, keyed(fmt.Errorf("source: %s: server_map: %s: server name %q: %w", s.kind.Name, k, table[k], err),
+				"source", s.kind.Name, "server_map", k)...)
 		}
 	}
 	return problems
