@@ -55,7 +55,6 @@ type Config struct {
 	// keys), one "file:line: warning: message" each: run logs them at each
 	// load, validate prints them.
 	Warnings []string `yaml:"-"`
-	warnings []*FieldError
 }
 
 // Backend is one HAProxy backend (or IPVS service) and where its load comes from.

@@ -60,12 +60,13 @@ func setDirectories(cfg *Config, dir string) {
 	}
 }
 
-// finishLoad completes a configuration parsed from the file name: relative
-// paths (the sources' and web_config_file), and the warnings as lines.
-func finishLoad(name string, cfg *Config) {
+// finishLoad completes a configuration parsed from the file name into the
+// tree root: relative paths (the sources' and web_config_file), and the
+// warnings as lines.
+func finishLoad(name string, root *yaml.Node, cfg *Config) {
 	setDirectories(cfg, filepath.Dir(name))
 	cfg.WebConfigFile = promconfig.JoinDir(filepath.Dir(name), cfg.WebConfigFile)
-	cfg.Warnings = warningLines(name, cfg.warnings)
+	cfg.Warnings = warningLines(name, deprecations(root, cfg))
 }
 
 // promPlain is the type yaml.v3 names in a type error inside the HTTP

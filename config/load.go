@@ -38,12 +38,12 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	if err != nil {
 		return nil, located(name, root, err)
 	}
-	finishLoad(name, cfg)
+	finishLoad(name, root, cfg)
 	return cfg, nil
 }
 
-// parse returns the configuration, or its problems and the tree that gives
-// them their lines.
+// parse returns the configuration, or its problems, and the tree that gives
+// problems and warnings their lines.
 func parse(data []byte, lookup func(string) (string, bool)) (*Config, *yaml.Node, error) {
 	var err error
 	if lookup != nil {
@@ -65,8 +65,7 @@ func parse(data []byte, lookup func(string) (string, bool)) (*Config, *yaml.Node
 	if err := doc.cfg.Validate(); err != nil {
 		return nil, doc.root.node, err
 	}
-	doc.cfg.warnings = deprecations(doc.root.node, &doc.cfg)
-	return &doc.cfg, nil, nil
+	return &doc.cfg, doc.root.node, nil
 }
 
 // document is the file: the node tree, kept to give problems their lines,
