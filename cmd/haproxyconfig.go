@@ -30,14 +30,14 @@ func (f *haproxyConfigFlag) apply(cfg *config.Config) {
 	}
 }
 
-// printHAProxyWarnings prints, one "warning: " line each, what HAProxy's
+// printHAProxyWarnings prints, one "file:line: warning: " line each, what HAProxy's
 // configuration file says will keep cfg's backends from being weighted, in
 // the words run logs them with. A file that cannot be read is an error (after
 // the warnings about the others).
 func printHAProxyWarnings(w io.Writer, cfg *config.Config) error {
 	warnings, err := cfg.HAProxyFileWarnings()
 	for _, warning := range warnings {
-		fmt.Fprintln(w, "warning: "+warning.String())
+		fmt.Fprintln(w, warning.String())
 	}
 	if err != nil {
 		return fmt.Errorf("haproxy.config_file: %w", err)

@@ -24,7 +24,7 @@ ${VAR} references must be set in the environment. FILE must be a regular file. I
 exits 0 when the file is valid.
 
 With haproxy.config_file (or --haproxy-config), it reads HAProxy's configuration
-and prints, one "warning:" line each, what in it keeps the backends from being
+and prints, one "file:line: warning:" line each, what in it keeps the backends from being
 weighted (the warnings run logs at start); warnings do not change the exit code,
 a file that cannot be read does.`,
 		Args: usageArgs(cobra.MaximumNArgs(1)),

@@ -71,8 +71,8 @@ backends:
 		got = append(got, w.String())
 	}
 	assert.Equal(t, []string{
-		a + ":10: backend be_a: server s2 (named by server_map) is declared by no server or server-template line",
-		b + ":11: backend be_b: balance static-rr: HAProxy takes no runtime weight but 0 and 100%; use roundrobin or leastconn",
+		a + ":10: warning: backend be_a: server s2 (named by server_map) is declared by no server or server-template line",
+		b + ":11: warning: backend be_b: balance static-rr: HAProxy takes no runtime weight but 0 and 100%; use roundrobin or leastconn",
 	}, got)
 
 	require.NoError(t, os.Remove(a))

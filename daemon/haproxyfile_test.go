@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -64,6 +65,10 @@ backend be
 	require.Len(t, want, 2, "%q", want)
 	assert.Contains(t, want[0], "option contstats")
 	assert.Contains(t, want[1], "load-server-state-from-file")
+	for _, w := range want {
+		// In the form of the deprecated keys' warnings (and gcc's, go vet's).
+		assert.Regexp(t, "^"+regexp.QuoteMeta(h.Config)+`:\d+: warning: backend be: `, w)
+	}
 
 	buf := &testenv.SyncBuffer{}
 	log := slog.New(slog.NewJSONHandler(buf, nil))

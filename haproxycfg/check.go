@@ -40,15 +40,16 @@ type Warning struct {
 	Text    string
 }
 
-// String is the warning as validate prints it and run logs it:
-// "file:line: backend name: text".
+// String is the warning as validate prints it and run logs it, in the
+// compiler form (gcc, go vet) of the daemon's own configuration warnings:
+// "file:line: warning: backend name: text".
 func (w Warning) String() string {
 	var b strings.Builder
 	b.WriteString(w.Path)
 	if w.Line > 0 {
 		b.WriteString(":" + strconv.Itoa(w.Line))
 	}
-	b.WriteString(": ")
+	b.WriteString(": warning: ")
 	if w.Backend != "" {
 		b.WriteString("backend " + w.Backend + ": ")
 	}

@@ -217,3 +217,12 @@ func TestReadRefusesWhatIsNotAConfiguration(t *testing.T) {
 		assert.Contains(t, err.Error(), msg)
 	}
 }
+
+// A warning reads as a compiler's (gcc, go vet) and as the daemon's own
+// configuration warnings: file:line: warning: message.
+func TestWarningString(t *testing.T) {
+	assert.Equal(t, "haproxy.cfg:12: warning: backend be: balance first ignores server weights",
+		Warning{Path: "haproxy.cfg", Line: 12, Backend: "be", Text: "balance first ignores server weights"}.String())
+	assert.Equal(t, "haproxy.cfg: warning: no stats socket at /run/haproxy/admin.sock",
+		Warning{Path: "haproxy.cfg", Text: "no stats socket at /run/haproxy/admin.sock"}.String())
+}
