@@ -41,7 +41,7 @@ func decodeError(data []byte, root *yaml.Node, err error) error {
 	if ue := (*url.Error)(nil); errors.As(err, &ue) {
 		// prometheus/common's URL (proxy_url) fails with url.Parse's error,
 		// which quotes the whole value, a proxy's password in it too.
-		return located1(root, fmt.Sprintf("not a valid URL: %v", ue.Err), func(n *yaml.Node) bool {
+		return located1(root, 0, fmt.Sprintf("not a valid URL: %v", ue.Err), func(n *yaml.Node) bool {
 			return n.Kind == yaml.ScalarNode && n.Value == ue.URL
 		})
 	}
@@ -59,11 +59,11 @@ func decodeError(data []byte, root *yaml.Node, err error) error {
 		m := badTagged.FindStringSubmatch(msg)
 		tag, value := m[3], m[2]
 		text := fmt.Sprintf("not a valid %s (the tag asks for one)", tag)
-		return located1(root, text, func(n *yaml.Node) bool {
+		return located1(root, 0, text, func(n *yaml.Node) bool {
 			return n.Kind == yaml.ScalarNode && n.ShortTag() == tag && n.Value == value
 		})
 	case badBinary.MatchString(msg):
-		return located1(root, "!!binary value contains invalid base64 data", func(n *yaml.Node) bool {
+		return located1(root, 0, "!!binary value contains invalid base64 data", func(n *yaml.Node) bool {
 			if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!binary" {
 				return false
 			}
@@ -128,21 +128,19 @@ func typeError(data []byte, root *yaml.Node, msg string) error {
 	if into == "time.Duration" {
 		text = "invalid duration (want e.g. 10s, 1m30s)"
 	}
-	err := located1(root, text, match)
-	var fe *FieldError
-	if !errors.As(err, &fe) { // the node was not found: the line is still known
-		err = &FieldError{Line: line, Err: err}
-	}
-	return err
+	return located1(root, line, text, match)
 }
 
 // located1 finds the node match accepts and returns text as an error of its
-// line, prefixed with its key; without a node, text alone.
-func located1(root *yaml.Node, text string, match func(*yaml.Node) bool) error {
-	if root == nil {
-		return errors.New(text)
+// line, prefixed with its key; without a node, text at line, or alone when
+// line is 0 (unknown).
+func located1(root *yaml.Node, line int, text string, match func(*yaml.Node) bool) error {
+	key := ""
+	if root != nil {
+		if k, l := findNode(root, "", match); l > 0 {
+			key, line = k, l
+		}
 	}
-	key, line := findNode(root, "", match)
 	switch {
 	case line == 0:
 		return errors.New(text)
