@@ -19,7 +19,7 @@ type haproxyConfigFlag struct {
 func addHAProxyConfigFlag(c *cobra.Command) *haproxyConfigFlag {
 	f := &haproxyConfigFlag{cmd: c}
 	c.Flags().StringVar(&f.path, "haproxy-config", "",
-		"HAProxy's configuration file (haproxy.config_file): warn at start about what in it keeps backends from being weighted")
+		"HAProxy's configuration file (haproxy.config_file): warn about what in it keeps backends from being weighted (run: at start and at each SIGHUP)")
 	return f
 }
 

@@ -16,6 +16,28 @@ import (
 // that cannot be read or is not an HAProxy configuration is an error naming
 // it, and the other files are still checked.
 func (c *Config) HAProxyFileWarnings() ([]haproxycfg.Warning, error) {
+	var warnings []haproxycfg.Warning
+	var problems []error
+	for _, f := range c.HAProxyFileChecks() {
+		warnings = append(warnings, f.Warnings...)
+		if f.Err != nil {
+			problems = append(problems, f.Err)
+		}
+	}
+	return warnings, errors.Join(problems...)
+}
+
+// HAProxyFileCheck is one HAProxy configuration file's check: its warnings,
+// or why it could not be read.
+type HAProxyFileCheck struct {
+	Path     string
+	Warnings []haproxycfg.Warning
+	Err      error
+}
+
+// HAProxyFileChecks is HAProxyFileWarnings file by file, in the order of
+// the backends that name them.
+func (c *Config) HAProxyFileChecks() []HAProxyFileCheck {
 	var files []string
 	byFile := map[string][]haproxycfg.Backend{}
 	for i := range c.Backends {
@@ -33,17 +55,17 @@ func (c *Config) HAProxyFileWarnings() ([]haproxycfg.Warning, error) {
 		}
 		byFile[s.ConfigFile] = append(byFile[s.ConfigFile], b.haproxyExpectations(socket))
 	}
-	var warnings []haproxycfg.Warning
-	var problems []error
+	checks := make([]HAProxyFileCheck, 0, len(files))
 	for _, path := range files {
-		f, err := haproxycfg.Read(path)
-		if err != nil {
-			problems = append(problems, err)
-			continue
+		check := HAProxyFileCheck{Path: path}
+		if f, err := haproxycfg.Read(path); err != nil {
+			check.Err = err
+		} else {
+			check.Warnings = f.Check(byFile[path])
 		}
-		warnings = append(warnings, f.Check(byFile[path])...)
+		checks = append(checks, check)
 	}
-	return warnings, errors.Join(problems...)
+	return checks
 }
 
 // haproxyExpectations is what the daemon will do with HAProxy backend b on

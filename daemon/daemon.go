@@ -47,9 +47,9 @@ type Daemon struct {
 	// other balancers' daemons' (peers.go). It outlives reloads.
 	peers *peerSet
 
-	// haproxyWarned holds the warnings about HAProxy's configuration file
-	// logged so far (startcheck.go); only Run's goroutine uses it.
-	haproxyWarned map[string]bool
+	// haproxyChecked is the last check of each HAProxy configuration file,
+	// by path (startcheck.go); only Run's goroutine uses it.
+	haproxyChecked map[string]haproxyFileState
 
 	mu    sync.Mutex
 	group *group // the runners of the configuration in force

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -116,4 +118,102 @@ func TestRunGoesOnWithoutAReadableHAProxyConfiguration(t *testing.T) {
 	assert.Contains(t, lines[i].Err, missing)
 	assert.True(t, slices.ContainsFunc(lines, func(l logLine) bool { return l.Msg == "current weights" && l.Backend == "be" }),
 		"the backend was not read after the warning:\n%s", buf)
+}
+
+// At each reload of the daemon's configuration, run reads HAProxy's
+// configuration file again and logs at WARN each warning the last check
+// did not have (a fixed one that comes back included), and nothing when
+// the warnings are those of the last check. A file that became unreadable is
+// one WARN naming it, and the reload goes through; when it is readable again
+// with the warnings it had, nothing is logged.
+func TestRunChecksTheHAProxyConfigurationAgainAtEachReload(t *testing.T) {
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+frontend fe
+  bind 127.0.0.1:%d
+  default_backend be
+backend be
+  balance roundrobin
+  server s1 127.0.0.1:%d weight 10
+`, testenv.FreePort(t), testenv.FreePort(t)))
+	running, err := os.ReadFile(h.Config)
+	require.NoError(t, err)
+	fixed := string(running)
+	// balance first on the same line: the other warnings keep their lines.
+	broken := strings.Replace(fixed, "balance roundrobin", "balance first", 1)
+	require.NotEqual(t, fixed, broken)
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	write := func(text string) {
+		t.Helper()
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+		out, err := exec.Command("haproxy", "-c", "-f", path).CombinedOutput()
+		require.NoError(t, err, "haproxy -c -f %s:\n%s", path, out)
+	}
+	write(fixed)
+
+	yml := "listen: \"\"\ninterval: 1h\nhaproxy: {socket: " + h.Socket + ", config_file: " + path + "}\n" +
+		"backends:\n  - name: be\n    fast_signal: \"off\"\n    source: {haproxy: {counter: bytes_in}}\n"
+	load := func() (*config.Config, error) { return config.Parse("test.yml", []byte(yml), nil) }
+	cfg, err := load()
+	require.NoError(t, err)
+	buf := &testenv.SyncBuffer{}
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(cfg, Options{Log: slog.New(slog.NewJSONHandler(buf, nil)), Notifier: n, Reload: load})
+	r := startDaemon(t, d, n)
+
+	// warned is what the daemon logged about the file since the last call.
+	seen, reloads := 0, 0
+	warned := func() []logLine {
+		t.Helper()
+		lines := logLines(t, buf)
+		var out []logLine
+		for _, l := range lines[seen:] {
+			assert.NotEqual(t, "config reload rejected, keeping the old configuration", l.Msg)
+			if strings.Contains(l.Msg, path) || strings.Contains(l.Err, path) {
+				assert.Equal(t, "WARN", l.Level, l.Msg)
+				out = append(out, l)
+			}
+		}
+		seen = len(lines)
+		return out
+	}
+	msgs := func(lines []logLine) []string {
+		var out []string
+		for _, l := range lines {
+			out = append(out, l.Msg)
+		}
+		return out
+	}
+	reload := func() []logLine {
+		t.Helper()
+		reloads++
+		r.hup <- syscall.SIGHUP
+		waitFor(t, "the reload", func() bool { return strings.Count(buf.String(), `"msg":"config reloaded"`) == reloads })
+		return warned()
+	}
+
+	atStart := msgs(warned())
+	require.Len(t, atStart, 2, "no option contstats, no server state file: %q", atStart)
+	assert.Empty(t, reload(), "a reload with the file unchanged")
+
+	write(broken)
+	balanceFirst := fmt.Sprintf("%s:%d: warning: backend be: balance first ignores server weights; use roundrobin or leastconn",
+		path, 1+strings.Count(broken[:strings.Index(broken, "balance first")], "\n"))
+	assert.Equal(t, []string{balanceFirst}, msgs(reload()), "the new warning, alone")
+	assert.Empty(t, reload(), "a reload with the same warnings")
+
+	write(fixed)
+	assert.Empty(t, reload(), "a warning gone")
+	write(broken)
+	assert.Equal(t, []string{balanceFirst}, msgs(reload()), "the warning back")
+
+	require.NoError(t, os.Remove(path))
+	unreadable := reload()
+	require.Len(t, unreadable, 1, "%q", msgs(unreadable))
+	assert.Equal(t, "haproxy.config_file not checked; weighting goes on", unreadable[0].Msg)
+	assert.Contains(t, unreadable[0].Err, path)
+	assert.Empty(t, reload(), "still unreadable")
+
+	write(broken)
+	assert.Empty(t, reload(), "readable again, with the warnings it had")
+	require.NoError(t, r.stop())
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
@@ -45,27 +44,43 @@ func checkFailed(name string, now time.Time, apply bool, err error) weighter.Cyc
 		Result: weighter.ResultTargetError, Err: err, Applied: apply}
 }
 
-// warnHAProxyConfig logs at WARN, once each in the daemon's life, what
-// HAProxy's configuration file (haproxy.config_file) says will keep cfg's
-// backends from being weighted. A file that cannot be read is a warning too:
-// the checks are advice, and weighting goes on without them.
+// warnHAProxyConfig logs at WARN what HAProxy's configuration file
+// (haproxy.config_file) says will keep cfg's backends from being weighted:
+// at start each warning, at a reload each one the last check did not have
+// (an operator who fixed a line and broke it again learns it at the reload
+// that followed). A file that cannot be read is a warning too: the checks
+// are advice, and weighting goes on without them. It is logged once while
+// the error stays the same, and the warnings last read from the file stand
+// meanwhile, so that the file back as it was says nothing.
 func (d *Daemon) warnHAProxyConfig(cfg *config.Config) {
-	warnings, err := cfg.HAProxyFileWarnings()
-	once := func(text string, args ...any) {
-		key := fmt.Sprint(append([]any{text}, args...)...)
-		if d.haproxyWarned[key] {
-			return
+	next := map[string]haproxyFileState{}
+	for _, c := range cfg.HAProxyFileChecks() {
+		last, seen := d.haproxyChecked[c.Path]
+		if c.Err != nil {
+			if !seen || last.err != c.Err.Error() {
+				d.log.Warn("haproxy.config_file not checked; weighting goes on", "err", c.Err)
+			}
+			last.err = c.Err.Error()
+			next[c.Path] = last
+			continue
 		}
-		if d.haproxyWarned == nil {
-			d.haproxyWarned = map[string]bool{}
+		now := haproxyFileState{warnings: map[string]bool{}}
+		for _, w := range c.Warnings {
+			text := w.String()
+			if !last.warnings[text] && !now.warnings[text] {
+				d.log.Warn(text)
+			}
+			now.warnings[text] = true
 		}
-		d.haproxyWarned[key] = true
-		d.log.Warn(text, args...)
+		next[c.Path] = now
 	}
-	if err != nil {
-		once("haproxy.config_file not checked; weighting goes on", "err", err)
-	}
-	for _, w := range warnings {
-		once(w.String())
-	}
+	d.haproxyChecked = next
+}
+
+// haproxyFileState is what the last check of one HAProxy configuration file
+// found: the warnings last read from it, and why it could not be read, if it
+// could not.
+type haproxyFileState struct {
+	warnings map[string]bool
+	err      string
 }

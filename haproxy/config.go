@@ -24,7 +24,7 @@ type Config struct {
 	// a reply (a long batch that keeps moving is not cut); 0 means DefaultTimeout.
 	Timeout duration.Duration `yaml:"timeout"`
 	// ConfigFile is HAProxy's configuration file; when set, validate and
-	// run warn at start about what in it keeps backends from being weighted
+	// run warn (at start and at each reload) about what in it keeps backends from being weighted
 	// (package haproxycfg).
 	ConfigFile string `yaml:"config_file"`
 }
