@@ -48,6 +48,9 @@ a file that cannot be read does.`,
 			if err := daemon.CheckWebConfig(cfg.WebConfigFile); err != nil {
 				return fmt.Errorf("invalid configuration:\n%s: %w", path, err)
 			}
+			if err := daemon.CheckPeerClient(cfg); err != nil {
+				return fmt.Errorf("invalid configuration:\n%s: %w", path, err)
+			}
 			printWarnings(cmd.ErrOrStderr(), cfg)
 			haproxyConfig.apply(cfg)
 			if err := printHAProxyWarnings(cmd.ErrOrStderr(), cfg); err != nil {

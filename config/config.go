@@ -44,6 +44,8 @@ type Config struct {
 	// Peers are the listen URLs of the daemons on the other balancers in
 	// front of the same servers, whose fast readings this one adds to its own.
 	Peers []string `yaml:"peers"`
+	// PeerClient is how the peers are asked: credentials, CA (peerclient.go).
+	PeerClient PeerClient `yaml:"peer_client"`
 	// RestoreOnExit writes back, on shutdown, the weights read at start.
 	RestoreOnExit bool `yaml:"restore_on_exit"`
 	// HAProxy is the runtime socket shared by every HAProxy backend.
@@ -98,10 +100,11 @@ func (b *Backend) UnmarshalYAML(unmarshal func(any) error) error {
 // backends; its interval is set by Validate, from the backends.
 func Default() Config {
 	return Config{
-		Interval: intervalAuto,
-		Jitter:   DefaultJitter,
-		Listen:   DefaultListen,
-		HAProxy:  haproxy.Config{Socket: DefaultSocket},
+		Interval:   intervalAuto,
+		Jitter:     DefaultJitter,
+		Listen:     DefaultListen,
+		PeerClient: DefaultPeerClient(),
+		HAProxy:    haproxy.Config{Socket: DefaultSocket},
 	}
 }
 
@@ -135,6 +138,7 @@ func (c *Config) Validate() error {
 	for _, p := range c.checkPeers() {
 		add(p.err, "peers", p.index)
 	}
+	problems = append(problems, c.validatePeerClient()...)
 	if len(c.Backends) == 0 {
 		add(errors.New("backends: at least one backend is required"), "backends")
 	}

@@ -50,7 +50,7 @@ func warningLines(name string, warnings []*FieldError) []string {
 }
 
 // setDirectories makes the relative paths of the sources' HTTP settings
-// (password_file, tls_config.ca_file, ...) relative to the directory of the
+// and peer_client's (password_file, tls_config.ca_file, ...) relative to the directory of the
 // configuration file, as Prometheus does with its own.
 func setDirectories(cfg *Config, dir string) {
 	for i := range cfg.Backends {
@@ -58,6 +58,7 @@ func setDirectories(cfg *Config, dir string) {
 			d.SetDirectory(dir)
 		}
 	}
+	cfg.PeerClient.HTTP.SetDirectory(dir)
 }
 
 // finishLoad completes a configuration parsed from the file name into the

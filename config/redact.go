@@ -82,6 +82,11 @@ func decodeError(data []byte, root *yaml.Node, err error) error {
 	case badMapKey.MatchString(msg):
 		return errors.New("invalid map key: a list or a mapping cannot be a key")
 	}
+	if root != nil {
+		if fe := promCheckLine(root, err); fe != nil {
+			return fe
+		}
+	}
 	return yamlMessage(data, msg)
 }
 

@@ -75,6 +75,11 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 }
 
 func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error) {
+	if o.peers != nil {
+		if err := CheckPeerClient(cfg); err != nil {
+			return nil, err
+		}
+	}
 	clients := clientPool{}
 	maps.Copy(clients, o.clients)
 	var units []*Unit

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,14 +14,17 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promconfig "github.com/prometheus/common/config"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/sources"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -135,7 +139,6 @@ func (t peerTiming) stale(age, span float64) bool {
 type peerSet struct {
 	instance string
 	log      *slog.Logger
-	client   *http.Client
 	now      func() time.Time
 
 	up    *prometheus.GaugeVec // per peer: 1 when its readings are added
@@ -145,13 +148,17 @@ type peerSet struct {
 	own    map[string]ownRead // per backend
 	peers  map[string]*peer   // per URL
 	timing peerTiming
+	// client is how the peers are asked (peer_client, useClient); started
+	// is what the running pollers were started with.
+	client, started promconfig.HTTPClientConfig
 }
 
 func newPeerSet(reg prometheus.Registerer, log *slog.Logger) *peerSet {
 	id := make([]byte, 8)
 	_, _ = rand.Read(id) // never fails (crypto/rand)
 	p := &peerSet{instance: hex.EncodeToString(id), log: log, now: time.Now,
-		client: &http.Client{}, own: map[string]ownRead{}, peers: map[string]*peer{},
+		client: promconfig.DefaultHTTPClientConfig, started: promconfig.DefaultHTTPClientConfig,
+		own: map[string]ownRead{}, peers: map[string]*peer{},
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "haproxy_weighter_peer_up",
 			Help: "1 when the peer's fresh readings are added to this daemon's fast signal, 0 when it is left out (down, slow, stale, garbage, itself)."}, []string{"peer"}),
 		added: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "haproxy_weighter_backend_peers_added",
@@ -163,7 +170,14 @@ func newPeerSet(reg prometheus.Registerer, log *slog.Logger) *peerSet {
 
 // peer is one other daemon, fetched in the background.
 type peer struct {
-	url    string
+	url string
+	// client asks it (peerclient.go); nil when it could not be built, and
+	// then problem says why.
+	client *sources.HTTPClient
+	// credentials: the client sends some, which a 401 then refused.
+	credentials bool
+	// broken is why client could not be built.
+	broken error
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -182,16 +196,16 @@ func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := timingFor(interval)
+	restart := t != p.timing || !reflect.DeepEqual(p.client, p.started)
 	for u, pr := range p.peers {
-		if !slices.Contains(urls, u) || t != p.timing {
-			pr.cancel()
-			<-pr.done
+		if !slices.Contains(urls, u) || restart {
+			pr.stop()
 			delete(p.peers, u)
 			p.up.DeleteLabelValues(u)
 			changed = true
 		}
 	}
-	p.timing = t
+	p.timing, p.started = t, p.client
 	for _, u := range urls {
 		if _, ok := p.peers[u]; ok {
 			continue
@@ -200,6 +214,7 @@ func (p *peerSet) set(ctx context.Context, urls []string, interval time.Duration
 		pctx, cancel := context.WithCancel(ctx)
 		pr := &peer{url: u, cancel: cancel, done: make(chan struct{}), problem: "not asked yet", logged: "not asked yet",
 			stale: map[string]bool{}}
+		pr.client, pr.credentials, pr.broken = newPeerClient(u, p.client, t.Timeout)
 		p.peers[u] = pr
 		p.up.WithLabelValues(u).Set(0)
 		go p.poll(pctx, pr, t)
@@ -212,8 +227,7 @@ func (p *peerSet) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for u, pr := range p.peers {
-		pr.cancel()
-		<-pr.done
+		pr.stop()
 		delete(p.peers, u)
 	}
 }
@@ -234,7 +248,7 @@ func (p *peerSet) poll(ctx context.Context, pr *peer, t peerTiming) {
 // left out.
 func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 	asked := p.now()
-	a, err := p.ask(ctx, pr.url, t.Timeout)
+	a, err := p.ask(ctx, pr, t.Timeout)
 	if ctx.Err() != nil {
 		return // stopped: not the peer's fault
 	}
@@ -264,30 +278,39 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 	}
 }
 
-// ask GETs url's PeerPath within timeout and checks the answer.
-func (p *peerSet) ask(ctx context.Context, base string, timeout time.Duration) (*peerAnswer, error) {
+// ask GETs the peer's PeerPath within timeout and checks the answer.
+func (p *peerSet) ask(ctx context.Context, pr *peer, timeout time.Duration) (*peerAnswer, error) {
+	if pr.client == nil {
+		return nil, pr.broken
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+PeerPath, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(pr.url, "/")+PeerPath, nil)
 	if err != nil {
 		return nil, fmt.Errorf("request: %w", err)
 	}
-	resp, err := p.client.Do(req)
+	resp, err := pr.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, fmt.Errorf("down: no answer within %s", timeout)
 		}
-		return nil, fmt.Errorf("down: %w", err)
+		return nil, fmt.Errorf("down: %w", pr.client.Redact(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("down: HTTP %s", resp.Status)
+		return nil, fmt.Errorf("down: HTTP %s%s", resp.Status, pr.refusedWhy(resp.StatusCode))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, peerMaxBody+1))
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("down: answer not read within %s", timeout)
+	case err != nil:
+		return nil, fmt.Errorf("down: reading the answer: %w", pr.client.Redact(err))
+	case len(body) > peerMaxBody:
+		return nil, fmt.Errorf("garbage: an answer over %d MiB", peerMaxBody>>20)
 	}
 	var a peerAnswer
-	if err := json.NewDecoder(io.LimitReader(resp.Body, peerMaxBody)).Decode(&a); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("down: answer not read within %s", timeout)
-		}
+	if err := json.NewDecoder(bytes.NewReader(body)).Decode(&a); err != nil {
 		return nil, fmt.Errorf("garbage: %w", err)
 	}
 	if err := a.validate(); err != nil {
@@ -493,6 +516,7 @@ func (d *Daemon) startPeers(ctx context.Context, cfg *config.Config) {
 		names[i] = b.Name
 	}
 	d.peers.forget(names)
+	d.peers.useClient(cfg.PeerClient.HTTP)
 	switch changed := d.peers.set(ctx, cfg.Peers, time.Duration(cfg.Interval)); {
 	case !changed:
 		return // nothing new to say

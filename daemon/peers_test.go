@@ -170,7 +170,7 @@ func TestPeeredReaderAddsWhatThePeerServes(t *testing.T) {
 	// The poller has B's newest reading once B's own answer says so.
 	var served peerAnswer
 	waitFor(t, "the poller to fetch B's newest reading", func() bool {
-		a, err := sets[0].ask(ctx, urls[1], time.Second)
+		a, err := sets[0].ask(ctx, sets[0].peers[urls[1]], time.Second)
 		if err != nil {
 			return false
 		}
