@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promconfig "github.com/prometheus/common/config"
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -269,4 +270,50 @@ func nonLoopbackIPv4(t *testing.T) net.IP {
 	}
 	t.Fatal("no non-loopback IPv4 address on this host: the test needs one to show a proxy is not used")
 	return nil
+}
+
+// The pollers start again with new peer_client settings, and only then: a
+// reload that leaves them as they were keeps each peer's state.
+func TestPeerSetRestartsOnANewClient(t *testing.T) {
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	peers := []string{"http://127.0.0.1:1"} // nothing listens: down, which is fine here
+	assert.True(t, set.set(ctx, peers, time.Second))
+	set.useClient(config.DefaultPeerClient().HTTP)
+	assert.False(t, set.set(ctx, peers, time.Second), "the defaults, as before")
+	h := config.DefaultPeerClient().HTTP
+	h.BasicAuth = &promconfig.BasicAuth{Username: "peer", PasswordFile: "/etc/haproxy-weighter/peer.password"}
+	set.useClient(h)
+	assert.True(t, set.set(ctx, peers, time.Second), "credentials to send")
+	h2 := config.DefaultPeerClient().HTTP
+	h2.BasicAuth = &promconfig.BasicAuth{Username: "peer", PasswordFile: "/etc/haproxy-weighter/peer.password"}
+	set.useClient(h2)
+	assert.False(t, set.set(ctx, peers, time.Second), "the same settings, decoded again")
+}
+
+// A reload whose peer_client cannot be built (its CA file is gone) is
+// refused: the daemon keeps asking its peers as before.
+func TestReloadWithABrokenPeerClientIsRefused(t *testing.T) {
+	ca := testenv.TestCA(t)
+	peer := servePeer(t, "30")
+	cfg := func(caFile string) *config.Config {
+		c := testConfig(t, "be")
+		c.Listen, c.Peers = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), []string{peer}
+		c.PeerClient.HTTP.TLSConfig.CAFile = caFile
+		return c
+	}
+	var logs testenv.SyncBuffer
+	reg := prometheus.NewRegistry()
+	n := &recordingNotifier{ready: make(chan struct{})}
+	r := startDaemon(t, New(cfg(ca.CA), Options{Registry: reg, Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+		Reload: func() (*config.Config, error) { return cfg("/nonexistent/ca.pem"), nil }}), n)
+	waitFor(t, "the peer added", func() bool {
+		return series(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": peer}) == 1
+	})
+	r.hup <- os.Interrupt
+	waitFor(t, "the reload refused", func() bool { return strings.Contains(logs.String(), "config reload rejected") })
+	assert.Contains(t, logs.String(), "peer "+peer+": client: peer_client: unable to read CA cert")
+	assert.Equal(t, 0.0, series(t, reg, "haproxy_weighter_config_reload_success", nil))
+	assert.Equal(t, 1.0, series(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": peer}), "still asked as before")
 }
