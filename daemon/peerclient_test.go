@@ -196,7 +196,9 @@ func TestPeerRedirectsAndSizeAreBounded(t *testing.T) {
 	set := newPeerSet(reg, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); set.stop() })
-	set.set(ctx, []string{away, within, huge.URL}, 400*time.Millisecond)
+	// An 8 s interval gives each ask 4 s: reading the 4 MiB answer under -race on
+	// a loaded machine can take longer than a short interval's half.
+	set.set(ctx, []string{away, within, huge.URL}, 8*time.Second)
 	waitFor(t, "every peer asked", func() bool {
 		_, note := set.readings("be", false)
 		return !strings.Contains(note, "not asked yet")
