@@ -34,6 +34,16 @@ func TestReloadSaysTheWebConfigFileIsBroken(t *testing.T) {
 			return next, nil
 		}})
 	r := startDaemon(t, d, n)
+	// The listener reads the file once when it starts serving (for TLS): break
+	// the file only after it serves, or the start itself fails.
+	waitFor(t, "the listener serving", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	// Broken: a password hash under a wrong tag, which yaml quotes in its error.
 	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: {alice: !!int $2y$10$s3cr3tHash}\n"), 0o600))
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
