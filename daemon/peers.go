@@ -377,6 +377,8 @@ func (p *peerSet) readings(backend string, connections bool) ([]peerReading, str
 	all, t := maps.Clone(p.peers), p.timing
 	p.mu.Unlock()
 	if len(peers) == 0 {
+		// No peers (any more): no series, rather than the last count.
+		p.added.DeleteLabelValues(backend)
 		return nil, ""
 	}
 	now := p.now()
