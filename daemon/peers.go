@@ -261,7 +261,9 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 	default:
 		pr.answer, pr.asked, pr.problem = a, asked, ""
 	}
-	problem, changed := pr.problem, pr.problem != pr.logged
+	// The same reason in other numbers (garbage values, a local port) is no
+	// change: said again, it would be a line at every poll.
+	problem, changed := pr.problem, normalise(pr.problem) != normalise(pr.logged)
 	pr.logged = problem
 	pr.mu.Unlock()
 	if problem == "" {
