@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
@@ -60,4 +64,74 @@ func TestPeerSameProblemOtherNumbersLoggedOnce(t *testing.T) {
 	waitFor(t, "five asks", func() bool { return asks.Load() >= 5 })
 	require.True(t, set.set(ctx, nil, 400*time.Millisecond))
 	assert.Equal(t, 1, strings.Count(logs.String(), "peer left out"), logs.String())
+}
+
+// goroutinesIn counts the goroutines whose stack mentions fn.
+func goroutinesIn(fn string) int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			n++
+		}
+	}
+	return n
+}
+
+// A daemon with a peer that hangs, one that trickles its answer and one
+// that answers: a reload that removes them stops their pollers and lets go
+// of their connections while asks are in flight, and so does the stop of
+// a daemon that still has peers. Nothing is left running.
+func TestPeerPollersEndOnReloadAndStop(t *testing.T) {
+	baseConns := goroutinesIn("net/http.(*persistConn)")
+	entered := make(chan struct{}, 100)
+	hang := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hang.Close)
+	trickle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		fmt.Fprint(w, `{"instance":"trickle",`)
+		for r.Context().Err() == nil {
+			fmt.Fprint(w, " ")
+			w.(http.Flusher).Flush()
+			time.Sleep(10 * time.Millisecond)
+		}
+	}))
+	t.Cleanup(trickle.Close)
+	good := servePeer(t, "10")
+
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
+backend be
+  server s1 127.0.0.1:1 weight 100
+`)
+	withPeers := peerConfig(t, h.Socket, testenv.FreePort(t), 1)
+	withPeers.Peers = []string{hang.URL, trickle.URL, good}
+	withPeers.Interval = duration.Duration(4 * time.Second) // timeout 2 s: asks stay in flight
+	without := *withPeers
+	without.Peers = nil
+	var next atomic.Pointer[config.Config]
+	next.Store(&without)
+	n := &recordingNotifier{ready: make(chan struct{})}
+	d := New(withPeers, Options{Registry: prometheus.NewRegistry(), Notifier: n,
+		Reload: func() (*config.Config, error) { return next.Load(), nil }})
+	r := startDaemon(t, d, n)
+	waitFor(t, "asks in flight", func() bool { return len(entered) >= 2 })
+	require.Equal(t, 3, goroutinesIn("(*peerSet).poll"))
+
+	r.hup <- os.Interrupt
+	waitFor(t, "the reload to stop the pollers and close their connections", func() bool {
+		return goroutinesIn("(*peerSet).poll") == 0 && goroutinesIn("net/http.(*persistConn)") <= baseConns
+	})
+
+	next.Store(withPeers)
+	r.hup <- os.Interrupt
+	waitFor(t, "the peers back", func() bool { return goroutinesIn("(*peerSet).poll") == 3 && len(entered) >= 4 })
+	require.NoError(t, r.stop())
+	assert.Equal(t, 0, goroutinesIn("(*peerSet).poll"), "pollers after the daemon stopped")
+	waitFor(t, "the stopped daemon's peer connections closed", func() bool {
+		return goroutinesIn("net/http.(*persistConn)") <= baseConns
+	})
 }
