@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	promconfig "github.com/prometheus/common/config"
@@ -255,7 +256,7 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 	pr.mu.Lock()
 	switch {
 	case err != nil:
-		pr.answer, pr.problem = nil, err.Error()
+		pr.answer, pr.problem = nil, clipProblem(err.Error())
 	case a.Instance == p.instance:
 		pr.answer, pr.problem = nil, "this daemon itself"
 	default:
@@ -278,6 +279,23 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 	default:
 		p.log.Warn("peer left out of the fast signal", "peer", pr.url, "why", problem)
 	}
+}
+
+// maxProblem bounds why a peer is left out: the text quotes what the peer
+// sent (a server name, a status line, a JSON path), and goes to the log and,
+// each cycle, to every server's reason in the plan.
+const maxProblem = 512
+
+// clipProblem cuts why to maxProblem bytes, on a character boundary.
+func clipProblem(why string) string {
+	if len(why) <= maxProblem {
+		return why
+	}
+	cut := maxProblem
+	for cut > 0 && !utf8.RuneStart(why[cut]) {
+		cut--
+	}
+	return why[:cut] + "…"
 }
 
 // ask GETs the peer's PeerPath within timeout and checks the answer.

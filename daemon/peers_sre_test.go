@@ -135,3 +135,46 @@ backend be
 		return goroutinesIn("net/http.(*persistConn)") <= baseConns
 	})
 }
+
+// A peer's garbage is quoted in why it is left out, which reaches the log
+// and, each cycle, every server's reason in the plan: a server name, a
+// status line or a JSON path it sends a megabyte long must not come along
+// whole.
+func TestPeerGarbageIsNotQuotedWhole(t *testing.T) {
+	long := strings.Repeat("x", 1<<20)
+	bodies := map[string]string{
+		"name":  `{"instance":"other","backends":{"be":{"age_seconds":0.1,"span_seconds":1,"servers":{"` + long + `":{"bytes_per_second":-1,"sessions":1}}}}}`,
+		"path":  `{"instance":"other","backends":{"` + long + `":{"servers":{"s1":{"bytes_per_second":"300"}}}}}`,
+		"plain": long,
+	}
+	var logs testenv.SyncBuffer
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	var urls []string
+	for _, body := range bodies {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) }))
+		t.Cleanup(srv.Close)
+		urls = append(urls, srv.URL)
+	}
+	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		// A status line as long as net/http takes.
+		c, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		fmt.Fprintf(buf, "HTTP/1.1 500 %s\r\nContent-Length: 0\r\n\r\n", strings.Repeat("y", 1<<20))
+		_ = buf.Flush()
+	}))
+	t.Cleanup(status.Close)
+	urls = append(urls, status.URL)
+	set.set(ctx, urls, 4*time.Second)
+	waitFor(t, "every peer left out", func() bool {
+		_, note := set.readings("be", false)
+		return strings.Count(note, "garbage:")+strings.Count(note, "down: HTTP") == len(urls)
+	})
+	_, note := set.readings("be", false)
+	assert.Less(t, len(note), 4<<10, "the plan's note: %.300s…", note)
+	assert.Less(t, len(logs.String()), 8<<10, "the log: %.300s…", logs.String())
+}
