@@ -484,10 +484,18 @@ func fieldValue(s, prefix string) (string, bool) {
 
 // proxyName checks a frontend, backend or server name from the dump and maps
 // HAProxy's placeholders for "not chosen yet" to "". An empty or impossible
-// name is an error: it must not pass for "no server".
+// name is an error: it must not pass for "no server". HAProxy's internal
+// proxies and servers ("<HTTPCLIENT>", behind Lua's httpclient, ocsp-update
+// and ACME) are named in angle brackets, which no configured name can hold:
+// they are kept as printed, so they never match a backend of the daemon.
 func proxyName(kind, name string) (string, error) {
 	if name == "<NONE>" || name == "<none>" {
 		return "", nil
+	}
+	if inner, ok := strings.CutPrefix(name, "<"); ok {
+		if inner, ok = strings.CutSuffix(inner, ">"); ok && ValidName(inner) == nil {
+			return name, nil
+		}
 	}
 	if err := checkName(kind, name); err != nil {
 		return "", err
