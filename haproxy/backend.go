@@ -138,7 +138,9 @@ func (b *Backend) verify(changes []weighter.Change, replies []string) error {
 			failed[ch.Server] = true
 			errs = append(errs, &weighter.ServerError{Server: ch.Server,
 				Err: fmt.Errorf("backend %s: set weight %d: %w", b.name, ch.Weight, classify(err))})
+			continue
 		}
+		daemonZeroes.note(b.c.cfg.Socket, b.name, ch.Server, ch.Weight)
 	}
 	state, err := b.parseState(replies[len(changes)])
 	if err != nil {

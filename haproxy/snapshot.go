@@ -37,7 +37,10 @@ func (b *Backend) Snapshot(ctx context.Context) (map[string]int, error) {
 // A server whose configured weight changed since (HAProxy restarted with a new
 // configuration), or that did not exist then, gets its configured weight: the
 // old runtime weight would undo the operator's change, and the daemon's weight
-// would outlive the daemon. Without a Snapshot it does nothing.
+// would outlive the daemon. A server at weight 0 that the daemon did not
+// drain (this process's newest write to it was not 0) is an operator's
+// drain, as the cycles take it, and stays drained. Without a Snapshot it does
+// nothing.
 func (b *Backend) Restore(ctx context.Context) error {
 	b.mu.Lock()
 	snap := b.snapshot
@@ -54,6 +57,9 @@ func (b *Backend) Restore(ctx context.Context) error {
 		want := s.InitialWeight
 		if w, ok := snap[s.Name]; ok && w.initial == s.InitialWeight {
 			want = w.weight
+		}
+		if s.Weight == 0 && want != 0 && !daemonZeroes.wrote(b.c.cfg.Socket, b.name, s.Name) {
+			continue // drained by an operator since: not the daemon's to undo
 		}
 		if want != s.Weight {
 			changes = append(changes, weighter.Change{Server: s.Name, Weight: want})

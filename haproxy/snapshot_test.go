@@ -40,3 +40,26 @@ func TestRestoreAfterRestartAndNewServer(t *testing.T) {
 	assert.Equal(t, 30, got["s2"].Weight, "the new configured weight, not the snapshot's 20")
 	assert.Equal(t, 4, got["s9"].Weight, "a server added since the snapshot gets its initial weight")
 }
+
+// TestRestoreLeavesOperatorDrain: a server an operator drained by weight 0
+// while the daemon ran (`set weight be/s 0`, which the cycles leave alone)
+// must stay drained when the daemon exits; a server the daemon drained itself
+// gets its start-up weight back. The writes go through another Client, as
+// after a reload that changes the socket's settings.
+func TestRestoreLeavesOperatorDrain(t *testing.T) {
+	h := testenv.StartHAProxy(t, appConfig(t))
+	c := newClient(t, h.Socket)
+	b := c.Backend("be_app")
+	ctx := testCtx(t)
+	_, err := b.Snapshot(ctx)
+	require.NoError(t, err)
+
+	reloaded := newClient(t, h.Socket).Backend("be_app")
+	require.NoError(t, reloaded.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 5}, {Server: "s2", Weight: 0}}))
+	require.Empty(t, raw(t, c, "set weight be_app/s1 0"), "the operator drains s1")
+
+	require.NoError(t, b.Restore(ctx))
+	got := byName(t, b)
+	assert.Equal(t, 0, got["s1"].Weight, "the operator's drain stays")
+	assert.Equal(t, 20, got["s2"].Weight, "the daemon's drain is undone")
+}
