@@ -187,6 +187,10 @@ type peer struct {
 	asked   time.Time // when the answer was asked for
 	problem string    // why the peer is left out ("" = it is not)
 	logged  string    // the problem the log last said ("" = fine)
+	// The changes said since window began, and those left unsaid: a peer
+	// that flaps is said peerLogChanges times, then summarised.
+	window       time.Time
+	said, unsaid int
 	// stale is, per backend, whether the log last said its reading was stale.
 	stale map[string]bool
 }
@@ -266,6 +270,7 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 	// change: said again, it would be a line at every poll.
 	problem, changed := pr.problem, normalise(pr.problem) != normalise(pr.logged)
 	pr.logged = problem
+	say, unsaid := pr.sayChange(p.now(), changed)
 	pr.mu.Unlock()
 	if problem == "" {
 		p.up.WithLabelValues(pr.url).Set(1)
@@ -273,12 +278,46 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 		p.up.WithLabelValues(pr.url).Set(0)
 	}
 	switch {
-	case !changed:
+	case unsaid == 0:
+	case problem == "":
+		p.log.Warn("peer flapping: changes not logged one by one", "peer", pr.url, "changes", unsaid,
+			"within", summaryEvery, "now", "added")
+	default:
+		p.log.Warn("peer flapping: changes not logged one by one", "peer", pr.url, "changes", unsaid,
+			"within", summaryEvery, "now", "left out", "why", problem)
+	}
+	switch {
+	case !say || unsaid > 0: // the summary said the state
 	case problem == "":
 		p.log.Info("peer readings added to the fast signal", "peer", pr.url)
 	default:
 		p.log.Warn("peer left out of the fast signal", "peer", pr.url, "why", problem)
 	}
+}
+
+// peerLogChanges is how many of a peer's changes are said within
+// summaryEvery; more are counted, and summarised with the state the peer is
+// in at its first ask after that time. A peer that flaps (it answers about
+// as slowly as the timeout, one of two hosts behind its name is broken)
+// would otherwise be logged at every poll.
+const peerLogChanges = 4
+
+// sayChange reports whether a change (changed) is said, and how many were
+// left unsaid in the time that ended at now. Called under pr.mu.
+func (pr *peer) sayChange(now time.Time, changed bool) (say bool, unsaid int) {
+	if now.Sub(pr.window) >= summaryEvery {
+		unsaid = pr.unsaid
+		pr.window, pr.said, pr.unsaid = now, 0, 0
+	}
+	switch {
+	case !changed:
+	case pr.said < peerLogChanges:
+		pr.said++
+		say = true
+	default:
+		pr.unsaid++
+	}
+	return say, unsaid
 }
 
 // maxProblem bounds why a peer is left out: the text quotes what the peer

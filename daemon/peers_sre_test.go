@@ -178,3 +178,58 @@ func TestPeerGarbageIsNotQuotedWhole(t *testing.T) {
 	assert.Less(t, len(note), 4<<10, "the plan's note: %.300s…", note)
 	assert.Less(t, len(logs.String()), 8<<10, "the log: %.300s…", logs.String())
 }
+
+// A peer that flaps (answers about as slowly as the timeout, or one of two
+// hosts behind its name is broken) changes at every poll: its changes are
+// said a few times, then summarised, with the state it is in, not logged
+// at every poll for as long as it flaps. A peer that changes now and then
+// still has each change said when it happens.
+func TestFlappingPeerIsSummarised(t *testing.T) {
+	var asks atomic.Int64
+	var settled, down atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if asks.Add(1)%2 == 0 && !settled.Load() || down.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		fmt.Fprint(w, `{"instance":"other","backends":{}}`)
+	}))
+	t.Cleanup(srv.Close)
+	var clock atomic.Int64
+	epoch := time.Unix(2_000_000_000, 0)
+	var logs testenv.SyncBuffer
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+	set.now = func() time.Time { return epoch.Add(time.Duration(clock.Load())) }
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	set.set(ctx, []string{srv.URL}, time.Hour) // the poller asks once, then sleeps: the test asks
+	pr := set.peers[srv.URL]
+	waitFor(t, "the first ask", func() bool { return asks.Load() == 1 })
+	timing := timingFor(2 * time.Second)
+	lines := func() int { return strings.Count(logs.String(), "peer="+srv.URL) }
+	waitFor(t, "the first ask's line", func() bool { return lines() == 1 })
+	for range 1319 { // a poll every 500 ms for 11 minutes, each a change
+		clock.Add(int64(500 * time.Millisecond))
+		set.fetch(ctx, pr, timing)
+	}
+	during := lines()
+	assert.LessOrEqual(t, during, 12, "lines while flapping for 11 minutes (1,320 changes):\n%s", logs.String())
+	assert.Contains(t, logs.String(), "changes=", "the flapping summarised")
+
+	// It settles (answers 200 from now on): the state it ends in is said.
+	settled.Store(true)
+	for range 1200 { // 10 minutes
+		clock.Add(int64(500 * time.Millisecond))
+		set.fetch(ctx, pr, timing)
+	}
+	all := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	assert.Contains(t, all[len(all)-1], "added", "the last word is the state it settled in:\n%s", logs.String())
+	assert.LessOrEqual(t, len(all)-during, 2, "lines once settled:\n%s", logs.String())
+
+	// Down again, for good: said at the ask that finds it.
+	down.Store(true)
+	clock.Add(int64(500 * time.Millisecond))
+	set.fetch(ctx, pr, timing)
+	all = strings.Split(strings.TrimSpace(logs.String()), "\n")
+	assert.Contains(t, all[len(all)-1], "peer left out", logs.String())
+}
