@@ -260,6 +260,10 @@ func (p *peerSet) fetch(ctx context.Context, pr *peer, t peerTiming) {
 	pr.mu.Lock()
 	switch {
 	case err != nil:
+		if pr.client != nil {
+			// Garbage may echo what the peer was sent: the credentials.
+			err = pr.client.Redact(err)
+		}
 		pr.answer, pr.problem = nil, clipProblem(err.Error())
 	case a.Instance == p.instance:
 		pr.answer, pr.problem = nil, "this daemon itself"

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promconfig "github.com/prometheus/common/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -232,4 +234,35 @@ func TestFlappingPeerIsSummarised(t *testing.T) {
 	set.fetch(ctx, pr, timing)
 	all = strings.Split(strings.TrimSpace(logs.String()), "\n")
 	assert.Contains(t, all[len(all)-1], "peer left out", logs.String())
+}
+
+// A peer that echoes what it was sent (a debugging endpoint behind the
+// peer's address, a proxy's error page) puts peer_client's credentials in
+// its garbage, which why it is left out quotes: they must not reach the log
+// nor the plan.
+func TestPeerEchoingCredentialsShowsNoSecret(t *testing.T) {
+	const user, password = "peer", "s3cretPeerPW"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Basic ")
+		raw, _ := base64.StdEncoding.DecodeString(auth)
+		fmt.Fprintf(w, `{"instance":"echo","backends":{"be":{"age_seconds":0.1,"span_seconds":1,`+
+			`"servers":{%q:{"bytes_per_second":-1,"sessions":1},%q:{"bytes_per_second":-1}}}}}`, auth, raw)
+	}))
+	t.Cleanup(srv.Close)
+	var logs testenv.SyncBuffer
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, nil)))
+	h := config.DefaultPeerClient().HTTP
+	h.BasicAuth = &promconfig.BasicAuth{Username: user, Password: password}
+	set.useClient(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	set.set(ctx, []string{srv.URL}, 400*time.Millisecond)
+	waitFor(t, "the peer left out", func() bool {
+		_, note := set.readings("be", false)
+		return strings.Contains(note, "garbage")
+	})
+	_, note := set.readings("be", false)
+	for _, secret := range []string{password, base64.StdEncoding.EncodeToString([]byte(user + ":" + password))} {
+		assert.NotContains(t, note+logs.String(), secret)
+	}
 }
