@@ -14,6 +14,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -354,7 +355,7 @@ func (p *peerSet) ask(ctx context.Context, pr *peer, timeout time.Duration) (*pe
 	}
 	resp, err := pr.client.Do(req)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		if timedOut(err) {
 			return nil, fmt.Errorf("down: no answer within %s", timeout)
 		}
 		return nil, fmt.Errorf("down: %w", pr.client.Redact(err))
@@ -365,7 +366,7 @@ func (p *peerSet) ask(ctx context.Context, pr *peer, timeout time.Duration) (*pe
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, peerMaxBody+1))
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case timedOut(err):
 		return nil, fmt.Errorf("down: answer not read within %s", timeout)
 	case err != nil:
 		return nil, fmt.Errorf("down: reading the answer: %w", pr.client.Redact(err))
@@ -380,6 +381,13 @@ func (p *peerSet) ask(ctx context.Context, pr *peer, timeout time.Duration) (*pe
 		return nil, fmt.Errorf("garbage: %w", err)
 	}
 	return &a, nil
+}
+
+// timedOut reports whether err is the ask's deadline or its connection's
+// read deadline (both the ask's timeout): whichever comes first, the peer
+// is said alike, not once in each wording.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // publish keeps the backend's newest own reading for the peers.

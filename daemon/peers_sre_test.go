@@ -266,3 +266,32 @@ func TestPeerEchoingCredentialsShowsNoSecret(t *testing.T) {
 		assert.NotContains(t, note+logs.String(), secret)
 	}
 }
+
+// A peer that does not answer is said alike whichever deadline ends the
+// ask, the ask's or its connection's read deadline (both half the
+// interval): the two messages took turns, each a change and a log line.
+func TestSilentPeerIsSaidAlikeWhicheverDeadlineEndsIt(t *testing.T) {
+	silent := func(headers bool) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if headers {
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+			}
+			<-r.Context().Done()
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	noAnswer, noBody := silent(false), silent(true)
+	set.set(ctx, []string{noAnswer, noBody}, 400*time.Millisecond) // the connections' read deadline: 200 ms
+	// Asked with a longer deadline of its own, the connection's ends it.
+	_, err := set.ask(ctx, set.peers[noAnswer], 10*time.Second)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "down: no answer within")
+	_, err = set.ask(ctx, set.peers[noBody], 10*time.Second)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "down: answer not read within")
+}
