@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"log/slog"
+	"net"
 	"sync"
 	"time"
 
@@ -51,6 +52,12 @@ type Daemon struct {
 	// by path (startcheck.go); only Run's goroutine uses it.
 	haproxyChecked map[string]haproxyFileState
 
+	// listen opens the HTTP listener (net.Listen; tests inject faults), and
+	// webRetry is the first wait before the listener is opened again after it
+	// stopped (http.go).
+	listen   func(network, addr string) (net.Listener, error)
+	webRetry time.Duration
+
 	mu    sync.Mutex
 	group *group // the runners of the configuration in force
 }
@@ -71,7 +78,8 @@ func New(cfg *config.Config, o Options) *Daemon {
 	}
 	d := &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
 		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
-		startWeights: newStartWeights(o.Log), peers: newPeerSet(o.Registry, o.Log)}
+		startWeights: newStartWeights(o.Log), peers: newPeerSet(o.Registry, o.Log),
+		listen: net.Listen, webRetry: time.Second}
 	d.metrics.WatchSockets(d.socketStates)
 	d.metrics.WatchAddresses(d.addressStates)
 	return d

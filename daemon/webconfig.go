@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,7 +23,12 @@ func (d *Daemon) serveWeb(srv *http.Server, ln net.Listener) error {
 	// A client's failed handshake (a scanner, a scraper without the CA) is
 	// its problem, which it reports; here it is detail, not one line each on stderr.
 	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
-	return web.Serve(ln, srv, &web.FlagConfig{WebConfigFile: &path}, log)
+	err := web.Serve(ln, srv, &web.FlagConfig{WebConfigFile: &path}, log)
+	if err == nil || errors.Is(err, http.ErrServerClosed) || path == "" {
+		return err
+	}
+	// Not wrapped, as in CheckWebConfig: it may be the file's decoding error.
+	return fmt.Errorf("serve with web config file %s: %s", path, yamlQuoted.ReplaceAllString(err.Error(), ""))
 }
 
 // CheckWebConfig reads the web configuration file at path and the
