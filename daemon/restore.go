@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -132,7 +134,9 @@ func (t *restoringTarget) keep(ctx context.Context) error {
 	return nil
 }
 
-// restore writes back the start-up weights of the backends still configured.
+// restore writes back the start-up weights of the backends still configured,
+// and of those a reload removed whose restore failed then (their HAProxy did
+// not answer): they would otherwise keep the daemon's weights for good.
 func (d *Daemon) restore(ctx context.Context) error {
 	cfg := d.config()
 	if !cfg.RestoreOnExit {
@@ -142,5 +146,17 @@ func (d *Daemon) restore(ctx context.Context) error {
 	for _, b := range cfg.Backends {
 		names = append(names, b.Name)
 	}
+	for _, name := range d.startWeights.names() {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
 	return d.startWeights.restore(ctx, cfg.CycleTimeout(), names, "restore_on_exit")
+}
+
+// names returns the backends whose start-up weights are kept, sorted.
+func (s *startWeights) names() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.kept))
 }
