@@ -28,6 +28,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	old := d.config()
 	if cfg.Listen != old.Listen {
 		d.log.Warn("listen address changes need a restart", "listen", old.Listen)
+		cfg.Listen = old.Listen // where it serves, until then
 	}
 	if cfg.WebConfigFile != old.WebConfigFile {
 		d.log.Warn("web_config_file changes need a restart (the file's content is read at each request)", "web_config_file", old.WebConfigFile)
