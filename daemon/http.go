@@ -66,7 +66,8 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 		stopped bool
 	)
 	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
+	d.log.Info("serving metrics", "addr", ln.Addr().String())
+	go func(ln net.Listener) {
 		defer close(done)
 		wait := d.webRetry
 		var down time.Time // when the listener stopped; zero while it serves
@@ -117,14 +118,17 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 				}
 			}
 		}
-	}()
-	d.log.Info("serving metrics", "addr", ln.Addr().String())
+	}(ln)
 	return func() {
 		close(quit)
 		mu.Lock()
 		stopped = true
 		srv := current
 		mu.Unlock()
+		if srv == nil { // the goroutine has not served yet: it sees stopped and closes ln
+			<-done
+			return
+		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
