@@ -60,6 +60,11 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		d.startWeights.forget(moved)
 	}
 	d.restoreTurnedDry(ctx, old, cfg, stuck)
+	if old.RestoreOnExit && !cfg.RestoreOnExit {
+		// Turned on again later, it keeps the weights of that moment: the
+		// ones kept before must not be written back at exit.
+		d.startWeights.forget(d.startWeights.names())
+	}
 	d.mu.Lock()
 	d.cfg = cfg
 	d.mu.Unlock()
