@@ -37,7 +37,8 @@ var staticAlgos = map[string]string{
 // weights. Hash algorithms (source, uri, hdr, ...) look the same in `show stat`
 // whether they are consistent or map-based, so for them Check probes: it writes
 // a different weight to one server and the old weight back, in one request.
-// Map-based hashing refuses the first write.
+// Map-based hashing refuses the first write. No server at weight 0 is
+// probed.
 func (b *Backend) Check(ctx context.Context) error {
 	if err := checkName("backend", b.name); err != nil {
 		return err
@@ -60,13 +61,23 @@ func (b *Backend) Check(ctx context.Context) error {
 	if len(servers) == 0 {
 		return nil // nothing to probe; a later write error will say more
 	}
+	// The probe goes to a server that has a weight: one at 0 (an
+	// operator's drain) would take new connections between the two writes.
+	// With every server at 0 only the admin-level write of its own weight
+	// is sent; a map-based backend then fails at its first write instead.
 	s := servers[0]
+	for _, cand := range servers {
+		if cand.Weight > 0 {
+			s = cand
+			break
+		}
+	}
 	probe := 1
 	if s.InitialWeight == 1 {
 		probe = 2
 	}
 	cmds := []string{b.weightCmd(s.Name, s.Weight)}
-	if !dynamicAlgos[algo] {
+	if !dynamicAlgos[algo] && s.Weight > 0 {
 		cmds = []string{b.weightCmd(s.Name, probe), b.weightCmd(s.Name, s.Weight)}
 	}
 	return b.probe(ctx, algo, cmds)
