@@ -550,3 +550,42 @@ func TestDebScriptsUpgradeFromLegacyPackage(t *testing.T) {
 		t.Errorf("next upgrade: the service is not enabled and running")
 	}
 }
+
+// TestDebScriptsWithoutHAProxyGroup: the unit names SupplementaryGroups=haproxy, and systemd
+// refuses to start a unit whose supplementary group does not exist (status=216/GROUP). On a
+// machine without that group yet (no HAProxy, or HAProxy configured after this package) the
+// install says so and how to clear it where no local HAProxy is wanted (IPVS, a host:port
+// socket); once the haproxy package has made the group, the next configure adds the service
+// user to it and says nothing.
+func TestDebScriptsWithoutHAProxyGroup(t *testing.T) {
+	requireDebRoot(t)
+	debA, debB := buildDebs(t)
+	root := debRoot(t)
+	if fileHas(t, root, "/etc/passwd", "haproxy:") {
+		inRoot(t, root, "userdel", "haproxy")
+	}
+	if fileHas(t, root, "/etc/group", "haproxy:") {
+		inRoot(t, root, "groupdel", "haproxy")
+	}
+	unit, err := os.ReadFile(unitPath)
+	must(t, err)
+	if !strings.Contains(string(unit), "\nSupplementaryGroups=haproxy\n") {
+		t.Fatalf("%s no longer names SupplementaryGroups=haproxy: revisit this test", unitPath)
+	}
+
+	_, out := rootDpkgOutput(t, root, "-i", debA)
+	for _, want := range []string{"no group haproxy", "SupplementaryGroups=", "systemctl edit haproxy-weighter"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("install without a haproxy group: dpkg's output lacks %q:\n%s", want, out)
+		}
+	}
+
+	inRoot(t, root, "groupadd", "--system", "haproxy")
+	_, out = rootDpkgOutput(t, root, "-i", debB)
+	if strings.Contains(out, "no group haproxy") {
+		t.Errorf("upgrade with a haproxy group: the hint again:\n%s", out)
+	}
+	if groups := inRoot(t, root, "id", "-nG", "haproxy-weighter"); !strings.Contains(" "+strings.TrimSpace(groups)+" ", " haproxy ") {
+		t.Errorf("upgrade with a haproxy group: user haproxy-weighter is in groups %q, want haproxy among them", groups)
+	}
+}

@@ -19,6 +19,10 @@ if [ "$1" = "configure" ]; then
     fi
     if getent group haproxy >/dev/null; then
         adduser --quiet haproxy-weighter haproxy >/dev/null
+    else
+        # systemd does not start a unit whose supplementary group does not exist (216/GROUP).
+        echo "haproxy-weighter: no group haproxy (the haproxy package makes it): until there is one, the unit's SupplementaryGroups=haproxy keeps the service from starting;" >&2
+        echo "haproxy-weighter: without a local HAProxy (IPVS, a host:port socket), clear it: systemctl edit haproxy-weighter, then [Service] SupplementaryGroups=" >&2
     fi
     # The config may hold source credentials: readable by the service user only; an
     # administrator's dpkg-statoverride wins.
