@@ -295,3 +295,41 @@ func TestSilentPeerIsSaidAlikeWhicheverDeadlineEndsIt(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "down: answer not read within")
 }
+
+// The fleet's one configuration on every balancer: each daemon lists every
+// daemon, itself included, and the other twice (with and without a
+// trailing /). Over two real HAProxies, each daemon adds the other once and
+// itself never: it weighs by both balancers' load, not by its own twice nor
+// the other's twice (A's clients send 10 kB/s per connection, B's 40 kB/s:
+// 25 kB/s summed; 30 kB/s with B's counted twice, 20 kB/s with A's).
+func TestFleetConfigListingItselfAndAPeerTwice(t *testing.T) {
+	hs := twoBalancers(t, [2]int{1000, 4000})
+	ports := [2]int{testenv.FreePort(t), testenv.FreePort(t)}
+	url := func(i int) string { return fmt.Sprintf("http://127.0.0.1:%d", ports[i]) }
+	var regs [2]*prometheus.Registry
+	var logs [2]*testenv.SyncBuffer
+	for i := range hs {
+		regs[i], logs[i] = prometheus.NewRegistry(), &testenv.SyncBuffer{}
+		n := &recordingNotifier{ready: make(chan struct{})}
+		cfg := parsePeerConfig(t, hs[i].Socket, fmt.Sprintf("listen: 127.0.0.1:%d\ninterval: 500ms\npeers: [%q, %q, %q, %q]\n",
+			ports[i], url(0), url(1), url(0)+"/", url(1)+"/"))
+		d := New(cfg, Options{Registry: regs[i], Notifier: n, Log: slog.New(slog.NewTextHandler(logs[i], nil))})
+		startDaemon(t, d, n)
+	}
+	for i := range hs {
+		waitFor(t, fmt.Sprintf("daemon %d adds the other", i), func() bool {
+			return series(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": url(1 - i)}) == 1 &&
+				series(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": url(1-i) + "/"}) == 1
+		})
+		for _, s := range []string{"s1", "s2"} {
+			waitFor(t, fmt.Sprintf("daemon %d sees both balancers' load on %s, once each", i, s), func() bool {
+				l := series(t, regs[i], "haproxy_weighter_server_load", map[string]string{"backend": "be", "server": s})
+				return l > 22_500 && l < 27_500
+			})
+		}
+		assert.Equal(t, 1.0, series(t, regs[i], "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}))
+		assert.Equal(t, 0.0, series(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": url(i)}), "itself")
+		assert.Equal(t, 2, strings.Count(logs[i].String(), `why="this daemon itself"`),
+			"itself said once per URL it is listed under:\n%s", logs[i].String())
+	}
+}
