@@ -82,6 +82,9 @@ type peerBackendRead struct {
 type peerServerRead struct {
 	BytesPerSecond float64 `json:"bytes_per_second"`
 	Sessions       float64 `json:"sessions"`
+	// Address is the server's ip:port on that balancer, by which the
+	// readings are matched (peerMatch); "" from a daemon that does not say.
+	Address string `json:"address,omitempty"`
 }
 
 func (a *peerAnswer) validate() error {
@@ -390,15 +393,16 @@ func timedOut(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// publish keeps the backend's newest own reading for the peers.
-func (p *peerSet) publish(backend string, r weighter.LocalRead) {
+// publish keeps the backend's newest own reading for the peers, each
+// server with its address in addrs (by name).
+func (p *peerSet) publish(backend string, r weighter.LocalRead, addrs map[string]string) {
 	if r.Since.IsZero() || r.Dead != nil {
 		return // no rate yet, or a dead signal: nothing a peer can add
 	}
 	servers := make(map[string]peerServerRead, len(r.Servers))
 	for name, c := range r.Servers {
 		if !c.Reset {
-			servers[name] = peerServerRead{BytesPerSecond: c.Rate, Sessions: c.Sessions}
+			servers[name] = peerServerRead{BytesPerSecond: c.Rate, Sessions: c.Sessions, Address: addrs[name]}
 		}
 	}
 	p.mu.Lock()
@@ -552,8 +556,16 @@ func (r *peeredReader) ReadLocal(ctx context.Context, servers []string) (weighte
 	if err != nil {
 		return cur, err
 	}
-	r.peers.publish(r.backend, cur)
+	var addrs map[string]string
+	if a, ok := r.own.(serverAddresses); ok {
+		addrs = a.addresses()
+	}
+	r.peers.publish(r.backend, cur, addrs)
 	got, note := r.peers.readings(r.backend, cur.Counts)
+	matches := make([]peerMatch, len(got))
+	for i, g := range got {
+		matches[i] = matchPeer(g.servers, addrs)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	span := 0.0
@@ -566,8 +578,8 @@ func (r *peeredReader) ReadLocal(ctx context.Context, servers []string) (weighte
 	out.Servers = make(map[string]weighter.LocalCounter, len(cur.Servers))
 	for name, c := range cur.Servers {
 		rate, sess := 0.0, 0.0
-		for _, g := range got {
-			s := g.servers[name]
+		for _, m := range matches {
+			s := m.of(name, addrs[name])
 			rate, sess = rate+s.BytesPerSecond, sess+s.Sessions
 		}
 		r.added[name] += rate * span
@@ -579,6 +591,65 @@ func (r *peeredReader) ReadLocal(ctx context.Context, servers []string) (weighte
 		out.Servers[name] = c
 	}
 	return out, nil
+}
+
+// serverAddresses is a fast reader that knows its servers' addresses.
+type serverAddresses interface {
+	// addresses are the servers' ip:port, by name.
+	addresses() map[string]string
+}
+
+// addresses are the servers' addresses as the newest read of HAProxy found.
+func (r *localReader) addresses() map[string]string {
+	out := map[string]string{}
+	for _, s := range r.b.KnownServers() {
+		if s.Address != "" {
+			out[s.Name] = s.Address
+		}
+	}
+	return out
+}
+
+// peerMatch finds a peer's reading of each own server: by address when the
+// two balancers share any (a name does not name the same server on every
+// balancer: server-template fills its slots in the order DNS answers),
+// by name when they share none (balancers reaching the servers at other
+// addresses, or a peer that does not say them).
+type peerMatch struct {
+	byName map[string]peerServerRead
+	byAddr map[string]peerServerRead // nil: match by name
+}
+
+func matchPeer(servers map[string]peerServerRead, own map[string]string) peerMatch {
+	m := peerMatch{byName: servers}
+	mine := map[string]bool{}
+	for _, a := range own {
+		mine[a] = true
+	}
+	shared := false
+	byAddr := map[string]peerServerRead{}
+	for _, s := range servers {
+		if s.Address == "" {
+			continue
+		}
+		shared = shared || mine[s.Address]
+		// One server under two names there: its readings summed.
+		sum := byAddr[s.Address]
+		byAddr[s.Address] = peerServerRead{BytesPerSecond: sum.BytesPerSecond + s.BytesPerSecond,
+			Sessions: sum.Sessions + s.Sessions, Address: s.Address}
+	}
+	if shared {
+		m.byAddr = byAddr
+	}
+	return m
+}
+
+// of is the peer's reading of the own server name at addr.
+func (m peerMatch) of(name, addr string) peerServerRead {
+	if m.byAddr != nil && addr != "" {
+		return m.byAddr[addr]
+	}
+	return m.byName[name]
 }
 
 // startPeers points the peer set at cfg's peers (a reload may change them)

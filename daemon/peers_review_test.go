@@ -157,7 +157,7 @@ func TestPeerReadingInAnotherUnitIsLeftOut(t *testing.T) {
 	for _, counts := range []bool{false, true} {
 		own := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 		own.publish("be", weighter.LocalRead{At: time.Now(), Since: time.Now().Add(-time.Second), Counts: counts,
-			Servers: map[string]weighter.LocalCounter{"s1": {Rate: 5}}})
+			Servers: map[string]weighter.LocalCounter{"s1": {Rate: 5}}}, nil)
 		rec := httptest.NewRecorder()
 		own.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, PeerPath, nil))
 		var a peerAnswer
