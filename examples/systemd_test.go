@@ -224,3 +224,45 @@ func checkExposedMetrics(t *testing.T, listen string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestWatchdogFedWhateverTheInterval: WATCHDOG=1 goes every half $WATCHDOG_USEC while the
+// backends' loops turn, not once per cycle, so an interval longer than the unit's WatchdogSec
+// (10 s against 1 s here) does not get the daemon killed.
+func TestWatchdogFedWhateverTheInterval(t *testing.T) {
+	t.Parallel()
+	bin := weighterBinary(t)
+	sink := testenv.StartDiscardServer(t)
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
+backend be_app
+  balance leastconn
+  server s1 `+sink+`
+  server s2 `+sink+`
+`)
+	dir := t.TempDir()
+	notify := filepath.Join(dir, "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notify, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	cfg := filepath.Join(dir, "config.yaml")
+	writeFile(t, cfg, "interval: 10s\nlisten: \"\"\nhaproxy: {socket: "+h.Socket+"}\nbackends:\n  - name: be_app\n    source: {haproxy: {counter: current_sessions}}\n")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfg)
+	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=1000000")
+	var logs testenv.SyncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+	// Four pings take 2 s at half a second each; one per cycle would take 40 s.
+	msgs := readNotify(t, conn, 8*time.Second, func(seen []string) bool { return count(seen, "WATCHDOG=1") >= 4 })
+	if count(msgs, "READY=1") != 1 || count(msgs, "WATCHDOG=1") < 4 {
+		t.Errorf("interval 10s, WATCHDOG_USEC 1 s: want READY=1 and 4 WATCHDOG=1 within 8 s, got %q\nlogs:\n%s", msgs, logs.String())
+	}
+}
