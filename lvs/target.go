@@ -59,7 +59,9 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 // from the kernel is written back with only Weight changed. Per-server
 // failures are joined *weighter.ServerError values; the others are still
 // written. A batch with a weight out of range or a server changed twice is
-// refused whole: nothing is written.
+// refused whole: nothing is written. A destination at weight 0 that this
+// process did not quiesce keeps it (a ServerError): keepalived or an
+// operator set it, maybe after the cycle read the weights.
 func (s *Service) SetWeights(ctx context.Context, changes []weighter.Change) error {
 	if len(changes) == 0 {
 		return nil
@@ -102,6 +104,12 @@ func (s *Service) setLocked(ctx context.Context, byName map[string]destination, 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ipvs: service %s: weight of %s not written: %w", s.spec, d.addr, err)
 	}
+	if d.dest.Weight == 0 && c.Weight != 0 && !zeroedByUs(s.spec, d.addr) {
+		// Quiesced by someone else since the cycle read it (keepalived does
+		// it once, when a check fails): a weight now would put a dead
+		// server back in rotation for good.
+		return fmt.Errorf("ipvs: service %s: destination %s was set to weight 0 by someone else since it was read (keepalived, an operator); left at 0", s.spec, d.addr)
+	}
 	dest := d.dest
 	dest.Weight = uint32(c.Weight)
 	if err := s.conn.UpdateDestination(s.svc, dest); err != nil {
@@ -113,6 +121,7 @@ func (s *Service) setLocked(ctx context.Context, byName map[string]destination, 
 		}
 		return fmt.Errorf("ipvs: service %s: update destination %s: %w", s.spec, d.addr, err)
 	}
+	noteWritten(s.spec, d.addr, c.Weight)
 	return nil
 }
 

@@ -279,3 +279,29 @@ func TestCloseClosesConn(t *testing.T) {
 	require.NoError(t, s.Close())
 	assert.True(t, f.closed)
 }
+
+// TestSetWeightsLeavesDestinationQuiescedMeanwhile: keepalived's
+// inhibit_on_failure (or an operator's `ipvsadm -e … -w 0`) quiesces a
+// destination by weight 0, once, when its check fails. If that happens
+// between the cycle's read and its write (while the source is queried), the
+// write must not put a weight back: keepalived would not set 0 again, and a
+// dead server would stay in rotation. A destination the daemon quiesced
+// itself is resumed as planned, also through a Service built by a reload.
+func TestSetWeightsLeavesDestinationQuiescedMeanwhile(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100), dr("10.0.2.3:2003", 100))
+	s := newTestService(t, f, exampleServers)
+	ctx := context.Background()
+	require.NoError(t, s.SetWeights(ctx, []weighter.Change{{Server: "10.0.2.3:2003", Weight: 0}}), "the daemon drains .3")
+	_, err := s.Servers(ctx)
+	require.NoError(t, err)
+
+	f.dests[1].Weight = 0 // keepalived: node-2's check failed
+	reloaded := newTestService(t, f, exampleServers)
+	err = reloaded.SetWeights(ctx, []weighter.Change{
+		{Server: "node-1", Weight: 37}, {Server: "node-2", Weight: 50}, {Server: "10.0.2.3:2003", Weight: 60}})
+	var se *weighter.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, "node-2", se.Server)
+	assert.ErrorContains(t, err, "weight 0")
+	assert.Equal(t, []uint32{37, 0, 60}, []uint32{f.dests[0].Weight, f.dests[1].Weight, f.dests[2].Weight})
+}
