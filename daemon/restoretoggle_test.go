@@ -39,6 +39,9 @@ func TestRestoreOnExitTurnedOnAgainKeepsTheWeightsOfThatMoment(t *testing.T) {
 		waitFor(t, "the reload", func() bool { return strings.Count(logs.String(), "config reloaded") == i })
 	}
 	reload(1) // off
+	// The new unit's start check writes a weight back as it read it: let it
+	// pass before the weights change.
+	waitFor(t, "the start-up read after the reload", func() bool { return strings.Count(logs.String(), `msg="current weights"`) == 2 })
 	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
