@@ -62,30 +62,36 @@ func (s *startWeights) forget(names []string) {
 }
 
 // restore writes back the start-up weights of the named backends that have
-// them, within timeout. A restored backend's weights are dropped, so a
+// them, within timeout. The backends are restored side by side, each with
+// the whole timeout: one whose HAProxy hangs must not use up the time of
+// those behind another socket. A restored backend's weights are dropped, so a
 // backend configured again later starts from what it has then; one that
 // failed keeps them. The error names each backend that failed.
 func (s *startWeights) restore(ctx context.Context, timeout time.Duration, names []string, why string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	var errs []error
-	for _, name := range names {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
 		s.mu.Lock()
 		t := s.kept[name]
 		s.mu.Unlock()
 		if t == nil {
 			continue
 		}
-		if err := t.Restore(ctx); err != nil {
-			s.log.Error(why+" failed, the daemon's last weights stay", "backend", name, "err", err)
-			errs = append(errs, fmt.Errorf("%s: backend %s: %w", why, name, err))
-			continue
-		}
-		s.mu.Lock()
-		delete(s.kept, name)
-		s.mu.Unlock()
-		s.log.Info("weights restored", "backend", name, "why", why)
+		wg.Go(func() {
+			if err := t.Restore(ctx); err != nil {
+				s.log.Error(why+" failed, the daemon's last weights stay", "backend", name, "err", err)
+				errs[i] = fmt.Errorf("%s: backend %s: %w", why, name, err)
+				return
+			}
+			s.mu.Lock()
+			delete(s.kept, name)
+			s.mu.Unlock()
+			s.log.Info("weights restored", "backend", name, "why", why)
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
