@@ -505,6 +505,19 @@ func (p *peerSet) readings(backend string, connections bool) ([]peerReading, str
 	return out, note
 }
 
+// noneAdded says that the backend's cycle added no peer's reading: its own
+// read failed, and it weighs by its source alone.
+func (p *peerSet) noneAdded(backend string) {
+	p.mu.Lock()
+	none := len(p.peers) == 0
+	p.mu.Unlock()
+	if none {
+		p.added.DeleteLabelValues(backend)
+		return
+	}
+	p.added.WithLabelValues(backend).Set(0)
+}
+
 // unitName says what a fast signal counts.
 func unitName(connections bool) string {
 	if connections {
@@ -554,6 +567,7 @@ func newPeeredReader(own weighter.LocalReader, backend string, peers *peerSet) *
 func (r *peeredReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
 	cur, err := r.own.ReadLocal(ctx, servers)
 	if err != nil {
+		r.peers.noneAdded(r.backend)
 		return cur, err
 	}
 	var addrs map[string]string

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -23,6 +24,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // A reload that removes every peer takes a backend's peers_added series
@@ -332,4 +334,43 @@ func TestFleetConfigListingItselfAndAPeerTwice(t *testing.T) {
 		assert.Equal(t, 2, strings.Count(logs[i].String(), `why="this daemon itself"`),
 			"itself said once per URL it is listed under:\n%s", logs[i].String())
 	}
+}
+
+// failingAfter is a LocalReader that reads like constReader until fail is
+// set, then fails as an HAProxy that stopped answering does.
+type failingAfter struct {
+	constReader
+	fail atomic.Bool
+}
+
+func (f *failingAfter) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+	if f.fail.Load() {
+		return weighter.LocalRead{}, errors.New("admin socket: connection refused")
+	}
+	return f.constReader.ReadLocal(ctx, servers)
+}
+
+// A backend whose own fast read fails adds no peer's reading (it weighs by
+// its source alone): peers_added says 0, not the count of its last good
+// read.
+func TestPeersAddedIsZeroWhenTheOwnReadFails(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	set := newPeerSet(reg, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	set.set(ctx, []string{servePeer(t, "10")}, 400*time.Millisecond)
+	own := &failingAfter{}
+	r := newPeeredReader(own, "be", set)
+	added := func() float64 {
+		return series(t, reg, "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"})
+	}
+	waitFor(t, "the peer added", func() bool {
+		_, err := r.ReadLocal(ctx, []string{"s1"})
+		require.NoError(t, err)
+		return added() == 1
+	})
+	own.fail.Store(true)
+	_, err := r.ReadLocal(ctx, []string{"s1"})
+	require.Error(t, err)
+	assert.Equal(t, 0.0, added())
 }
