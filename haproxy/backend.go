@@ -105,9 +105,27 @@ func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) err
 	cmds = append(cmds, b.stateCmd())
 	replies, err := b.c.roundTrip(ctx, cmds)
 	if err != nil {
-		return fmt.Errorf("backend %s: set weights: %w", b.name, err)
+		return fmt.Errorf("backend %s: set weights: %w", b.name, cutWeights(changes, err))
 	}
 	return b.verify(changes, replies)
+}
+
+// cutWeights says how far HAProxy got through a batch whose round trip was
+// cut. It stays one error, not one per server: the process that took the
+// answered weights may be gone (a restart), so none counts as written; the
+// next cycle reads what HAProxy has.
+func cutWeights(changes []weighter.Change, err error) error {
+	var cut *cutAfter
+	if !errors.As(err, &cut) {
+		return err
+	}
+	// The first two replies are the session set-up (exchange).
+	answered := min(max(cut.replies-2, 0), len(changes))
+	if answered == len(changes) {
+		return fmt.Errorf("all %d weights answered, read-back cut: %w", len(changes), err)
+	}
+	return fmt.Errorf("%d of %d weights answered, no reply from %s on (applied or not: unknown): %w",
+		answered, len(changes), changes[answered].Server, err)
 }
 
 func (b *Backend) weightCmd(server string, w int) string {

@@ -85,6 +85,10 @@ func (c *Client) converse(ctx context.Context, req []byte, read func(r io.Reader
 	if err := read(conn, func() { c.push(ctx, conn.SetReadDeadline) }); err != nil {
 		conn.Close() // unblocks the writer, if it is still writing
 		<-done
+		var cut *cutAfter
+		if errors.As(err, &cut) {
+			return nil, &cutAfter{replies: cut.replies, err: c.ioError(ctx, "read", err)}
+		}
 		return nil, c.ioError(ctx, "read", err)
 	}
 	return <-done, nil
@@ -150,9 +154,20 @@ func (c *Client) ioError(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("haproxy: %s %s: %w", op, c.cfg.Socket, err)
 }
 
+// cutAfter is a round trip that failed after HAProxy had answered its first
+// replies (of the request's lines, the session set-up included): those
+// commands ran, on a process that may be gone since. It reads as err.
+type cutAfter struct {
+	replies int
+	err     error
+}
+
+func (e *cutAfter) Error() string { return e.err.Error() }
+func (e *cutAfter) Unwrap() error { return e.err }
+
 // readReplies reads until n prompts have arrived (then the rest is "quit") or the
-// connection ends. Fewer than n replies is a truncated reply. extend, if not nil,
-// is called before each read (to push the read deadline on).
+// connection ends. Fewer than n replies is a truncated reply, a *cutAfter.
+// extend, if not nil, is called before each read (to push the read deadline on).
 func readReplies(r io.Reader, n int, extend func()) ([]string, error) {
 	var buf bytes.Buffer
 	chunk := make([]byte, 32<<10)
@@ -176,10 +191,14 @@ func readReplies(r io.Reader, n int, extend func()) ([]string, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("after %d bytes: %w", buf.Len(), err)
+			return nil, &cutAfter{replies: seen, err: fmt.Errorf("after %d bytes: %w", buf.Len(), err)}
 		}
 	}
-	return splitReplies(buf.String(), n)
+	replies, err := splitReplies(buf.String(), n)
+	if err != nil && seen < n {
+		return nil, &cutAfter{replies: seen, err: err}
+	}
+	return replies, err
 }
 
 // splitReplies cuts prompt-mode output into n replies, one per command.
