@@ -68,7 +68,7 @@ func New(cfg *config.Config, o Options) *Daemon {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Notifier == nil {
-		o.Notifier = SystemdNotifier{Log: o.Log}
+		o.Notifier = &SystemdNotifier{Log: o.Log}
 	}
 	if o.Clock == nil {
 		o.Clock = realClock{}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"log/slog"
+	"sync"
 
 	sd "github.com/coreos/go-systemd/v22/daemon"
 )
@@ -12,11 +13,31 @@ type Notifier interface {
 }
 
 // SystemdNotifier sends to $NOTIFY_SOCKET; without it every call is a no-op.
-type SystemdNotifier struct{ Log *slog.Logger }
+type SystemdNotifier struct {
+	Log *slog.Logger
 
-// Notify sends state ("READY=1", "WATCHDOG=1", "STOPPING=1") and logs a failure.
-func (n SystemdNotifier) Notify(state string) {
-	if _, err := sd.SdNotify(false, state); err != nil && n.Log != nil {
-		n.Log.Warn("sd_notify failed", "state", state, "err", err)
+	mu      sync.Mutex
+	failing bool // the last notification failed
+}
+
+// Notify sends state ("READY=1", "WATCHDOG=1", "STOPPING=1"). A failure is
+// logged when it starts, each one after it at debug, and the recovery at
+// info: a socket that stays out of reach fails every watchdog ping.
+func (n *SystemdNotifier) Notify(state string) {
+	_, err := sd.SdNotify(false, state)
+	n.mu.Lock()
+	was := n.failing
+	n.failing = err != nil
+	n.mu.Unlock()
+	if n.Log == nil {
+		return
+	}
+	switch {
+	case err != nil && !was:
+		n.Log.Warn("sd_notify failed; further failures at debug until it works again", "state", state, "err", err)
+	case err != nil:
+		n.Log.Debug("sd_notify failed", "state", state, "err", err)
+	case was:
+		n.Log.Info("sd_notify works again", "state", state)
 	}
 }

@@ -19,7 +19,7 @@ func TestSystemdNotifier(t *testing.T) {
 	}
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", path)
-	SystemdNotifier{}.Notify("READY=1")
+	(&SystemdNotifier{}).Notify("READY=1")
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 64)
 	n, err := conn.Read(buf)
@@ -59,5 +59,34 @@ func TestWatchdogFeedsWhileAlive(t *testing.T) {
 	// At 3 a.m. the log must say which backend is stuck, and since when.
 	if !strings.Contains(logs.String(), "backend=be") || !strings.Contains(logs.String(), "last_cycle_end=") {
 		t.Errorf("the watchdog log does not name the stuck backend:\n%s", logs.String())
+	}
+}
+
+// TestSystemdNotifierSaysAFailureOnce: a NOTIFY_SOCKET that cannot be reached
+// (systemd re-executing, a container that passes the variable and not the
+// socket) fails every watchdog ping: the log says so once, and again when
+// it works, not at WARN twice a minute for ever.
+func TestSystemdNotifierSaysAFailureOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	t.Setenv("NOTIFY_SOCKET", path) // nothing listens there yet
+	var logs strings.Builder
+	n := &SystemdNotifier{Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	for range 5 {
+		n.Notify("WATCHDOG=1")
+	}
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	n.Notify("WATCHDOG=1")
+	if got := strings.Count(logs.String(), "level=WARN"); got != 1 {
+		t.Errorf("%d warnings for 5 failed notifications, want 1:\n%s", got, logs.String())
+	}
+	if !strings.Contains(logs.String(), "connect: no such file or directory") {
+		t.Errorf("the warning does not give the cause:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), `level=INFO msg="sd_notify works again"`) {
+		t.Errorf("the recovery is not said:\n%s", logs.String())
 	}
 }
