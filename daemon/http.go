@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -102,7 +103,8 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 			down = time.Now()
 			d.log.Error("http server stopped: /metrics, /healthz and /readyz unreachable; weighting goes on, "+
 				"listening again with backoff", "addr", addr, "err", err)
-			d.notifier.Notify("STATUS=HTTP endpoints down (" + addr + "): " + err.Error())
+			// One line: a newline would start another sd_notify assignment.
+			d.notifier.Notify("STATUS=HTTP endpoints down (" + addr + "): " + strings.ReplaceAll(err.Error(), "\n", "; "))
 			for ln = nil; ln == nil; {
 				timer := time.NewTimer(wait)
 				select {

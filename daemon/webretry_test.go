@@ -93,7 +93,8 @@ func TestWebConfigBrokenAtServeIsRetried(t *testing.T) {
 	d.listen = func(network, addr string) (net.Listener, error) {
 		switch listens.Add(1) {
 		case 1: // after the start check, before the listener reads the file
-			require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: [\n"), 0o600))
+			// yaml's unmarshal errors take several lines.
+			require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: {alice: [x]}\n"), 0o600))
 		case 4: // a few quiet retries later
 			require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: {}\n"), 0o600))
 			close(fixed)
@@ -115,4 +116,7 @@ func TestWebConfigBrokenAtServeIsRetried(t *testing.T) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	assert.Contains(t, strings.Join(n.states, "\n"), "STATUS=HTTP endpoints down", "systemctl status shows it")
+	for _, s := range n.states {
+		assert.NotContains(t, s, "\n", "a newline would start another sd_notify assignment")
+	}
 }
