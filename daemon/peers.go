@@ -125,7 +125,7 @@ type peerTiming struct {
 	// never waited for by a cycle, which only takes what was fetched.
 	Timeout time.Duration
 	// Interval is the daemon's: a reading older than 3 intervals (or twice
-	// its own span, when dumps are spaced wider) is stale.
+	// its own span, up to peerMaxSpan, when dumps are spaced wider) is stale.
 	Interval time.Duration
 }
 
@@ -136,8 +136,15 @@ func timingFor(interval time.Duration) peerTiming {
 // stale reports whether a reading age seconds old over span seconds is left
 // out. In float seconds: a peer's numbers are not trusted to fit a Duration.
 func (t peerTiming) stale(age, span float64) bool {
-	return age > max(3*t.Interval.Seconds(), 2*span)
+	return age > max(3*t.Interval.Seconds(), 2*min(span, peerMaxSpan.Seconds()))
 }
+
+// peerMaxSpan bounds the span that makes a peer's reading fresh for longer:
+// dumps of 100,000 streams are a minute apart (haproxy.DefaultLocalBudget).
+// A longer span is an outage (the first dump after an hour without one
+// spans the hour), whose reading must not stay fresh for two hours when
+// the peer's reads stop again; or a lie.
+const peerMaxSpan = time.Minute
 
 // peerSet is the daemon's side of peering: the readings it publishes and its
 // peers' it fetches. It outlives reloads; set changes the peers.

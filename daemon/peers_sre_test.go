@@ -374,3 +374,27 @@ func TestPeersAddedIsZeroWhenTheOwnReadFails(t *testing.T) {
 	require.Error(t, err)
 	assert.Equal(t, 0.0, added())
 }
+
+// A reading over a long span (the peer's first dump after its HAProxy was
+// unreachable for an hour spans the hour; a lying peer says any span) is
+// not fresh for twice that span: ten minutes old, it is stale, not added
+// for up to two hours after the peer's reads stopped again.
+func TestPeerReadingOverALongSpanGoesStale(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"instance":"other","backends":{"be":{"age_seconds":600,"span_seconds":3600,`+
+			`"servers":{"s1":{"bytes_per_second":300,"sessions":1}}}}}`)
+	}))
+	t.Cleanup(srv.Close)
+	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); set.stop() })
+	set.set(ctx, []string{srv.URL}, 2*time.Second)
+	waitFor(t, "the peer asked", func() bool {
+		set.peers[srv.URL].mu.Lock()
+		defer set.peers[srv.URL].mu.Unlock()
+		return set.peers[srv.URL].answer != nil
+	})
+	got, note := set.readings("be", false)
+	assert.Empty(t, got, note)
+	assert.Contains(t, note, srv.URL+": stale (600s old)")
+}
