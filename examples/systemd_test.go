@@ -62,6 +62,12 @@ func TestSystemdUnitVerifies(t *testing.T) {
 			t.Errorf("systemd-analyze verify: %s", line)
 		}
 	}
+	// The sandbox as systemd scores it (1.6 today, "OK"; 0 is the most confined, 10 none): a
+	// hardening line dropped or weakened pushes it past 2.0 and fails here.
+	out, err = runErr(time.Minute, analyze, "security", "--offline=yes", "--threshold=20", "--no-pager", unit)
+	if err != nil {
+		t.Errorf("systemd-analyze security: exposure above 2.0 (--threshold=20): %v\n%s", err, out)
+	}
 }
 
 func TestSystemdUnitContract(t *testing.T) {
