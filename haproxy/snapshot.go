@@ -39,8 +39,9 @@ func (b *Backend) Snapshot(ctx context.Context) (map[string]int, error) {
 // old runtime weight would undo the operator's change, and the daemon's weight
 // would outlive the daemon. A server at weight 0 that the daemon did not
 // drain (this process's newest write to it was not 0) is an operator's
-// drain, as the cycles take it, and stays drained. Without a Snapshot it does
-// nothing.
+// drain, as the cycles take it, and stays drained; one at 0 at Snapshot time
+// that is back in service gets its configured weight, not the 0. Without a
+// Snapshot it does nothing.
 func (b *Backend) Restore(ctx context.Context) error {
 	b.mu.Lock()
 	snap := b.snapshot
@@ -60,6 +61,13 @@ func (b *Backend) Restore(ctx context.Context) error {
 		}
 		if s.Weight == 0 && want != 0 && !daemonZeroes.wrote(b.c.cfg.Socket, b.name, s.Name) {
 			continue // drained by an operator since: not the daemon's to undo
+		}
+		if want == 0 && s.Weight != 0 {
+			// At 0 at start and put back in service since (the daemon
+			// never lifts a 0 it did not write): not drained again.
+			if want = s.InitialWeight; want == 0 {
+				continue
+			}
 		}
 		if want != s.Weight {
 			changes = append(changes, weighter.Change{Server: s.Name, Weight: want})

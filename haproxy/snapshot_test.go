@@ -63,3 +63,25 @@ func TestRestoreLeavesOperatorDrain(t *testing.T) {
 	assert.Equal(t, 0, got["s1"].Weight, "the operator's drain stays")
 	assert.Equal(t, 20, got["s2"].Weight, "the daemon's drain is undone")
 }
+
+// TestRestoreDoesNotDrainALiftedServer: a server at weight 0 when the daemon
+// started (an operator's drain, or one a daemon before it left) that the
+// operator put back in service since must not be drained again when the
+// daemon exits: it gets its configured weight, not the 0 of the snapshot.
+func TestRestoreDoesNotDrainALiftedServer(t *testing.T) {
+	h := testenv.StartHAProxy(t, appConfig(t))
+	c := newClient(t, h.Socket)
+	b := c.Backend("be_app")
+	ctx := testCtx(t)
+	require.Empty(t, raw(t, c, "set weight be_app/s2 0"), "s2 drained before the daemon starts")
+	_, err := b.Snapshot(ctx)
+	require.NoError(t, err)
+	require.Empty(t, raw(t, c, "set weight be_app/s2 12"), "the operator puts s2 back")
+	require.Empty(t, raw(t, c, "set weight be_app/s4 8"), "and s4, configured at 0")
+	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 37}, {Server: "s4", Weight: 30}}))
+
+	require.NoError(t, b.Restore(ctx))
+	got := byName(t, b)
+	assert.Equal(t, 20, got["s2"].Weight, "the configured weight, not the snapshot's 0")
+	assert.Equal(t, 30, got["s4"].Weight, "no configured weight to give but 0: left in service as it is")
+}
