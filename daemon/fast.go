@@ -128,7 +128,8 @@ func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source
 // has a rate, and says in one line how the backend is weighted: by the
 // fast signal and how it is calibrated, or, when the signal cannot be read,
 // by the external source alone and why. It returns the fast state.
-func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, log *slog.Logger) weighter.FastState {
+// Said already by the runner a reload replaced (said), it logs at debug.
+func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, log *slog.Logger, said startSaid) weighter.FastState {
 	f := u.fast
 	if f == nil {
 		return weighter.FastOff
@@ -137,27 +138,34 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	for i, s := range servers {
 		names[i] = s.Name
 	}
+	dead, live := slog.LevelWarn, slog.LevelInfo
+	if said.fastDead {
+		dead = slog.LevelDebug
+	}
+	if said.fastKept {
+		live = slog.LevelDebug
+	}
 	if err := f.fresh.Prime(ctx, names); err != nil {
 		how := "show sess all on the admin socket"
 		if f.local == nil {
 			how = "IPVS connection counts"
 		}
-		log.Warn("fast signal cannot be read ("+how+"); weighting by the source alone until it can",
+		log.Log(ctx, dead, "fast signal cannot be read ("+how+"); weighting by the source alone until it can",
 			"source", f.kind, "err", err)
 		return weighter.FastDead
 	}
 	state, reason := f.fresh.State()
 	if state == weighter.FastDead {
-		log.Warn("fast signal dead; weighting by the source alone until it moves", "source", f.kind, "reason", reason)
+		log.Log(ctx, dead, "fast signal dead; weighting by the source alone until it moves", "source", f.kind, "reason", reason)
 		return state
 	}
 	p := f.calibration
 	if p == nil {
-		log.Info("weighting by HAProxy's fast signal (bytes per connection, live)", "fallback", f.kind)
+		log.Log(ctx, live, "weighting by HAProxy's fast signal (bytes per connection, live)", "fallback", f.kind)
 		return state
 	}
-	level := slog.LevelInfo
-	if p.assumed {
+	level := live
+	if p.assumed && !said.fastKept {
 		level = slog.LevelWarn
 	}
 	msg := "weighting by HAProxy's fast signal × a per-server calibration from the source"

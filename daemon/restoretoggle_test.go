@@ -26,7 +26,7 @@ func TestRestoreOnExitTurnedOnAgainKeepsTheWeightsOfThatMoment(t *testing.T) {
 	var restore atomic.Bool
 	var logs testenv.SyncBuffer
 	n := &recordingNotifier{ready: make(chan struct{})}
-	d := New(on, Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil)),
+	d := New(on, Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Reload: func() (*config.Config, error) {
 			cfg := restoreConfig(t, h.Socket, "1h", "2s")
 			cfg.RestoreOnExit = restore.Load()

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -80,6 +81,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		r.after = d.updateReady
 		if prev != nil {
 			r.inherit(prev.runner(u.Backend.Name))
+			r.said = saidBefore(prev.runner(u.Backend.Name), u)
 		}
 		g.runners = append(g.runners, r)
 	}
@@ -91,7 +93,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		reads.Add(1)
 		g.wg.Go(func() {
 			defer close(r.done)
-			r.fastAtStart(d.initialRead(gctx, r.unit, t.Timeout))
+			r.fastAtStart(d.initialRead(gctx, r.unit, t.Timeout, r.said))
 			r.beat() // the loop turned: with timeout > 2 intervals, read + first cycle outlast alive's bound
 			reads.Done()
 			r.run(ctx, gctx)
@@ -106,13 +108,14 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 // backend that weighs by the fast signal, reads it once (so that the first
 // cycle has a rate) and says how the backend is weighted. It returns the
 // fast signal's state ("" when it was not read). A failure is logged, not
-// fatal: the backend's cycles retry every interval.
-func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duration) weighter.FastState {
+// fatal: the backend's cycles retry every interval. What the runner a reload
+// replaced had said already (said) is logged at debug.
+func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duration, said startSaid) weighter.FastState {
 	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	log := d.log.With("backend", u.Backend.Name)
 	failed := func(msg string, err error) {
-		if stop.Err() != nil { // reload or shutdown, not the backend's fault
+		if stop.Err() != nil || said.failing { // reload or shutdown, not the backend's fault; or said already
 			log.Debug(msg, "err", err)
 			return
 		}
@@ -131,12 +134,40 @@ func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duratio
 	for i, s := range servers {
 		weights[i] = fmt.Sprintf("%s=%d", s.Name, s.Weight)
 	}
-	log.Info("current weights", "servers", len(servers), "weights", weights)
+	level := slog.LevelInfo
+	if said.ran {
+		level = slog.LevelDebug
+	}
+	log.Log(ctx, level, "current weights", "servers", len(servers), "weights", weights)
 	if u.fast == nil {
 		if u.fastOff != "" {
-			log.Info("weighting by the source alone; the fast signal is off", "why", u.fastOff)
+			log.Log(ctx, level, "weighting by the source alone; the fast signal is off", "why", u.fastOff)
 		}
 		return ""
 	}
-	return u.primeFast(ctx, servers, log)
+	return u.primeFast(ctx, servers, log, said)
+}
+
+// startSaid is what the runner a reload replaced had said of its backend,
+// so that the new runner's start-up read does not say it again at each
+// reload: the log says what changed, once.
+type startSaid struct {
+	ran      bool // the backend ran before the reload on the same target: its weights were logged
+	failing  bool // its last cycle could not read or write the target (a failed check included)
+	fastKept bool // the reload kept its fast signal reader: how it weighs was said
+	fastDead bool // the fast signal was dead or unreadable, and said so
+}
+
+// saidBefore returns what old (nil: none) had said of the backend u now runs.
+func saidBefore(old *runner, u *Unit) startSaid {
+	if old == nil {
+		return startSaid{}
+	}
+	old.mu.Lock()
+	defer old.mu.Unlock()
+	if old.unit.Kind != u.Kind || old.unit.socket.Socket != u.socket.Socket {
+		return startSaid{} // moved to another HAProxy or to IPVS: another target's weights
+	}
+	return startSaid{ran: true, failing: old.last.Cycle.Result == weighter.ResultTargetError,
+		fastKept: u.fast != nil && u.fast == old.unit.fast, fastDead: old.cl.fastKnown && old.cl.fastDead}
 }

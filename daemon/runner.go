@@ -41,6 +41,7 @@ type runner struct {
 	rand    func() float64 // in [0, 1)
 	after   func()         // called after each cycle (readiness)
 	done    chan struct{}  // closed when the runner's goroutine ends
+	said    startSaid      // what the runner a reload replaced had said (run.go)
 
 	mu       sync.Mutex
 	started  time.Time
