@@ -49,6 +49,12 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	if err := b.fillSessions(ctx, servers, replies[1]); err != nil {
 		return nil, err
 	}
+	for _, s := range servers {
+		if s.Weight != 0 {
+			// The daemon's 0 is gone (an HAProxy restart): a later 0 is not its.
+			daemonZeroes.note(b.c.cfg.Socket, b.name, s.Name, s.Weight)
+		}
+	}
 	b.keepServers(servers)
 	return servers, nil
 }

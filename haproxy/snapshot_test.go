@@ -85,3 +85,23 @@ func TestRestoreDoesNotDrainALiftedServer(t *testing.T) {
 	assert.Equal(t, 20, got["s2"].Weight, "the configured weight, not the snapshot's 0")
 	assert.Equal(t, 30, got["s4"].Weight, "no configured weight to give but 0: left in service as it is")
 }
+
+// TestRestoreLeavesOperatorDrainAfterHAProxyRestart: the daemon drained s2,
+// HAProxy restarted (s2 back at its configured weight, which the next read
+// sees), then an operator drained s2: that 0 is the operator's, not the
+// daemon's old one, and stays.
+func TestRestoreLeavesOperatorDrainAfterHAProxyRestart(t *testing.T) {
+	h := testenv.StartHAProxy(t, appConfig(t))
+	c := newClient(t, h.Socket)
+	b := c.Backend("be_app")
+	ctx := testCtx(t)
+	_, err := b.Snapshot(ctx)
+	require.NoError(t, err)
+	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 0}}))
+	h.Restart()
+	require.Equal(t, 20, byName(t, b)["s2"].Weight, "the new process has the configured weight")
+	require.Empty(t, raw(t, c, "set weight be_app/s2 0"), "the operator drains s2")
+
+	require.NoError(t, b.Restore(ctx))
+	assert.Equal(t, 0, byName(t, b)["s2"].Weight, "the operator's drain stays")
+}
