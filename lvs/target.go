@@ -36,6 +36,10 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	for _, d := range dests {
 		w := int(d.dest.Weight)
 		present[d.addr] = true
+		if w != 0 {
+			// The daemon's quiesce is gone: a later 0 is someone else's.
+			noteWritten(s.spec, d.addr, w)
+		}
 		if _, seen := s.initial[d.addr]; !seen {
 			s.initial[d.addr] = w
 		}

@@ -305,3 +305,22 @@ func TestSetWeightsLeavesDestinationQuiescedMeanwhile(t *testing.T) {
 	assert.ErrorContains(t, err, "weight 0")
 	assert.Equal(t, []uint32{37, 0, 60}, []uint32{f.dests[0].Weight, f.dests[1].Weight, f.dests[2].Weight})
 }
+
+// TestSetWeightsQuiesceRecordEndsWhenWeightComesBack: the daemon quiesced a
+// destination, something else gave it a weight again (keepalived after a
+// failed and recovered check) and the cycle read it so; a 0 set after that
+// is not the daemon's and is not lifted.
+func TestSetWeightsQuiesceRecordEndsWhenWeightComesBack(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.4:2003", 100))
+	s := newTestService(t, f, exampleServers)
+	ctx := context.Background()
+	require.NoError(t, s.SetWeights(ctx, []weighter.Change{{Server: "10.0.2.4:2003", Weight: 0}}))
+	f.dests[1].Weight = 100
+	_, err := s.Servers(ctx)
+	require.NoError(t, err)
+	f.dests[1].Weight = 0
+	err = s.SetWeights(ctx, []weighter.Change{{Server: "10.0.2.4:2003", Weight: 60}})
+	var se *weighter.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, uint32(0), f.dests[1].Weight)
+}
