@@ -59,7 +59,7 @@ func (b *Backend) Restore(ctx context.Context) error {
 		if w, ok := snap[s.Name]; ok && w.initial == s.InitialWeight {
 			want = w.weight
 		}
-		if s.Weight == 0 && want != 0 && !daemonZeroes.wrote(b.c.cfg.Socket, b.name, s.Name) {
+		if s.Weight == 0 && want != 0 && !daemonZeroes.daemons(b.c.cfg.Socket, b.name, s.Name) {
 			continue // drained by an operator since: not the daemon's to undo
 		}
 		if want == 0 && s.Weight != 0 {
