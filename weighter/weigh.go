@@ -150,7 +150,10 @@ func (c *Controller) finish(w *work, ref float64) {
 		if scaled == w.Current {
 			w.decide(ActionKeep, w.Current, ReasonDeadband)
 		} else {
-			w.decide(ActionSet, scaled, ReasonRescale+"; "+ReasonDeadband)
+			// The whole backend is multiplied by one factor, so this
+			// server must move with it or lose share; only its own
+			// change (wanted vs. its weight on the new scale) is held.
+			w.decide(ActionSet, scaled, rescaleReason(ref/float64(w.base()), scaled, w.Raw))
 		}
 	default:
 		w.decide(ActionSet, nw, reason)
@@ -171,6 +174,17 @@ func (c *Controller) rateLimit(want int, base float64) int {
 	hi := math.Floor(base * c.p.MaxStep) // may be huge: clamp in float first
 	w := max(lo, min(hi, float64(want)))
 	return max(1, min(MaxWeight, int(w)))
+}
+
+// rescaleReason says that a weight was only moved with the backend's scale:
+// when the function wanted something else, that the difference was inside the
+// deadband and not written.
+func rescaleReason(factor float64, scaled, wanted int) string {
+	reason := fmt.Sprintf("%s (x%.3g)", ReasonRescale, factor)
+	if wanted != scaled {
+		reason += fmt.Sprintf("; own change to %d < %s, not written", wanted, ReasonDeadband)
+	}
+	return reason
 }
 
 func abs(x int) int {
