@@ -236,6 +236,13 @@ func TestPlanZeroWeightNotOursIsOperatorDrain(t *testing.T) {
 	assert.Equal(t, ActionSkip, s["s1"].Action)
 	assert.Equal(t, "operator drain (weight 0 not set by us)", s["s1"].Reason)
 
+	// manage_operator_states covers the admin states, not a weight 0
+	p := free()
+	p.ManageOperatorStates = true
+	s = byServer(mustController(t, p).Plan(t0, loadsAt(t0, 1, 2, 3), up(0, 9, 9)))
+	assert.Equal(t, ActionSkip, s["s1"].Action)
+	assert.Equal(t, "operator drain (weight 0 not set by us)", s["s1"].Reason)
+
 	// a 0 we wrote ourselves is ours to change
 	c.Commit([]Change{{Server: "s1", Weight: 0}})
 	s = byServer(c.Plan(t0, loadsAt(t0, 1, 2, 3), up(0, 9, 9)))
