@@ -27,14 +27,18 @@ type k8sPodSpec struct {
 		SupplementalGroups []int `yaml:"supplementalGroups"`
 	} `yaml:"securityContext"`
 	Volumes []struct {
-		Name     string         `yaml:"name"`
-		EmptyDir map[string]any `yaml:"emptyDir"`
+		Name      string         `yaml:"name"`
+		EmptyDir  map[string]any `yaml:"emptyDir"`
+		ConfigMap *struct {
+			Items []struct{ Key, Path string } `yaml:"items"`
+		} `yaml:"configMap"`
 	} `yaml:"volumes"`
 	Containers []struct {
 		Name         string `yaml:"name"`
 		VolumeMounts []struct {
 			Name      string `yaml:"name"`
 			MountPath string `yaml:"mountPath"`
+			SubPath   string `yaml:"subPath"`
 		} `yaml:"volumeMounts"`
 		SecurityContext struct {
 			RunAsUser int `yaml:"runAsUser"`
@@ -120,9 +124,38 @@ func TestKubernetesSidecar(t *testing.T) {
 	if len(mounts) != 2 || mounts["haproxy"] != mounts["haproxy-weighter"] || filepath.Dir(socket) != mounts["haproxy"] {
 		t.Errorf("socket %s must be in the emptyDir mounted at the same path in both containers: %v", socket, mounts)
 	}
+	checkWeighterConfigMount(t, pod)
 	if pod.SecurityContext.FSGroup != 99 || len(pod.SecurityContext.SupplementalGroups) != 1 || pod.SecurityContext.SupplementalGroups[0] != 99 {
 		t.Errorf("pod needs fsGroup 99 and supplementalGroups [99] (HAProxy's group) for the socket")
 	}
+}
+
+// checkWeighterConfigMount: the weighter's config is the ConfigMap's weighter.yaml at the path
+// the image's command reads, mounted as a directory: the kubelet never updates a subPath
+// mount, so an edited ConfigMap would not reach the daemon at SIGHUP.
+func checkWeighterConfigMount(t *testing.T, pod k8sPodSpec) {
+	t.Helper()
+	for _, c := range pod.Containers {
+		if c.Name != "haproxy-weighter" {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			for _, v := range pod.Volumes {
+				if v.Name != m.Name || v.ConfigMap == nil {
+					continue
+				}
+				if m.SubPath != "" {
+					t.Errorf("the weighter mounts ConfigMap volume %s with subPath %s: edits never reach it", m.Name, m.SubPath)
+				}
+				for _, it := range v.ConfigMap.Items {
+					if it.Key == "weighter.yaml" && filepath.Join(m.MountPath, it.Path) == "/etc/haproxy-weighter/config.yaml" {
+						return
+					}
+				}
+			}
+		}
+	}
+	t.Error("the weighter does not get the ConfigMap's weighter.yaml at /etc/haproxy-weighter/config.yaml")
 }
 
 func TestComposeSidecar(t *testing.T) {
