@@ -639,13 +639,15 @@ func (r *localReader) addresses() map[string]string {
 type peerMatch struct {
 	byName map[string]peerServerRead
 	byAddr map[string]peerServerRead // nil: match by name
+	// names counts the own servers at each address: the peer's reading of
+	// the address is shared among them, so that it is added once in all.
+	names map[string]int
 }
 
 func matchPeer(servers map[string]peerServerRead, own map[string]string) peerMatch {
-	m := peerMatch{byName: servers}
-	mine := map[string]bool{}
+	m := peerMatch{byName: servers, names: map[string]int{}}
 	for _, a := range own {
-		mine[a] = true
+		m.names[a]++
 	}
 	shared := false
 	byAddr := map[string]peerServerRead{}
@@ -653,7 +655,7 @@ func matchPeer(servers map[string]peerServerRead, own map[string]string) peerMat
 		if s.Address == "" {
 			continue
 		}
-		shared = shared || mine[s.Address]
+		shared = shared || m.names[s.Address] > 0
 		// One server under two names there: its readings summed.
 		sum := byAddr[s.Address]
 		byAddr[s.Address] = peerServerRead{BytesPerSecond: sum.BytesPerSecond + s.BytesPerSecond,
@@ -668,7 +670,11 @@ func matchPeer(servers map[string]peerServerRead, own map[string]string) peerMat
 // of is the peer's reading of the own server name at addr.
 func (m peerMatch) of(name, addr string) peerServerRead {
 	if m.byAddr != nil && addr != "" {
-		return m.byAddr[addr]
+		s := m.byAddr[addr]
+		if n := float64(m.names[addr]); n > 1 {
+			s.BytesPerSecond, s.Sessions = s.BytesPerSecond/n, s.Sessions/n
+		}
+		return s
 	}
 	return m.byName[name]
 }

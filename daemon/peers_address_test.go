@@ -97,3 +97,21 @@ func TestPeerMatchFallsBackToNames(t *testing.T) {
 	require.Equal(t, peerServerRead{BytesPerSecond: 15, Sessions: 2, Address: "10.0.0.1:80"}, twice.of("s1", own["s1"]))
 	require.Equal(t, peerServerRead{}, twice.of("s2", own["s2"]), "a server the peer does not reach")
 }
+
+// Two own servers at one address (two server lines to one real server): the
+// peer's reading of that address is shared between them, not added to each,
+// so the backend's summed load counts it once.
+func TestPeerReadingOfASharedOwnAddressIsAddedOnce(t *testing.T) {
+	own := map[string]string{"s1": "10.0.0.1:80", "s1b": "10.0.0.1:80", "s2": "10.0.0.2:80"}
+	m := matchPeer(map[string]peerServerRead{
+		"p1": {BytesPerSecond: 30, Sessions: 4, Address: "10.0.0.1:80"},
+		"p2": {BytesPerSecond: 5, Sessions: 1, Address: "10.0.0.2:80"},
+	}, own)
+	total := 0.0
+	for name, addr := range own {
+		total += m.of(name, addr).BytesPerSecond
+	}
+	require.Equal(t, 35.0, total, "the peer's 35 B/s in all, each address once")
+	require.Equal(t, peerServerRead{BytesPerSecond: 15, Sessions: 2, Address: "10.0.0.1:80"}, m.of("s1b", own["s1b"]))
+	require.Equal(t, 5.0, m.of("s2", own["s2"]).BytesPerSecond)
+}
