@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,21 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 // The web configuration file is read at each request: one broken since the
 // start fails every request to the endpoints. A reload, which an operator
 // sends after editing the daemon's files, says so at ERROR.
 func TestReloadSaysTheWebConfigFileIsBroken(t *testing.T) {
-	web := filepath.Join(t.TempDir(), "web.yml")
-	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: {}\n"), 0o600))
-	port := testenv.FreePort(t)
-	cfg := testConfig(t, "be")
-	cfg.Listen, cfg.WebConfigFile = fmt.Sprintf("127.0.0.1:%d", port), web
-	var logs testenv.SyncBuffer
-	n := &recordingNotifier{ready: make(chan struct{})}
-	d := New(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Notifier: n,
+	cfg, web, port, logs, n := webConfigSetup(t)
+	d := New(cfg, Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Notifier: n,
 		Reload: func() (*config.Config, error) {
 			next := testConfig(t, "be")
 			next.Listen, next.WebConfigFile = cfg.Listen, web

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -79,14 +78,8 @@ func TestWebListenerThatStopsIsRetried(t *testing.T) {
 // and never accepted. The daemon closes it, says so at ERROR once, retries
 // quietly while the file stays broken and serves again once it is fixed.
 func TestWebConfigBrokenAtServeIsRetried(t *testing.T) {
-	web := filepath.Join(t.TempDir(), "web.yml")
-	require.NoError(t, os.WriteFile(web, []byte("basic_auth_users: {}\n"), 0o600))
-	port := testenv.FreePort(t)
-	cfg := testConfig(t, "be")
-	cfg.Listen, cfg.WebConfigFile = fmt.Sprintf("127.0.0.1:%d", port), web
-	var logs testenv.SyncBuffer
-	n := &recordingNotifier{ready: make(chan struct{})}
-	d := New(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Notifier: n})
+	cfg, web, port, logs, n := webConfigSetup(t)
+	d := New(cfg, Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Notifier: n})
 	d.webRetry = 10 * time.Millisecond
 	var listens atomic.Int32
 	fixed := make(chan struct{})

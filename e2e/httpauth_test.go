@@ -2,18 +2,11 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -53,43 +46,23 @@ func assertNoSecret(t *testing.T, what, text string) {
 	}
 }
 
-// tlsFiles is a CA and a certificate for 127.0.0.1 signed by it, in dir:
-// ca.pem, server.crt, server.key, and haproxy.pem (certificate then key, as
-// HAProxy's crt takes them).
+// tlsFiles writes testenv.TestCA's CA and certificate for 127.0.0.1 into
+// dir as ca.pem, server.crt, server.key, and haproxy.pem (certificate then
+// key, as HAProxy's crt takes them).
 func tlsFiles(t *testing.T, dir string) (caFile string, pool *x509.CertPool) {
 	t.Helper()
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	files := testenv.TestCA(t)
+	read := func(path string) []byte {
+		t.Helper()
+		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return k
+		return data
 	}
-	caKey, srvKey := newKey(), newKey()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "e2e CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srv, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(srvKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvDER})
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	caPEM, certPEM, keyPEM := read(files.CA), read(files.Cert), read(files.Key)
 	for name, data := range map[string][]byte{
-		"ca.pem":      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		"ca.pem":      caPEM,
 		"server.crt":  certPEM,
 		"server.key":  keyPEM,
 		"haproxy.pem": append(append([]byte{}, certPEM...), keyPEM...),
@@ -99,7 +72,9 @@ func tlsFiles(t *testing.T, dir string) (caFile string, pool *x509.CertPool) {
 		}
 	}
 	pool = x509.NewCertPool()
-	pool.AddCert(caCert)
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("the test CA's PEM holds no certificate")
+	}
 	return filepath.Join(dir, "ca.pem"), pool
 }
 
