@@ -31,17 +31,10 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 	waitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
 		return d.startWeights.has("be")
 	})
-	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hc, wctx := restoreClient(t, h.Socket)
 	b := hc.Backend("be")
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
 	// As the daemon's cycles would (this source holds for its rate window).
-	if err := b.SetWeights(wctx, []weighter.Change{{Server: "s1", Weight: 77}}); err != nil {
-		t.Fatal(err)
-	}
+	mustSetWeights(wctx, t, b, weighter.Change{Server: "s1", Weight: 77})
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -106,20 +99,44 @@ func TestRestoreFailureFailsTheExit(t *testing.T) {
 // startTwoServers starts HAProxy with backend be: s1 weight 10, s2 weight 20.
 func startTwoServers(t *testing.T) *testenv.HAProxy {
 	t.Helper()
-	return testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+	return testenv.StartHAProxy(t, testenv.HAProxyDefaults+twoServersBackend(t))
+}
+
+// startTwoServersAndKept starts HAProxy with backend be as startTwoServers
+// does and backend kept: k1 weight 30.
+func startTwoServersAndKept(t *testing.T) *testenv.HAProxy {
+	t.Helper()
+	return testenv.StartHAProxy(t, testenv.HAProxyDefaults+twoServersBackend(t)+fmt.Sprintf(`backend kept
+  balance roundrobin
+  server k1 127.0.0.1:%d weight 30
+`, testenv.FreePort(t)))
+}
+
+// twoServersBackend is backend be: s1 weight 10, s2 weight 20, on free ports.
+func twoServersBackend(t *testing.T) string {
+	t.Helper()
+	return fmt.Sprintf(`
 backend be
   balance roundrobin
   server s1 127.0.0.1:%d weight 10
   server s2 127.0.0.1:%d weight 20
-`, testenv.FreePort(t), testenv.FreePort(t)))
+`, testenv.FreePort(t), testenv.FreePort(t))
 }
 
 // restoreConfig is backend be on socket, with restore_on_exit, the HAProxy
 // stats source (it holds for its rate window, so the daemon writes nothing).
 func restoreConfig(t *testing.T, socket, interval, socketTimeout string) *config.Config {
 	t.Helper()
-	yml := fmt.Sprintf("listen: \"\"\ninterval: %s\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: %s}\n"+
-		"backends:\n  - name: be\n    source: {haproxy: {counter: bytes_in}}\n", interval, socket, socketTimeout)
+	return restoreBackendsConfig(t, socket, interval, socketTimeout, "be")
+}
+
+// restoreBackendsConfig is restoreConfig for each of backends.
+func restoreBackendsConfig(t *testing.T, socket, interval, socketTimeout string, backends ...string) *config.Config {
+	t.Helper()
+	yml := fmt.Sprintf("listen: \"\"\ninterval: %s\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: %s}\nbackends:\n", interval, socket, socketTimeout)
+	for _, b := range backends {
+		yml += fmt.Sprintf("  - name: %s\n    source: {haproxy: {counter: bytes_in}}\n", b)
+	}
 	cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -127,30 +144,36 @@ func restoreConfig(t *testing.T, socket, interval, socketTimeout string) *config
 	return cfg
 }
 
+// restoreClient is a client of the HAProxy on socket, to write and read
+// weights beside the daemon, and a context for its calls that ends with the test.
+func restoreClient(t *testing.T, socket string) (*haproxy.Client, context.Context) {
+	t.Helper()
+	hc, err := haproxy.New(haproxy.Config{Socket: socket, Timeout: duration.Duration(5 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return hc, ctx
+}
+
+// mustSetWeights writes changes to target as the daemon's cycles would
+// (the sources in these tests hold, so the daemon writes nothing itself).
+func mustSetWeights(ctx context.Context, t *testing.T, target weighter.Target, changes ...weighter.Change) {
+	t.Helper()
+	if err := target.SetWeights(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReloadRestoresRemovedBackend: with restore_on_exit, a backend that a
 // reload removes gets its start-up weights back at once — the daemon lets go
 // of it, and its weights (drains included) must not outlive that — while the
 // backends still configured keep the daemon's.
 func TestReloadRestoresRemovedBackend(t *testing.T) {
-	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
-backend be
-  balance roundrobin
-  server s1 127.0.0.1:%d weight 10
-  server s2 127.0.0.1:%d weight 20
-backend kept
-  balance roundrobin
-  server k1 127.0.0.1:%d weight 30
-`, testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)))
+	h := startTwoServersAndKept(t)
 	parse := func(backends ...string) *config.Config {
-		yml := fmt.Sprintf("listen: \"\"\ninterval: 100ms\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: 2s}\nbackends:\n", h.Socket)
-		for _, b := range backends {
-			yml += fmt.Sprintf("  - name: %s\n    source: {haproxy: {counter: bytes_in}}\n", b)
-		}
-		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return restoreBackendsConfig(t, h.Socket, "100ms", "2s", backends...)
 	}
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse("be", "kept"), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse("kept"), nil }})
@@ -159,17 +182,10 @@ backend kept
 		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
 
-	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer wcancel()
+	hc, wctx := restoreClient(t, h.Socket)
 	// As the daemon's cycles would (this source holds for its rate window).
 	for backend, ch := range map[string]weighter.Change{"be": {Server: "s1", Weight: 0}, "kept": {Server: "k1", Weight: 5}} {
-		if err := hc.Backend(backend).SetWeights(wctx, []weighter.Change{ch}); err != nil {
-			t.Fatal(err)
-		}
+		mustSetWeights(wctx, t, hc.Backend(backend), ch)
 	}
 	r.hup <- syscall.SIGHUP
 	weights := func(backend string) map[string]int { return mustWeights(wctx, t, hc.Backend(backend)) }

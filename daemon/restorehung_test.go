@@ -1,15 +1,11 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
-	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -37,16 +33,9 @@ func TestHungHAProxyAtExitDoesNotStopTheOthersRestore(t *testing.T) {
 	waitFor(t, "the start-up weights of both backends", func() bool {
 		return d.startWeights.has("a") && d.startWeights.has("b")
 	})
-	hc, err := haproxy.New(haproxy.Config{Socket: up.Socket, Timeout: duration.Duration(5 * time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	hc, ctx := restoreClient(t, up.Socket)
 	// The daemon's drain on the HAProxy that answers, as its cycles would write it.
-	if err := hc.Backend("b").SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 0}}); err != nil {
-		t.Fatal(err)
-	}
+	mustSetWeights(ctx, t, hc.Backend("b"), weighter.Change{Server: "s1", Weight: 0})
 	hung.Freeze()
 	defer hung.Thaw()
 	err = r.stop()

@@ -1,18 +1,13 @@
 package daemon
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
-	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -23,25 +18,9 @@ import (
 // does every backend still configured, rather than leave them for good and
 // exit 0.
 func TestFailedRestoreOfRemovedBackendIsRetriedAtExit(t *testing.T) {
-	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
-backend be
-  balance roundrobin
-  server s1 127.0.0.1:%d weight 10
-  server s2 127.0.0.1:%d weight 20
-backend kept
-  balance roundrobin
-  server k1 127.0.0.1:%d weight 30
-`, testenv.FreePort(t), testenv.FreePort(t), testenv.FreePort(t)))
+	h := startTwoServersAndKept(t)
 	parse := func(backends ...string) *config.Config {
-		yml := fmt.Sprintf("listen: \"\"\ninterval: 1h\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: 2s}\nbackends:\n", h.Socket)
-		for _, b := range backends {
-			yml += fmt.Sprintf("  - name: %s\n    source: {haproxy: {counter: bytes_in}}\n", b)
-		}
-		cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return restoreBackendsConfig(t, h.Socket, "1h", "2s", backends...)
 	}
 	var logs testenv.SyncBuffer
 	n := &recordingNotifier{ready: make(chan struct{})}
@@ -51,16 +30,9 @@ backend kept
 	waitFor(t, "start-up weights of both backends", func() bool {
 		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
-	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	hc, ctx := restoreClient(t, h.Socket)
 	// The daemon's drain, as its cycles would write it.
-	if err := hc.Backend("be").SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 0}}); err != nil {
-		t.Fatal(err)
-	}
+	mustSetWeights(ctx, t, hc.Backend("be"), weighter.Change{Server: "s1", Weight: 0})
 	// HAProxy's socket out of reach during the reload (HAProxy keeps listening on it).
 	away := h.Socket + ".away"
 	if err := os.Rename(h.Socket, away); err != nil {

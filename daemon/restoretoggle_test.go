@@ -1,17 +1,13 @@
 package daemon
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
-	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -42,15 +38,8 @@ func TestRestoreOnExitTurnedOnAgainKeepsTheWeightsOfThatMoment(t *testing.T) {
 	// The new unit's start check writes a weight back as it read it: let it
 	// pass before the weights change.
 	waitFor(t, "the start-up read after the reload", func() bool { return strings.Count(logs.String(), `msg="current weights"`) == 2 })
-	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := hc.Backend("be").SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 5}}); err != nil {
-		t.Fatal(err)
-	}
+	hc, ctx := restoreClient(t, h.Socket)
+	mustSetWeights(ctx, t, hc.Backend("be"), weighter.Change{Server: "s1", Weight: 5})
 	restore.Store(true)
 	reload(2) // on again: keeps s1=5 s2=20 at the backend's first read
 	waitFor(t, "the start-up weights kept again", func() bool { return d.startWeights.has("be") })

@@ -1,6 +1,7 @@
 package haproxy
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -16,12 +17,8 @@ import (
 // did not exist at Snapshot time must not outlive it, and after HAProxy was
 // restarted with a new configured weight, Restore must not put the old one back.
 func TestRestoreAfterRestartAndNewServer(t *testing.T) {
-	h := testenv.StartHAProxy(t, appConfig(t))
-	c := newClient(t, h.Socket)
-	b := c.Backend("be_app")
-	ctx := testCtx(t)
-	_, err := b.Snapshot(ctx)
-	require.NoError(t, err)
+	h, c, b, ctx := startAppBackend(t)
+	mustSnapshot(ctx, t, b)
 
 	// The operator changes s2's configured weight 20 -> 30 and restarts HAProxy.
 	cfg, err := os.ReadFile(h.Config)
@@ -34,8 +31,7 @@ func TestRestoreAfterRestartAndNewServer(t *testing.T) {
 	// The daemon then sets its own weights, including a drain of the new server.
 	require.NoError(t, b.SetWeights(ctx, []weighter.Change{
 		{Server: "s1", Weight: 50}, {Server: "s2", Weight: 5}, {Server: "s9", Weight: 0}}))
-	require.NoError(t, b.Restore(ctx))
-	got := byName(t, b)
+	got := restoreAndRead(ctx, t, b)
 	assert.Equal(t, 1, got["s1"].Weight, "snapshot weight")
 	assert.Equal(t, 30, got["s2"].Weight, "the new configured weight, not the snapshot's 20")
 	assert.Equal(t, 4, got["s9"].Weight, "a server added since the snapshot gets its initial weight")
@@ -47,19 +43,14 @@ func TestRestoreAfterRestartAndNewServer(t *testing.T) {
 // gets its start-up weight back. The writes go through another Client, as
 // after a reload that changes the socket's settings.
 func TestRestoreLeavesOperatorDrain(t *testing.T) {
-	h := testenv.StartHAProxy(t, appConfig(t))
-	c := newClient(t, h.Socket)
-	b := c.Backend("be_app")
-	ctx := testCtx(t)
-	_, err := b.Snapshot(ctx)
-	require.NoError(t, err)
+	h, c, b, ctx := startAppBackend(t)
+	mustSnapshot(ctx, t, b)
 
 	reloaded := newClient(t, h.Socket).Backend("be_app")
 	require.NoError(t, reloaded.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 5}, {Server: "s2", Weight: 0}}))
 	require.Empty(t, raw(t, c, "set weight be_app/s1 0"), "the operator drains s1")
 
-	require.NoError(t, b.Restore(ctx))
-	got := byName(t, b)
+	got := restoreAndRead(ctx, t, b)
 	assert.Equal(t, 0, got["s1"].Weight, "the operator's drain stays")
 	assert.Equal(t, 20, got["s2"].Weight, "the daemon's drain is undone")
 }
@@ -69,19 +60,14 @@ func TestRestoreLeavesOperatorDrain(t *testing.T) {
 // operator put back in service since must not be drained again when the
 // daemon exits: it gets its configured weight, not the 0 of the snapshot.
 func TestRestoreDoesNotDrainALiftedServer(t *testing.T) {
-	h := testenv.StartHAProxy(t, appConfig(t))
-	c := newClient(t, h.Socket)
-	b := c.Backend("be_app")
-	ctx := testCtx(t)
+	_, c, b, ctx := startAppBackend(t)
 	require.Empty(t, raw(t, c, "set weight be_app/s2 0"), "s2 drained before the daemon starts")
-	_, err := b.Snapshot(ctx)
-	require.NoError(t, err)
+	mustSnapshot(ctx, t, b)
 	require.Empty(t, raw(t, c, "set weight be_app/s2 12"), "the operator puts s2 back")
 	require.Empty(t, raw(t, c, "set weight be_app/s4 8"), "and s4, configured at 0")
 	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 37}, {Server: "s4", Weight: 30}}))
 
-	require.NoError(t, b.Restore(ctx))
-	got := byName(t, b)
+	got := restoreAndRead(ctx, t, b)
 	assert.Equal(t, 20, got["s2"].Weight, "the configured weight, not the snapshot's 0")
 	assert.Equal(t, 30, got["s4"].Weight, "no configured weight to give but 0: left in service as it is")
 }
@@ -91,17 +77,35 @@ func TestRestoreDoesNotDrainALiftedServer(t *testing.T) {
 // sees), then an operator drained s2: that 0 is the operator's, not the
 // daemon's old one, and stays.
 func TestRestoreLeavesOperatorDrainAfterHAProxyRestart(t *testing.T) {
-	h := testenv.StartHAProxy(t, appConfig(t))
-	c := newClient(t, h.Socket)
-	b := c.Backend("be_app")
-	ctx := testCtx(t)
-	_, err := b.Snapshot(ctx)
-	require.NoError(t, err)
+	h, c, b, ctx := startAppBackend(t)
+	mustSnapshot(ctx, t, b)
 	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 0}}))
 	h.Restart()
 	require.Equal(t, 20, byName(t, b)["s2"].Weight, "the new process has the configured weight")
 	require.Empty(t, raw(t, c, "set weight be_app/s2 0"), "the operator drains s2")
 
+	assert.Equal(t, 0, restoreAndRead(ctx, t, b)["s2"].Weight, "the operator's drain stays")
+}
+
+// startAppBackend starts HAProxy with appConfig and returns it, a client of
+// it, that client's be_app and a context for the calls that ends with the test.
+func startAppBackend(t *testing.T) (*testenv.HAProxy, *Client, *Backend, context.Context) {
+	t.Helper()
+	h := testenv.StartHAProxy(t, appConfig(t))
+	c := newClient(t, h.Socket)
+	return h, c, c.Backend("be_app"), testCtx(t)
+}
+
+// mustSnapshot keeps b's weights of now, as the daemon does at start-up.
+func mustSnapshot(ctx context.Context, t *testing.T, b *Backend) {
+	t.Helper()
+	_, err := b.Snapshot(ctx)
+	require.NoError(t, err)
+}
+
+// restoreAndRead restores b, as the daemon does at exit, and reads its servers back.
+func restoreAndRead(ctx context.Context, t *testing.T, b *Backend) map[string]weighter.ServerState {
+	t.Helper()
 	require.NoError(t, b.Restore(ctx))
-	assert.Equal(t, 0, byName(t, b)["s2"].Weight, "the operator's drain stays")
+	return byName(t, b)
 }
