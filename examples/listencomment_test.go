@@ -50,11 +50,7 @@ backend be_app
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, weighterBinary(t), "run", "--config", cfg)
-	var logs testenv.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	logs := startLogged(t, cmd)
 	defer func() {
 		cancel()
 		_ = cmd.Wait()

@@ -97,19 +97,8 @@ backend be_app
 		weighterBinary(t), "run", "--config", cfg)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=2000000")
 	cmd.Dir = "/" // a system unit's working directory (the test's, under /root, may deny the user)
-	var logs testenv.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-waited
-		}
-	}()
+	logs, waited, kill := startWaited(t, cmd)
+	defer kill()
 
 	msgs := readNotify(t, conn, 30*time.Second, func(seen []string) bool {
 		return count(seen, "READY=1") > 0 && count(seen, "WATCHDOG=1") > 0

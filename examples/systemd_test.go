@@ -137,19 +137,8 @@ backends:
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfg)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=2000000")
-	var logs testenv.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-waited
-		}
-	}()
+	logs, waited, kill := startWaited(t, cmd)
+	defer kill()
 
 	msgs := readNotify(t, conn, 20*time.Second, func(seen []string) bool {
 		return count(seen, "READY=1") > 0 && count(seen, "WATCHDOG=1") >= 2
@@ -257,11 +246,7 @@ backend be_app
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, "run", "--config", cfg)
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notify, "WATCHDOG_USEC=1000000")
-	var logs testenv.SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	logs := startLogged(t, cmd)
 	defer func() {
 		cancel()
 		_ = cmd.Wait()
