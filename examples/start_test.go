@@ -1,8 +1,11 @@
 package examples
 
 import (
+	"net"
 	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
@@ -31,5 +34,36 @@ func startWaited(t *testing.T, cmd *exec.Cmd) (logs *testenv.SyncBuffer, waited 
 			_ = cmd.Process.Kill()
 			<-exited
 		}
+	}
+}
+
+// listenNotify is a datagram socket at path for sd_notify messages, as
+// systemd's NOTIFY_SOCKET.
+func listenNotify(t *testing.T, path string) *net.UnixConn {
+	t.Helper()
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// checkStopsOnSIGTERM sends SIGTERM to the daemon started by startWaited and
+// checks that it says STOPPING=1 on conn and exits cleanly within 20 s; who
+// names it in the failures.
+func checkStopsOnSIGTERM(t *testing.T, who string, cmd *exec.Cmd, conn *net.UnixConn, waited <-chan error, logs *testenv.SyncBuffer) {
+	t.Helper()
+	must(t, cmd.Process.Signal(syscall.SIGTERM))
+	msgs := readNotify(t, conn, 20*time.Second, func(seen []string) bool { return count(seen, "STOPPING=1") > 0 })
+	if count(msgs, "STOPPING=1") == 0 {
+		t.Errorf("%s: no STOPPING=1 after SIGTERM, got %q", who, msgs)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Errorf("%s: exit after SIGTERM: %v\nlogs:\n%s", who, err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s: no exit after SIGTERM\nlogs:\n%s", who, logs.String())
 	}
 }

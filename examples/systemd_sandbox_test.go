@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -82,10 +81,7 @@ backend be_app
 	notifyDir := filepath.Join(base, "notify")
 	must(t, os.Mkdir(notifyDir, 0o755))
 	notify := filepath.Join(notifyDir, "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notify, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := listenNotify(t, notify)
 	defer conn.Close()
 	must(t, os.Chmod(notify, 0o777)) // as /run/systemd/notify
 
@@ -125,19 +121,7 @@ backend be_app
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	must(t, cmd.Process.Signal(syscall.SIGTERM))
-	msgs = readNotify(t, conn, 20*time.Second, func(seen []string) bool { return count(seen, "STOPPING=1") > 0 })
-	if count(msgs, "STOPPING=1") == 0 {
-		t.Errorf("under the sandbox: no STOPPING=1 after SIGTERM, got %q", msgs)
-	}
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Errorf("under the sandbox: exit after SIGTERM: %v\nlogs:\n%s", err, logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("under the sandbox: no exit after SIGTERM\nlogs:\n%s", logs.String())
-	}
+	checkStopsOnSIGTERM(t, "under the sandbox", cmd, conn, waited, logs)
 }
 
 // number is the first capture of re in s as an integer, 0 without a match.

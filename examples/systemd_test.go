@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,10 +116,7 @@ backend be_app
 	defer client.Close()
 	dir := t.TempDir()
 	notify := filepath.Join(dir, "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notify, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := listenNotify(t, notify)
 	defer conn.Close()
 	listen := "127.0.0.1:" + itoa(testenv.FreePort(t))
 	cfg := filepath.Join(dir, "config.yaml")
@@ -148,21 +144,7 @@ backends:
 	}
 	checkExposedMetrics(t, listen)
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	msgs = readNotify(t, conn, 20*time.Second, func(seen []string) bool { return count(seen, "STOPPING=1") > 0 })
-	if count(msgs, "STOPPING=1") == 0 {
-		t.Errorf("no STOPPING=1 after SIGTERM, got %q", msgs)
-	}
-	select {
-	case err := <-waited:
-		if err != nil {
-			t.Errorf("daemon exit after SIGTERM: %v\nlogs:\n%s", err, logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("daemon did not exit after SIGTERM\nlogs:\n%s", logs.String())
-	}
+	checkStopsOnSIGTERM(t, "the daemon", cmd, conn, waited, logs)
 }
 
 // readNotify collects sd_notify messages (one datagram may hold several lines) until
@@ -235,10 +217,7 @@ backend be_app
 `)
 	dir := t.TempDir()
 	notify := filepath.Join(dir, "notify.sock")
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notify, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := listenNotify(t, notify)
 	defer conn.Close()
 	cfg := filepath.Join(dir, "config.yaml")
 	writeFile(t, cfg, "interval: 10s\nlisten: \"\"\nhaproxy: {socket: "+h.Socket+"}\nbackends:\n  - name: be_app\n    source: {haproxy: {counter: current_sessions}}\n")
