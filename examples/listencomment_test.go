@@ -37,13 +37,7 @@ func TestExampleListenCommentsNameServedEndpoints(t *testing.T) {
 		t.Fatal("no endpoint named in a listen comment: the parsing is broken")
 	}
 
-	sink := testenv.StartDiscardServer(t)
-	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
-backend be_app
-  balance leastconn
-  server s1 `+sink+`
-  server s2 `+sink+`
-`)
+	h := startAppHAProxy(t)
 	listen := "127.0.0.1:" + itoa(testenv.FreePort(t))
 	cfg := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, cfg, "listen: "+listen+"\nhaproxy: {socket: "+h.Socket+"}\nbackends:\n  - name: be_app\n    source: {haproxy: {counter: bytes_in}}\n")

@@ -67,3 +67,16 @@ func checkStopsOnSIGTERM(t *testing.T, who string, cmd *exec.Cmd, conn *net.Unix
 		t.Fatalf("%s: no exit after SIGTERM\nlogs:\n%s", who, logs.String())
 	}
 }
+
+// startAppHAProxy is a real HAProxy with backend be_app: two servers, both a
+// discard server, balanced leastconn.
+func startAppHAProxy(t *testing.T) *testenv.HAProxy {
+	t.Helper()
+	sink := testenv.StartDiscardServer(t)
+	return testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
+backend be_app
+  balance leastconn
+  server s1 `+sink+`
+  server s2 `+sink+`
+`)
+}

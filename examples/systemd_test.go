@@ -208,13 +208,7 @@ func checkExposedMetrics(t *testing.T, listen string) {
 func TestWatchdogFedWhateverTheInterval(t *testing.T) {
 	t.Parallel()
 	bin := weighterBinary(t)
-	sink := testenv.StartDiscardServer(t)
-	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+`
-backend be_app
-  balance leastconn
-  server s1 `+sink+`
-  server s2 `+sink+`
-`)
+	h := startAppHAProxy(t)
 	dir := t.TempDir()
 	notify := filepath.Join(dir, "notify.sock")
 	conn := listenNotify(t, notify)
