@@ -45,11 +45,12 @@ type runner struct {
 
 	mu       sync.Mutex
 	started  time.Time
-	lastOK   time.Time // end of the last ok cycle
-	lastBeat time.Time // end of the last cycle, whatever its result
-	cl       *cycleLog // what was logged of the cycles so far
-	last     lastCycle // the last cycle that ended (status page)
-	plan     lastCycle // the last cycle that ended with a plan
+	lastOK   time.Time      // end of the last ok cycle
+	lastBeat time.Time      // end of the last cycle, whatever its result
+	cl       *cycleLog      // what was logged of the cycles so far
+	last     lastCycle      // the last cycle that ended (status page)
+	plan     lastCycle      // the last cycle that ended with a plan
+	history  *statusHistory // the status page's last 15 minutes (status_history.go)
 }
 
 func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
@@ -57,7 +58,7 @@ func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Log
 	log = log.With("backend", u.Backend.Name)
 	return &runner{unit: u, timing: t, apply: true, clock: clock, metrics: m,
 		log: log, rand: rand.Float64, started: now, lastBeat: now, done: make(chan struct{}),
-		cl: &cycleLog{log: log}}
+		cl: &cycleLog{log: log}, history: newStatusHistory()}
 }
 
 // inherit takes over the last ok cycle and the log state of the runner a
@@ -71,10 +72,10 @@ func (r *runner) inherit(old *runner) {
 		return
 	}
 	old.mu.Lock()
-	lastOK, cl, last, plan := old.lastOK, old.cl.clone(r.log), old.last, old.plan
+	lastOK, cl, last, plan, history := old.lastOK, old.cl.clone(r.log), old.last, old.plan, old.history
 	old.mu.Unlock()
 	r.mu.Lock()
-	r.lastOK, r.cl, r.last, r.plan = lastOK, cl, last, plan
+	r.lastOK, r.cl, r.last, r.plan, r.history = lastOK, cl, last, plan, history
 	r.mu.Unlock()
 }
 
@@ -145,6 +146,7 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	if r.last.planned() {
 		r.plan = r.last
 	}
+	r.history.record(r.last)
 	r.mu.Unlock()
 	if r.metrics != nil {
 		r.metrics.Observe(c)
