@@ -113,7 +113,13 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if err != nil {
 		return err
 	}
-	return writeReport(rep, f, out)
+	if err := writeReport(rep, f, out); err != nil {
+		return err
+	}
+	if f.output == "table" {
+		cmd.PrintErrln(usageHint)
+	}
+	return nil
 }
 
 // writeReport writes rep's --plot, when asked, and rep itself in --output's format.
@@ -128,6 +134,11 @@ func writeReport(rep *sim.Report, f *simulateFlags, out io.Writer) error {
 	}
 	return rep.WriteTable(out)
 }
+
+// usageHint is the line the table ends with on stderr: a first run with no flags
+// shows one scenario, and a newcomer should learn there are more.
+const usageHint = "haproxy-weighter-sim --help lists the flags; --scenario FILE (examples/scenarios/), --fresh --seeds 4 (the daemon's default pipeline over six scenarios), --shed, --output json"
+
 
 // scenarioFromFlags loads --scenario (or the default), applies ext (the
 // --external metric, if any) and the flags the user set, and validates it.

@@ -108,3 +108,17 @@ func TestHelp(t *testing.T) {
 	assert.Contains(t, out, "--sweep")
 	assert.NotContains(t, out, "--log-level", "the simulator logs nothing")
 }
+
+// TestSimulateTableEndsWithAHint: the table a first run prints is followed, on
+// stderr, by one line naming --help and the other runs; JSON is left clean.
+func TestSimulateTableEndsWithAHint(t *testing.T) {
+	out, stderr, code := run(t, "--duration", "4m")
+	require.Equal(t, 0, code, stderr)
+	assert.NotEmpty(t, out)
+	assert.Equal(t, usageHint+"\n", stderr)
+	assert.Contains(t, stderr, "--help")
+
+	_, stderr, code = run(t, "--duration", "4m", "--output", "json")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr)
+}
