@@ -139,7 +139,6 @@ func writeReport(rep *sim.Report, f *simulateFlags, out io.Writer) error {
 // shows one scenario, and a newcomer should learn there are more.
 const usageHint = "haproxy-weighter-sim --help lists the flags; --scenario FILE (examples/scenarios/), --fresh --seeds 4 (the daemon's default pipeline over six scenarios), --shed, --output json"
 
-
 // scenarioFromFlags loads --scenario (or the default), applies ext (the
 // --external metric, if any) and the flags the user set, and validates it.
 func scenarioFromFlags(fl *pflag.FlagSet, f *simulateFlags, ext *sim.External) (sim.Scenario, error) {
