@@ -122,6 +122,9 @@ type Reader struct {
 	ino *inodeSet
 	// pidKey is the pid list the inode set was built for.
 	pidKey string
+	// invisible counts Check's reads in a row that found sessions and no
+	// socket.
+	invisible int
 }
 
 // New returns a Reader.
@@ -193,6 +196,9 @@ func (r *Reader) owner(ctx context.Context) (owner, error) {
 		if err != nil {
 			return owner{}, fmt.Errorf("socket table: HAProxy's processes: %w", err)
 		}
+	}
+	if err := r.sameNetNS(pids); err != nil {
+		return owner{}, fmt.Errorf("socket table: %w", err)
 	}
 	own := resolveOwner(r.cfg.ProcRoot, pids, r.cfg.Ownership)
 	key := fmt.Sprint(pids)
