@@ -165,16 +165,17 @@ func cloneHTTP(h promconfig.HTTPClientConfig) promconfig.HTTPClientConfig {
 // newHTTPClient builds a source's client with prometheus/common's
 // NewClientFromConfig, which reads secret files (password_file,
 // credentials_file, TLS files) at each request, so that a rotated secret
-// takes effect without a restart. On top of it: replies are bounded
+// takes effect without a restart. On top of it: the credentials each
+// request carries go to red (noteTransport), replies are bounded
 // (limitTransport), redirects follow redirectPolicy, and no read waits
 // longer than timeout (boundedDial). name labels the client's connections.
-func newHTTPClient(name string, h promconfig.HTTPClientConfig, u *url.URL, timeout time.Duration) (*http.Client, error) {
+func newHTTPClient(name string, h promconfig.HTTPClientConfig, u *url.URL, timeout time.Duration, red *redactor) (*http.Client, error) {
 	client, err := promconfig.NewClientFromConfig(h, name, promconfig.WithIdleConnTimeout(90*time.Second),
 		promconfig.WithDialContextFunc(boundedDial(timeout, dialTargets(h, u))))
 	if err != nil {
 		return nil, err
 	}
-	client.Transport = &limitTransport{next: client.Transport}
+	client.Transport = &limitTransport{next: &noteTransport{next: client.Transport, red: red}}
 	client.CheckRedirect = redirectPolicy(origin(u), h.FollowRedirects)
 	return client, nil
 }
@@ -379,7 +380,7 @@ func connect(source, rawURL string, h promconfig.HTTPClientConfig, legacy Legacy
 	}
 	red.current = current
 	red.refresh()
-	client, err := newHTTPClient(source, h, u, timeout)
+	client, err := newHTTPClient(source, h, u, timeout, red)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%s: %w", source, red.Error(err))
 	}

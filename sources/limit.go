@@ -27,8 +27,11 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the transport.
-func (t *limitTransport) CloseIdleConnections() {
-	if c, ok := t.next.(interface{ CloseIdleConnections() }); ok {
+func (t *limitTransport) CloseIdleConnections() { closeIdle(t.next) }
+
+// closeIdle closes rt's idle connections if it keeps any.
+func closeIdle(rt http.RoundTripper) {
+	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
