@@ -3,7 +3,6 @@ package sockdiag
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -101,15 +100,10 @@ func (r *Reader) Check(got Reading, scur map[string]int) error {
 	if r.invisible < notVisibleAfter {
 		return nil
 	}
-	return &NotVisibleError{Reason: fmt.Sprintf("HAProxy reports %d sessions on the servers and the socket table read had no connection to any of them, %d reads in a row (is this process in HAProxy's network namespace? %s)",
-		sessions, r.invisible, hostNetNS())}
-}
-
-// hostNetNS names this process's network namespace for the message.
-func hostNetNS() string {
-	l, err := os.Readlink("/proc/self/ns/net")
-	if err != nil {
-		return "this process's namespace is not readable"
+	where := "a network namespace that cannot be named"
+	if ino, err := r.readNetNS(); err == nil {
+		where = fmt.Sprintf("net:[%d]", ino)
 	}
-	return "this process is in " + l
+	return &NotVisibleError{Reason: fmt.Sprintf("HAProxy reports %d sessions on the servers and the socket table read (%s) had no connection to any of them, %d reads in a row: is this process in HAProxy's network namespace?",
+		sessions, where, r.invisible)}
 }
