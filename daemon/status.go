@@ -7,15 +7,17 @@ import (
 	"html/template"
 	"math"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // The status page (GET /) is what an on-call engineer opens in an incident:
-// per backend, the last plan as a table, its imbalance, the last cycle's
-// result and error. It is plain HTML from html/template (which escapes every
+// per backend, its state and what its loads are made of, its imbalance now
+// and over the last 15 minutes (an inline SVG), then per server a bar of its
+// load against the mean, the load with its unit, the weight now and wanted,
+// its open connections and sheds, and the reason (what every server shares
+// said once); the last cycle's result and error. It is plain HTML from html/template (which escapes every
 // name and message: server names and errors come from HAProxy and the
 // sources), with no script and no external asset, and it reloads itself.
 
@@ -58,7 +60,10 @@ type backendView struct {
 	Ended      string // how long ago the last cycle ended
 	Duration   string
 	LastOK     string // how long ago the last ok cycle ended; "" for never
-	Imbalance  string
+	Load       string // what the loads are made of: the source, the fast signal and its state
+	Imbalance  string // max/mean load of the plan, "1.62×"; "" when undefined
+	Hot        bool   // the imbalance is at or above hotRatio
+	Spark      sparkView
 	Coverage   string
 	Hold       string // why the plan held every weight
 	Planned    bool   // a cycle has ended with a plan: the fields below are its
@@ -66,6 +71,10 @@ type backendView struct {
 	Changes    int    // written, or in a dry run wanted
 	Unknown    []string
 	MoreUnk    int
+	Unit       string // the loads' unit, as the load column's header says it
+	Reason     string // the part of the reason every server shares, said once
+	ShedWord   string // "sheds", or in a dry run "would shed"
+	ShedTotal  int    // over the history's span
 	Servers    []serverView
 	Shed       *shedView // nil for a backend that does not shed
 }
@@ -82,9 +91,18 @@ type shedRowView struct {
 }
 
 type serverView struct {
-	Name, Address, Load, Action, Reason, Age string
-	Now, Desired                             int
-	Differs                                  bool
+	Name, Address string
+	Load          string // with its unit and SI prefix
+	Exact         string // the load as once writes it, for the cell's title
+	Ratio         string // load / the backend's mean
+	Bar           barView
+	Action        string
+	Reason        string // what is the server's own; the shared part is the backend's Reason
+	Age           string
+	Conns         string // open connections, as the fast signal read them; "—" when not read
+	Sheds         int    // over the history's span
+	Now, Desired  int
+	Differs       bool
 }
 
 // maxUnknownShown bounds the names of unknown series the page lists.
@@ -120,15 +138,24 @@ func refreshSeconds(interval time.Duration) int {
 // view is the runner's backend as the page shows it.
 func (r *runner) view(now time.Time) backendView {
 	r.mu.Lock()
-	last, plan, lastOK, ready := r.last, r.plan, r.lastOK, r.readyLocked(now)
+	last, plan, lastOK, ready, history := r.last, r.plan, r.lastOK, r.readyLocked(now), r.history
 	r.mu.Unlock()
-	b := backendView{Name: r.unit.Backend.Name, Kind: r.unit.Kind, DryRun: r.unit.dryRun, Ready: ready}
+	hist := history.view(now)
+	b := backendView{Name: r.unit.Backend.Name, Kind: r.unit.Kind, DryRun: r.unit.dryRun, Ready: ready,
+		Spark: sparkOf(hist.Worst), ShedWord: "sheds"}
+	if r.unit.dryRun {
+		b.ShedWord = "would shed"
+	}
+	for _, n := range hist.Sheds {
+		b.ShedTotal += n
+	}
 	if r.unit.client != nil {
 		b.Socket = r.unit.socket.Socket
 	}
 	if !lastOK.IsZero() {
 		b.LastOK = ago(now, lastOK)
 	}
+	b.Load = r.unit.loadText(last.Signal)
 	if last.End.IsZero() {
 		return b
 	}
@@ -146,8 +173,8 @@ func (r *runner) view(now time.Time) backendView {
 	}
 	c = plan.Cycle
 	b.Planned = true
-	if c.Plan.Imbalance > 0 && !math.IsInf(c.Plan.Imbalance, 0) {
-		b.Imbalance = strconv.FormatFloat(c.Plan.Imbalance, 'f', 2, 64)
+	if validImbalance(c.Plan.Imbalance) {
+		b.Imbalance, b.Hot = ratioText(c.Plan.Imbalance), c.Plan.Imbalance >= hotRatio
 	}
 	if len(c.Plan.Servers) > 0 {
 		b.Coverage = fmt.Sprintf("%.0f%%", 100*c.Plan.Coverage)
@@ -157,33 +184,58 @@ func (r *runner) view(now time.Time) backendView {
 	}
 	b.Unknown = c.Plan.Unknown[:min(len(c.Plan.Unknown), maxUnknownShown)]
 	b.MoreUnk = len(c.Plan.Unknown) - len(b.Unknown)
+	b.Unit = r.unit.loadUnit(c.Signal).header
+	b.Changes, b.Servers = r.unit.serverRows(now, c, hist.Sheds)
+	reasons := make([]string, len(b.Servers))
+	for i, s := range b.Servers {
+		reasons[i] = s.Reason
+	}
+	var own []string
+	b.Reason, own = sharedReason(reasons)
+	for i := range b.Servers {
+		b.Servers[i].Reason = own[i]
+	}
+	b.Shed = shedOf(c)
+	return b
+}
+
+// serverRows are the plan's servers as the page shows them, with the
+// changes the cycle wrote (or, in a dry run, wants).
+func (u *Unit) serverRows(now time.Time, c weighter.Cycle, sheds map[string]int) (changes int, rows []serverView) {
 	written := make(map[string]int, len(c.Written))
 	for _, ch := range c.Written {
 		written[ch.Server] = ch.Weight
 	}
-	b.Changes = len(c.Written)
-	for _, s := range c.Plan.Servers {
-		sv := serverView{Name: s.Server, Address: s.Address, Load: "no data", Action: string(s.Action), Reason: s.Reason,
-			Now: s.Current, Desired: s.New, Age: "none"}
-		if !math.IsNaN(s.Load) {
-			sv.Load = weighter.LoadText(s.Load)
-		}
+	changes = len(c.Written)
+	unit := u.loadUnit(c.Signal).symbol
+	bars := barsOf(c.Plan.Servers)
+	for i, s := range c.Plan.Servers {
+		sv := serverView{Name: s.Server, Address: s.Address, Load: quantityText(s.Load, unit), Exact: weighter.LoadText(s.Load),
+			Ratio: ratioText(bars[i].ratio), Bar: bars[i], Action: string(s.Action), Reason: s.Reason,
+			Now: s.Current, Desired: s.New, Age: "none", Conns: "—", Sheds: sheds[s.Server]}
 		if w, ok := written[s.Server]; ok {
 			sv.Now = w
 		}
 		if s.Action == weighter.ActionSet && !c.Applied {
 			sv.Action = "would set"
-			b.Changes++
+			changes++
 		}
 		if t, ok := c.DataTime[s.Server]; ok && !t.IsZero() {
 			sv.Age = ago(now, t)
 		}
+		if c.Signal != nil {
+			if in, ok := c.Signal.Servers[s.Server]; ok && validLoad(in.Sessions) {
+				sv.Conns = siText(in.Sessions)
+			}
+		}
 		sv.Differs = sv.Now != sv.Desired
-		b.Servers = append(b.Servers, sv)
+		rows = append(rows, sv)
 	}
-	b.Shed = shedOf(c)
-	return b
+	return changes, rows
 }
+
+// validLoad: a finite, non-negative reading.
+func validLoad(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
 
 // shedOf is the cycle's session shedding as the page shows it.
 func shedOf(c weighter.Cycle) *shedView {
@@ -201,9 +253,9 @@ func shedOf(c weighter.Cycle) *shedView {
 	}
 	for _, sh := range p.Sheds {
 		row := shedRowView{Server: sh.Session.Server, Session: sh.Session.ID, Client: sh.Session.Client,
-			Rate: weighter.RateText(sh.Session.Rate) + " " + weighter.ShedUnit,
+			Rate: quantityText(sh.Session.Rate, weighter.ShedUnit),
 			Age:  weighter.AgeText(sh.Session.Age), Reason: sh.Reason,
-			Ratio: fmt.Sprintf("%.2f → %.2f", sh.Ratio, sh.After), Outcome: "would shed (dry run)"}
+			Ratio: ratioText(sh.Ratio) + " → " + ratioText(sh.After), Outcome: "would shed (dry run)"}
 		if c.Applied {
 			row.Outcome = "not tried"
 			if r, ok := outcome[sh.Session.ID]; ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -14,6 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -37,10 +43,16 @@ func getPage(t *testing.T, srv *httptest.Server, path string) (int, http.Header,
 	return resp.StatusCode, resp.Header, string(body)
 }
 
-// row matches a server's line of the plan table.
+// row matches a server's line of the server table: its name, then past its
+// address, bar, load and ratio, its weight (now → desired when they differ)
+// and action.
 func row(server string, now, desired int, action string) *regexp.Regexp {
-	return regexp.MustCompile(`<tr[^>]*><td>` + regexp.QuoteMeta(server) + `</td><td>[^<]*</td><td class="n">[^<]+</td><td class="n">` +
-		strconv.Itoa(now) + `</td><td class="n">` + strconv.Itoa(desired) + `</td><td>` + regexp.QuoteMeta(action) + `</td>`)
+	w := strconv.Itoa(now)
+	if now != desired {
+		w += " → " + strconv.Itoa(desired)
+	}
+	return regexp.MustCompile(`<tr[^>]*><td class="name">` + regexp.QuoteMeta(server) + `</td>(?s:.*?)<td class="n w">` +
+		regexp.QuoteMeta(w) + `</td><td class="act">` + regexp.QuoteMeta(action) + `</td>`)
 }
 
 // TestStatusPage: GET / shows each backend's last plan (weight now, desired
@@ -63,8 +75,9 @@ func TestStatusPage(t *testing.T) {
 	f.r.step(context.Background())
 	_, _, body = getPage(t, srv, "/")
 	for _, want := range []string{`<meta http-equiv="refresh" content="10">`, `<a href="/metrics">`, `<a href="/healthz">`,
-		`<a href="/readyz">`, "dry run: writes nothing", `<span class="ok result">ok</span>`,
-		`<b class="imbalance">1.60</b>`, "changes the plan wants: 2"} {
+		`<a href="/readyz">`, `<span class="badge ok result">ok</span>`,
+		`<span class="now imbalance hot" title="imbalance now: the highest load over the mean">1.60×</span>`,
+		"changes the plan wants: 2", `<span class="badge dry">dry run: writes nothing</span>`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %q in:\n%s", want, body)
 		}
@@ -83,7 +96,7 @@ func TestStatusPage(t *testing.T) {
 	f.r.clock.(*fakeClock).advance(10 * time.Second)
 	f.r.step(context.Background())
 	_, _, body = getPage(t, srv, "/")
-	for _, want := range []string{`<span class="bad result">source_error</span>`, "fetch loads: prometheus: connection refused",
+	for _, want := range []string{`<span class="badge bad result">source_error</span>`, "fetch loads: prometheus: connection refused",
 		"the plan below is from 10s ago"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %q in:\n%s", want, body)
@@ -203,8 +216,8 @@ func TestStatusPageSheds(t *testing.T) {
 	c.Plan.Shed = &weighter.ShedPlan{Server: "s2", Sheds: []weighter.Shed{sh}}
 	set(c)
 	_, _, body := getPage(t, srv, "/")
-	want := `<tr><td>s2</td><td>0x55d1c0</td><td>10.0.0.7:51234</td><td class="n">12,350 B/s</td><td class="n">14m</td>` +
-		`<td class="n">2.40 → 1.30</td><td>would shed (dry run)</td><td>hot for 3 cycles</td></tr>`
+	want := `<tr><td>s2</td><td>0x55d1c0</td><td>10.0.0.7:51234</td><td class="n">12.4 kB/s</td><td class="n">14m</td>` +
+		`<td class="n">2.40× → 1.30×</td><td>would shed (dry run)</td><td>hot for 3 cycles</td></tr>`
 	if !strings.Contains(body, want) {
 		t.Errorf("no %q in:\n%s", want, body)
 	}
@@ -223,16 +236,28 @@ func TestStatusPageSheds(t *testing.T) {
 	}
 }
 
-// TestStatusPageNumbersAsOnce: the page writes a load as once's table does
-// (1.235e+04 on one and 12345.6 on the other read as two different numbers).
-func TestStatusPageNumbersAsOnce(t *testing.T) {
+// TestStatusPageNumbersHuman: the page writes a load with its unit, three
+// significant digits and an SI prefix, and keeps the exact value as once
+// writes it (12345.6, not 1.235e+04) in the cell's title.
+func TestStatusPageNumbersHuman(t *testing.T) {
 	f := newDryFixture(t, true, "s1", "s2")
+	src, err := config.NewSource("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesOut})
+	require.NoError(t, err)
+	f.r.unit.source = src
 	f.src.set(map[string]float64{"s1": 12345.6, "s2": 0.000123}, nil)
 	f.r.step(context.Background())
 	v := f.r.view(f.r.clock.Now())
-	if len(v.Servers) != 2 || v.Servers[0].Load != "12345.6" || v.Servers[1].Load != "0.000123" {
-		t.Errorf("loads 12345.6 and 0.000123 shown as %+v", v.Servers)
-	}
+	require.Len(t, v.Servers, 2)
+	assert.Equal(t, "B/s", v.Unit)
+	assert.Equal(t, []string{"12.3 kB/s", "12345.6"}, []string{v.Servers[0].Load, v.Servers[0].Exact})
+	assert.Equal(t, []string{"123 µB/s", "0.000123"}, []string{v.Servers[1].Load, v.Servers[1].Exact})
+	srv := httptest.NewServer(f.d.handler(f.reg))
+	defer srv.Close()
+	_, _, body := getPage(t, srv, "/")
+	assert.Contains(t, body, `<th class="n">load (B/s)</th>`)
+	assert.Contains(t, body, `<td class="n load" title="12345.6">12.3 kB/s</td>`)
+	assert.NotRegexp(t, `[0-9]e[+-][0-9]`, body, "a number in exponent form")
+	assert.NotContains(t, body, "NaN")
 }
 
 // TestStatusPageKeepsPlanAcrossReload: the runner a reload starts shows the
@@ -247,4 +272,270 @@ func TestStatusPageKeepsPlanAcrossReload(t *testing.T) {
 	if !v.Cycled || !v.Planned || len(v.Servers) != 2 || v.Servers[0].Desired != 256 {
 		t.Errorf("after a reload the page shows %+v", v)
 	}
+}
+
+// TestStatusNumbers: three significant digits with an SI prefix, rounding
+// carried into the prefix, and never NaN, Inf or an exponent on the page.
+func TestStatusNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		v        float64
+		si, qty  string // siText, quantityText(v, "B/s")
+		unitless string // quantityText(v, "")
+	}{
+		{30900, "30.9k", "30.9 kB/s", "30.9k"},
+		{30949, "30.9k", "30.9 kB/s", "30.9k"},
+		{1200, "1.2k", "1.2 kB/s", "1.2k"},
+		{1000, "1k", "1 kB/s", "1k"},
+		{999.96, "1k", "1 kB/s", "1k"}, // rounds up into the next prefix
+		{999.4, "999", "999 B/s", "999"},
+		{512, "512", "512 B/s", "512"},
+		{12.345, "12.3", "12.3 B/s", "12.3"},
+		{1, "1", "1 B/s", "1"},
+		{0.35, "0.35", "0.35 B/s", "0.35"}, // a CPU share keeps no prefix
+		{0.0123, "0.0123", "0.0123 B/s", "0.0123"},
+		{0.005, "5m", "5 mB/s", "5m"},
+		{0.000123, "123µ", "123 µB/s", "123µ"},
+		{0, "0", "0 B/s", "0"},
+		{2.5e6, "2.5M", "2.5 MB/s", "2.5M"},
+		{1.25e9, "1.25G", "1.25 GB/s", "1.25G"},
+		{7.1e18, "7.1E", "7.1 EB/s", "7.1E"},
+		{3e21, "3e+21", "3e+21 B/s", "3e+21"}, // beyond the prefixes
+		{-1200, "-1.2k", "no data", "no data"},
+		{math.NaN(), "—", "no data", "no data"},
+		{math.Inf(1), "—", "no data", "no data"},
+		{math.Inf(-1), "—", "no data", "no data"},
+	} {
+		assert.Equal(t, tc.si, siText(tc.v), "siText(%v)", tc.v)
+		assert.Equal(t, tc.qty, quantityText(tc.v, "B/s"), "quantityText(%v, B/s)", tc.v)
+		assert.Equal(t, tc.unitless, quantityText(tc.v, ""), "quantityText(%v, \"\")", tc.v)
+	}
+	for v, want := range map[float64]string{1.625: "1.62×", 1: "1.00×", 0: "0.00×", math.NaN(): "—", math.Inf(1): "—", -1: "—"} {
+		assert.Equal(t, want, ratioText(v), "ratioText(%v)", v)
+	}
+}
+
+// TestStatusSharedReason: what every server's reason says is written once;
+// each row keeps only its own parts.
+func TestStatusSharedReason(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		in     []string
+		shared string
+		own    []string
+	}{
+		{"all the same", []string{"hold: only 1 of 3 servers have valid data", "hold: only 1 of 3 servers have valid data",
+			"hold: only 1 of 3 servers have valid data"}, "hold: only 1 of 3 servers have valid data", []string{"", "", ""}},
+		{"a shared part", []string{"rebalance; fast 31 kB/s", "rebalance; fast 12 kB/s"}, "rebalance",
+			[]string{"fast 31 kB/s", "fast 12 kB/s"}},
+		{"shared parts in the first server's order", []string{"a; x; b", "b; y; a"}, "a; b", []string{"x", "y"}},
+		{"nothing shared", []string{"rebalance", "deadband"}, "", []string{"rebalance", "deadband"}},
+		{"one server without a reason", []string{"rebalance", ""}, "", []string{"rebalance", ""}},
+		{"one server", []string{"rebalance"}, "", []string{"rebalance"}},
+		{"none", nil, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			shared, own := sharedReason(tc.in)
+			assert.Equal(t, tc.shared, shared)
+			assert.Equal(t, tc.own, own)
+		})
+	}
+}
+
+// TestStatusBars: one scale per backend, the mean at its middle (or further
+// left when a server is above twice the mean), the colour by load / mean.
+func TestStatusBars(t *testing.T) {
+	plan := func(loads ...float64) []weighter.ServerPlan {
+		out := make([]weighter.ServerPlan, len(loads))
+		for i, l := range loads {
+			out[i] = weighter.ServerPlan{Server: strconv.Itoa(i), Load: l, Action: weighter.ActionKeep}
+		}
+		return out
+	}
+	bars := barsOf(plan(50, 100, 125, 125)) // mean 100
+	for i, want := range []barView{{Fill: 50, Mean: 100, Class: "ok"}, {Fill: 100, Mean: 100, Class: "ok"},
+		{Fill: 125, Mean: 100, Class: "warm"}, {Fill: 125, Mean: 100, Class: "warm"}} {
+		assert.Equal(t, want, barView{Fill: bars[i].Fill, Mean: bars[i].Mean, Class: bars[i].Class}, "server %d", i)
+	}
+	bars = barsOf(plan(10, 10, 100, math.NaN())) // mean 40, top 100 > 2 × 40: the top fills the bar
+	assert.Equal(t, []int{20, 20, 200, 0}, []int{bars[0].Fill, bars[1].Fill, bars[2].Fill, bars[3].Fill})
+	assert.Equal(t, 80, bars[2].Mean)
+	assert.Equal(t, []string{"ok", "ok", "hot", "none"}, []string{bars[0].Class, bars[1].Class, bars[2].Class, bars[3].Class})
+	assert.InDelta(t, 2.5, bars[2].ratio, 1e-9)
+	assert.True(t, math.IsNaN(bars[3].ratio))
+
+	skipped := plan(100, 100, 1000) // an operator's drained server is not in the mean
+	skipped[2].Action = weighter.ActionSkip
+	bars = barsOf(skipped)
+	assert.InDelta(t, 10, bars[2].ratio, 1e-9)
+
+	for _, b := range barsOf(plan(0, 0, math.NaN())) { // no load anywhere: no scale, no NaN in the page
+		assert.Equal(t, 0, b.Fill)
+		assert.Equal(t, 0, b.Mean)
+	}
+}
+
+// TestStatusHistory: the ring keeps the worst imbalance of each 10 s of the
+// last 15 minutes and the sheds of the same span, forgets what is older,
+// leaves gaps where no cycle had a plan, and costs the same however long
+// it runs.
+func TestStatusHistory(t *testing.T) {
+	h := newStatusHistory()
+	t0 := time.Unix(1_800_000_000, 0)
+	cycle := func(at time.Time, imbalance float64, applied bool, sheds ...weighter.ShedResult) lastCycle {
+		c := weighter.Cycle{Result: weighter.ResultOK, Applied: applied, Sheds: sheds,
+			Plan: weighter.Plan{Imbalance: imbalance, Servers: []weighter.ServerPlan{{Server: "s1"}}}}
+		return lastCycle{Cycle: c, End: at}
+	}
+	shed := func(server string, o weighter.ShedOutcome) weighter.ShedResult {
+		return weighter.ShedResult{Shed: weighter.Shed{Session: weighter.ShedSession{Server: server}}, Outcome: o}
+	}
+	// Two cycles in one 10 s slot: the worst stays.
+	h.record(cycle(t0, 1.4, true))
+	h.record(cycle(t0.Add(2*time.Second), 1.9, true, shed("s2", weighter.ShedClosed), shed("s2", weighter.ShedGone)))
+	h.record(cycle(t0.Add(4*time.Second), 1.2, true, shed("s2", weighter.ShedClosed), shed("s3", weighter.ShedFailed)))
+	// A failed cycle (no plan) and a plan with no imbalance leave a gap.
+	h.record(lastCycle{Cycle: weighter.Cycle{Result: weighter.ResultSourceError}, End: t0.Add(10 * time.Second)})
+	h.record(cycle(t0.Add(20*time.Second), 0, true))
+	h.record(cycle(t0.Add(30*time.Second), 1.1, true))
+
+	v := h.view(t0.Add(30 * time.Second))
+	require.Len(t, v.Worst, 90)
+	assert.Equal(t, 1.9, v.Worst[86])
+	assert.True(t, math.IsNaN(v.Worst[87]) && math.IsNaN(v.Worst[88]), "gaps: %v", v.Worst[86:])
+	assert.Equal(t, 1.1, v.Worst[89])
+	assert.True(t, math.IsNaN(v.Worst[0]))
+	assert.Equal(t, map[string]int{"s2": 2}, v.Sheds, "only the closes that closed count")
+
+	// A dry run counts the sessions it would have closed.
+	dry := cycle(t0.Add(31*time.Second), 1.1, false)
+	dry.Plan.Shed = &weighter.ShedPlan{Sheds: []weighter.Shed{{Session: weighter.ShedSession{Server: "s3"}}}}
+	h.record(dry)
+	assert.Equal(t, map[string]int{"s2": 2, "s3": 1}, h.view(t0.Add(31*time.Second)).Sheds)
+
+	// 15 minutes on, the first slot has left the span, the later ones not yet.
+	v = h.view(t0.Add(15 * time.Minute))
+	assert.Equal(t, 1.1, v.Worst[89-(15*60-30)/10])
+	assert.Equal(t, map[string]int{"s3": 1}, v.Sheds, "the sheds of the first slot left with it")
+	v = h.view(t0.Add(time.Hour))
+	for i, w := range v.Worst {
+		assert.True(t, math.IsNaN(w), "slot %d of an hour later: %v", i, w)
+	}
+	assert.Empty(t, v.Sheds)
+
+	// A day of 1 s cycles: the ring reuses its slots, the newest win.
+	for i := range 86_400 {
+		h.record(cycle(t0.Add(time.Duration(i)*time.Second), 1+float64(i%100)/100, true))
+	}
+	v = h.view(t0.Add(86_399 * time.Second))
+	assert.InDelta(t, 1.99, v.Worst[89], 1e-9, "the worst of the last 10 s")
+	assert.Len(t, h.buckets, 90)
+}
+
+// TestStatusSpark: the imbalance over 15 minutes as polylines, 1× at the
+// bottom, the top the next half above the peak (at least 2×), a gap where
+// no cycle had a plan, a lone point drawn as a dash.
+func TestStatusSpark(t *testing.T) {
+	worst := make([]float64, historySlots)
+	for i := range worst {
+		worst[i] = math.NaN()
+	}
+	v := sparkOf(worst)
+	assert.Empty(t, v.Lines)
+	assert.Equal(t, "", v.Peak)
+	assert.Equal(t, "2×", v.Top)
+	assert.Equal(t, 20, v.HotY, "1.5× halfway up a 1×..2× box of 40")
+
+	worst[0], worst[1], worst[2] = 1, 2, 1.5 // then a gap, then one point
+	worst[89] = 1
+	v = sparkOf(worst)
+	assert.Equal(t, []string{"1.5,37.0 4.5,3.0 7.5,20.0", "267.5,37.0 268.5,37.0"}, v.Lines)
+	assert.Equal(t, "2.00×", v.Peak)
+
+	worst[40] = 3.2 // the box grows to the next half above the peak
+	v = sparkOf(worst)
+	assert.Equal(t, "3.5×", v.Top)
+	assert.Equal(t, "3.20×", v.Peak)
+	assert.Len(t, v.Lines, 3)
+	assert.Equal(t, "120.5,7.1 121.5,7.1", v.Lines[1], "3.2× in a 1×..3.5× box: 3 + 34 × (1 − 2.2/2.5)")
+	assert.Equal(t, int(math.Round(3+34*(1-0.5/2.5))), v.HotY)
+}
+
+// TestStatusLoadUnit: the loads' unit is said only where the daemon knows it.
+func TestStatusLoadUnit(t *testing.T) {
+	src := func(kind string, cfg any) *Unit {
+		s, err := config.NewSource(kind, cfg)
+		require.NoError(t, err)
+		return &Unit{source: s}
+	}
+	for _, tc := range []struct {
+		name string
+		u    *Unit
+		sig  *weighter.Signal
+		want loadUnit
+	}{
+		{"bytes", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesIn}), nil, loadUnit{"B/s", "B/s"}},
+		{"bytes per connection", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesOut, PerConnection: true}), nil,
+			loadUnit{"B/s", "B/s per connection"}},
+		{"new sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterSessionsTotal}), nil, loadUnit{"sess/s", "new sessions/s"}},
+		{"open sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterCurrentSessions}), nil, loadUnit{"sess", "open sessions"}},
+		{"a query", &Unit{}, nil, unknownUnit},
+		{"the fast signal alone", &Unit{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineFast},
+			loadUnit{"B/s", "B/s per connection"}},
+		{"calibrated: the source's", &Unit{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineCalibrated},
+			unknownUnit},
+		{"IPVS counts", &Unit{fast: &fastUnit{}}, &weighter.Signal{Pipeline: weighter.PipelineFast}, unknownUnit},
+	} {
+		assert.Equal(t, tc.want, tc.u.loadUnit(tc.sig), tc.name)
+	}
+}
+
+// TestStatusPageHistory: the runner feeds the page's history once per
+// cycle, and the runner a reload starts goes on with it.
+func TestStatusPageHistory(t *testing.T) {
+	f := newDryFixture(t, true, "s1", "s2")
+	clock := f.r.clock.(*fakeClock)
+	for _, loads := range []map[string]float64{{"s1": 10, "s2": 40}, {"s1": 10, "s2": 10}, {"s1": 10, "s2": 30}} {
+		f.src.set(loads, nil)
+		f.r.step(context.Background())
+		clock.advance(10 * time.Second)
+	}
+	next := newRunner(f.r.unit, f.r.timing, f.r.clock, f.d.metrics, slog.New(slog.DiscardHandler))
+	next.inherit(f.r)
+	v := next.view(clock.Now())
+	assert.Equal(t, "1.60×", v.Spark.Peak)
+	assert.Equal(t, []string{"259.5,16.6 262.5,37.0 265.5,20.0"}, v.Spark.Lines)
+}
+
+// TestStatusPageHostile: names, addresses and reasons come from HAProxy,
+// the sources and the configuration; in every place the page writes them
+// (the shared reason, a row's own reason, the bar's row, the shed table,
+// the backend's header) they are text, never markup.
+func TestStatusPageHostile(t *testing.T) {
+	hostile := []string{`<script>alert(1)</script>`, `"><img src=x onerror=alert(2)>`, `x' onmouseover='alert(3)`}
+	f := newDryFixture(t, true, "s1")
+	f.r.unit.Backend.Name = `be"><svg onload=alert(4)>`
+	srv := httptest.NewServer(f.d.handler(f.reg))
+	defer srv.Close()
+	c := weighter.Cycle{Result: weighter.ResultOK, Plan: weighter.Plan{Imbalance: 1.5, Coverage: 1}}
+	for i, h := range hostile {
+		c.Plan.Servers = append(c.Plan.Servers, weighter.ServerPlan{Server: h, Address: h, Load: float64(10 * (i + 1)),
+			Current: 100, New: 100, Action: weighter.ActionKeep, Reason: "shared " + hostile[1] + "; own " + h})
+	}
+	sh := weighter.Shed{Session: weighter.ShedSession{ID: hostile[0], Server: hostile[1], Client: hostile[2], Rate: 1}, Reason: hostile[0]}
+	c.Plan.Shed = &weighter.ShedPlan{Server: hostile[1], Sheds: []weighter.Shed{sh}}
+	f.r.mu.Lock()
+	f.r.last = lastCycle{Cycle: c, End: f.r.clock.Now()}
+	f.r.plan = f.r.last
+	f.r.mu.Unlock()
+	f.r.history.record(f.r.last)
+
+	_, _, body := getPage(t, srv, "/")
+	assert.Contains(t, body, `<p class="shared">Every server: <span class="reason">shared &#34;&gt;&lt;img src=x onerror=alert(2)&gt;</span></p>`)
+	assert.Contains(t, body, `<td class="name">&lt;script&gt;alert(1)&lt;/script&gt;</td>`)
+	assert.Contains(t, body, `<td class="why">own x&#39; onmouseover=&#39;alert(3)</td>`)
+	assert.Contains(t, body, `be&#34;&gt;&lt;svg onload=alert(4)&gt;`)
+	for _, bad := range []string{"<script", "<img", "<svg onload", `' onmouseover`, `" onerror`} {
+		assert.NotContains(t, body, bad)
+	}
+	assert.Equal(t, 3+1, strings.Count(body, "<svg "), "one bar per server and the sparkline, no other svg")
 }
