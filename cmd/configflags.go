@@ -12,7 +12,6 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
-	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -23,7 +22,7 @@ type configFlags struct {
 	limitingFactor float64
 	aggressiveness float64
 	listen         string
-	// source holds the source kinds' flags (sourcekind), by name.
+	// source holds the source flags (config.SourceFlags), by name.
 	source map[string]*string
 	cmd    *cobra.Command
 	// haproxyConfig is --haproxy-config (haproxyconfig.go).
@@ -39,17 +38,15 @@ func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
 	fs.BoolVar(&cf.f.Master, "master", false, "--socket is HAProxy's master CLI (haproxy -W -S): commands go to the current worker (@1), also after a reload")
 	fs.StringVar(&cf.f.Match, "match", "", "name (default) or address: the source's series name servers by address (server-template, service discovery)")
 	fs.StringVar(&cf.f.Backend, "backend", "", "HAProxy backend to weight")
-	for _, k := range sourcekind.All() {
-		for _, f := range k.Flags {
-			v := new(string)
-			if f.Bool {
-				fs.Var(boolString{v}, f.Name, f.Usage)
-				fs.Lookup(f.Name).NoOptDefVal = "true"
-			} else {
-				fs.StringVar(v, f.Name, "", f.Usage)
-			}
-			cf.source[f.Name] = v
+	for _, f := range config.SourceFlags() {
+		v := new(string)
+		if f.Bool {
+			fs.Var(boolString{v}, f.Name, f.Usage)
+			fs.Lookup(f.Name).NoOptDefVal = "true"
+		} else {
+			fs.StringVar(v, f.Name, "", f.Usage)
 		}
+		cf.source[f.Name] = v
 	}
 	fs.StringVar(&cf.f.Function, "function", "", "weighting function: "+strings.Join(weighter.FunctionNames(), ", ")+" (default "+p.Function+")")
 	fs.Float64Var(&cf.limitingFactor, "limiting-factor", p.LimitingFactor, "no server counts as lighter than mean/limiting-factor")
@@ -96,7 +93,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 	}
 	if cf.path == "" {
 		if cf.f.Backend == "" {
-			return nil, usageError{fmt.Errorf("give --config FILE, or --backend and a source (%s)", sourceFlags())}
+			return nil, usageError{fmt.Errorf("give --config FILE, or --backend and a source (%s)", config.SourceChoice())}
 		}
 		if !fs.Changed("socket") {
 			cf.f.Socket = ""
@@ -133,15 +130,6 @@ func (cf *configFlags) load() (*config.Config, error) {
 	}
 	cf.haproxyConfig.apply(cfg)
 	return cfg, nil
-}
-
-// sourceFlags names each source kind's first flag: "--prometheus-url, --graphite-url or --haproxy-counter".
-func sourceFlags() string {
-	var names []string
-	for _, k := range sourcekind.All() {
-		names = append(names, "--"+k.Flags[0].Name)
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // boolString is a flag without a value ("--per-connection") kept as "true"

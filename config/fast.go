@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
-	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -105,14 +104,14 @@ func (b *Backend) FastSignalState() (on bool, why string) {
 		return false, "IPVS has no per-connection byte counters (its connection counts need a source that calibrates: prometheus, graphite)"
 	case b.FastSignal == FastOff:
 		return false, "fast_signal: off"
-	case b.Source.kind == nil:
+	case b.Source.Kind() == "":
 		return false, "no source"
 	case b.DrainAbove > 0:
 		return false, "drain_above is in the source's unit"
 	case b.ConnectionLife > 0:
 		return false, "connection_life is set"
 	}
-	if _, ok := b.Source.kind.FastBytes(b.Source.Config()); !ok {
+	if _, ok := b.Source.fastBytes(); !ok {
 		return false, "the source is not a byte counter"
 	}
 	return true, ""
@@ -120,34 +119,34 @@ func (b *Backend) FastSignalState() (on bool, why string) {
 
 // FastBytes is the traffic direction the fast signal weighs.
 func (b *Backend) FastBytes() weighter.Bytes {
-	if b.Source.kind == nil {
+	if b.Source.Kind() == "" {
 		return weighter.BytesBoth
 	}
-	d, _ := b.Source.kind.FastBytes(b.Source.Config())
+	d, _ := b.Source.fastBytes()
 	return d
 }
 
 // Calibrates reports whether the backend's source calibrates the fast signal
 // (an external metric), rather than only standing in for it.
 func (b *Backend) Calibrates() bool {
-	return b.Source.kind != nil && b.Source.kind.Calibrates()
+	return b.Source.calibrates()
 }
 
 // CalibrationPolicy returns the calibration of the backend, its window
 // (from the calibration block, else from the source) and where the window
 // came from. When neither says it, the window is DefaultCalibrationWindow
 // and how says so: the daemon logs it at start.
-func (b *Backend) CalibrationPolicy() (p weighter.CalibrationPolicy, w sourcekind.Window) {
+func (b *Backend) CalibrationPolicy() (p weighter.CalibrationPolicy, w Window) {
 	p = weighter.DefaultCalibration(0)
 	p.HalfLife, p.Hold, p.MaxFactor = time.Duration(b.Calibration.HalfLife), time.Duration(b.Calibration.Hold), b.Calibration.MaxFactor
 	switch {
 	case b.Calibration.Window > 0:
-		w = sourcekind.Window{Span: time.Duration(b.Calibration.Window), How: "calibration.window"}
-	case b.Source.kind != nil:
-		w = b.Source.kind.Window(b.Source.Config())
+		w = Window{Span: time.Duration(b.Calibration.Window), How: "calibration.window"}
+	default:
+		w = b.Source.window()
 	}
 	if w.Span == 0 && !w.FromStep {
-		w = sourcekind.Window{Span: DefaultCalibrationWindow, Assumed: true,
+		w = Window{Span: DefaultCalibrationWindow, Assumed: true,
 			How: fmt.Sprintf("assumed: the source does not say its window (no range selector in the query); set calibration.window (default %s)", DefaultCalibrationWindow)}
 	}
 	p.Window = w.Span

@@ -10,7 +10,6 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
-	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 )
 
 // Flags describe a single backend on the command line, without a file.
@@ -18,7 +17,7 @@ import (
 type Flags struct {
 	Socket  string
 	Backend string
-	// Source holds the source kinds' flags (sourcekind.Kind.Flags) given a
+	// Source holds the source flags (SourceFlags) given a
 	// value, by flag name: "prometheus-url" → "http://…"; a flag that takes no
 	// value ("per-connection") holds "true".
 	Source         map[string]string
@@ -65,22 +64,10 @@ func FromFlags(f Flags) (*Config, error) {
 	b.Match = f.Match
 	// No environment expansion: a ${...} in a flag (a Graphite template, a
 	// PromQL named group) is meant literally, and the shell has expanded the rest.
-	for _, k := range sourcekind.All() {
-		var c any
-		for _, fl := range k.Flags {
-			if v := f.Source[fl.Name]; v != "" {
-				if c == nil {
-					c = k.Default()
-				}
-				fl.Set(c, v)
-			}
-		}
-		switch {
-		case c == nil:
-		case b.Source.kind == nil:
-			b.Source = newSource(k, c)
-		default:
-			b.Source.more++ // several is left to validation ("more than one")
+	// Flags of several kinds set several kinds: validation says "more than one".
+	for _, fl := range sourceFlags {
+		if v := f.Source[fl.Name]; v != "" {
+			fl.set(&b.Source, v)
 		}
 	}
 	cfg.Backends = []Backend{b}
@@ -108,8 +95,8 @@ func FlagsError(err error) error {
 		// url: …\nquery: …"): each line gets the prefix back before mapping.
 		lines := strings.Split(msg, "\n")
 		prefix := ""
-		for _, k := range sourcekind.All() {
-			if p := "source: " + k.Name + ": "; strings.HasPrefix(lines[0], p) {
+		for _, k := range firstSourceFlags() {
+			if p := "source: " + k.Kind + ": "; strings.HasPrefix(lines[0], p) {
 				prefix = p
 			}
 		}
@@ -129,23 +116,18 @@ type flagName struct{ key, flag string }
 // flag that set it; messages keep their own form: "limiting_factor must be"
 // becomes "--limiting-factor must be", "interval: must be" "--interval: must be".
 func flagNames() []flagName {
-	kinds := sourcekind.All()
-	var each []string
 	var names []flagName
-	for _, k := range kinds {
-		each = append(each, "--"+k.Flags[0].Name)
-		for _, f := range k.Flags {
-			flag := "--" + f.Name
-			if strings.HasSuffix(f.Message, ":") {
-				flag += ":"
-			}
-			names = append(names, flagName{"source: " + f.Message, flag})
+	for _, f := range sourceFlags {
+		flag := "--" + f.Name
+		if strings.HasSuffix(f.message(), ":") {
+			flag += ":"
 		}
+		names = append(names, flagName{"source: " + f.message(), flag})
 	}
 	// The longest first: "haproxy source: per_connection" before "haproxy source:".
 	slices.SortStableFunc(names, func(a, b flagName) int { return len(b.key) - len(a.key) })
-	list := strings.Join(each[:len(each)-1], ", ") + " or " + each[len(each)-1]
-	all := sourcekind.Names(", ")
+	list := SourceChoice()
+	all := kindNames
 	return append([]flagName{
 		{fmt.Sprintf("source: missing (one of %s)", all), "no load source: give " + list},
 		{fmt.Sprintf("source: more than one of %s", all), "more than one load source: give one of " + list},

@@ -74,9 +74,9 @@ func (c *Config) HAProxyFileChecks() []HAProxyFileCheck {
 func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
 	var servers []string
 	statBytes := false
-	if k := b.Source.kind; k != nil {
+	if b.Source.Kind() != "" {
 		// With match: address, server_map's targets are addresses, not names.
-		for _, s := range k.ServerMap(b.Source.Config()) {
+		for _, s := range b.Source.serverMap() {
 			if b.MatchesAddress() {
 				break
 			}
@@ -84,8 +84,8 @@ func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
 				servers = append(servers, s)
 			}
 		}
-		_, bytes := k.FastBytes(b.Source.Config())
-		statBytes = k.ReadsHAProxy && bytes
+		_, bytes := b.Source.fastBytes()
+		statBytes = b.Source.NeedsHAProxy() && bytes
 	}
 	slices.Sort(servers)
 	return haproxycfg.Backend{Name: b.Name, Socket: socket, Servers: servers, StatBytes: statBytes, FastSignal: b.UsesFastSignal()}

@@ -11,7 +11,6 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
-	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -129,7 +128,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	u.Backend.Target = u.target
 	// HAProxy's own statistics are read through the backend's target, so the
 	// one `show stat` of a cycle serves both.
-	src, err := b.Source.Build(sourcekind.Env{Backend: b.Name, Stats: stats, Log: log})
+	src, err := b.Source.Build(config.SourceEnv{Backend: b.Name, Stats: stats, Log: log})
 	if err != nil {
 		u.Close()
 		return nil, err

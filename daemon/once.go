@@ -43,13 +43,6 @@ func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, err
 	return cycles, nil
 }
 
-// oneCycler is a source configuration that needs something else for a single
-// cycle than for a running daemon (the HAProxy stats source waits for a rate
-// window): it returns that configuration and how long the cycle will wait.
-type oneCycler interface {
-	ForOneCycle() (cfg any, wait time.Duration)
-}
-
 // sampleOnce returns a copy of cfg in which every source that needs it is
 // set up for a single cycle, leaving cfg as it is, and the longest wait, which
 // the cycle's timeout must allow for.
@@ -58,20 +51,9 @@ func sampleOnce(cfg *config.Config) (*config.Config, time.Duration) {
 	out.Backends = slices.Clone(cfg.Backends)
 	var wait time.Duration
 	for i := range out.Backends {
-		src := out.Backends[i].Source
-		oc, ok := src.Config().(oneCycler)
-		if !ok {
-			continue
-		}
-		one, w := oc.ForOneCycle()
-		if w == 0 {
-			continue
-		}
-		// Same kind, same type: NewSource cannot fail here.
-		if ns, err := config.NewSource(src.Kind(), one); err == nil {
-			out.Backends[i].Source = ns
-			wait = max(wait, w)
-		}
+		one, w := out.Backends[i].Source.ForOneCycle()
+		out.Backends[i].Source = one
+		wait = max(wait, w)
 	}
 	return &out, wait
 }

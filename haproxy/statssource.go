@@ -119,13 +119,12 @@ func (c StatsConfig) Validate() error {
 // long its first Fetch will wait. A running daemon holds its first cycles
 // until its reads span rate_window; one cycle instead waits that long and
 // reads again, unless sample_interval is set (then it is used as it is).
-func (c *StatsConfig) ForOneCycle() (any, time.Duration) {
+func (c StatsConfig) ForOneCycle() (StatsConfig, time.Duration) {
 	if c.SampleInterval > 0 {
 		return c, 0
 	}
-	out := *c
-	out.SampleInterval = cmp.Or(c.RateWindow, duration.Duration(DefaultRateWindow))
-	return &out, time.Duration(out.SampleInterval)
+	c.SampleInterval = cmp.Or(c.RateWindow, duration.Duration(DefaultRateWindow))
+	return c, time.Duration(c.SampleInterval)
 }
 
 // StatsSource is the load source that needs no monitoring stack: it reads the
