@@ -35,8 +35,11 @@ type HAProxy struct {
 	TCPSocket string
 	// Config is the path of the configuration file.
 	Config string
+	// Version is the HAProxy branch running ("2.6", "3.0", …: HAProxyVersions).
+	Version string
 
 	t      testing.TB
+	binary string
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	log    *SyncBuffer
@@ -45,19 +48,28 @@ type HAProxy struct {
 
 // StartHAProxy writes a global section with the admin sockets, followed by cfg
 // (defaults, frontends, backends: use FreePort for their ports), and starts
-// haproxy in the foreground. It fails the test, with an install hint, when the
-// binary is missing, and waits until the runtime socket answers.
+// haproxy (DefaultHAProxyVersion, Debian 12's) in the foreground. It fails the
+// test, with an install hint, when the binary is missing, and waits until the
+// runtime socket answers.
 func StartHAProxy(t testing.TB, cfg string) *HAProxy {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Fatalf("haproxy not found in PATH (install it: apt-get install haproxy): %v", err)
-	}
+	return StartHAProxyVersion(t, DefaultHAProxyVersion, cfg)
+}
+
+// StartHAProxyVersion is StartHAProxy with HAProxy version, one of
+// HAProxyVersions. A version that is not there fails the test, saying how
+// to fetch it.
+func StartHAProxyVersion(t testing.TB, version, cfg string) *HAProxy {
+	t.Helper()
+	binary := HAProxyBinary(t, version)
 	dir := t.TempDir()
 	h := &HAProxy{
 		Socket:    filepath.Join(dir, "admin.sock"),
 		TCPSocket: fmt.Sprintf("127.0.0.1:%d", FreePort(t)),
 		Config:    filepath.Join(dir, "haproxy.cfg"),
+		Version:   version,
 		t:         t,
+		binary:    binary,
 	}
 	global := fmt.Sprintf("global\n  stats socket %s mode 600 level admin\n  stats socket ipv4@%s level admin\n",
 		h.Socket, h.TCPSocket)
@@ -74,16 +86,16 @@ func (h *HAProxy) start() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.log = &SyncBuffer{}
-	h.cmd = exec.Command("haproxy", "-f", h.Config, "-db")
+	h.cmd = exec.Command(h.binary, "-f", h.Config, "-db")
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	if err := h.cmd.Start(); err != nil {
-		h.t.Fatalf("start haproxy: %v", err)
+		h.t.Fatalf("start haproxy %s: %v", h.Version, err)
 	}
 	exited := make(chan error, 1)
 	go func(c *exec.Cmd) { exited <- c.Wait() }(h.cmd)
 	if err := waitSocket(h.Socket, exited, 10*time.Second); err != nil {
 		_ = h.cmd.Process.Kill()
-		h.t.Fatalf("haproxy did not come up: %v\n%s", err, h.log.String())
+		h.t.Fatalf("haproxy %s did not come up: %v\n%s", h.Version, err, h.log.String())
 	}
 	h.exited = exited
 }

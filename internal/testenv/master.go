@@ -24,6 +24,8 @@ type HAProxyMaster struct {
 	Socket string
 	// Config is the path of the configuration file.
 	Config string
+	// Version is the HAProxy branch running ("2.6", "3.0", …: HAProxyVersions).
+	Version string
 
 	t      testing.TB
 	mu     sync.Mutex
@@ -33,19 +35,28 @@ type HAProxyMaster struct {
 }
 
 // StartHAProxyMaster writes cfg (defaults, frontends, backends; no global
-// stats socket) and starts `haproxy -W -S <socket> -db`. It fails the test
-// when the binary is missing, and returns once the master CLI lists a worker.
+// stats socket) and starts `haproxy -W -S <socket> -db` (DefaultHAProxyVersion,
+// Debian 12's). It fails the test when the binary is missing, and returns once
+// the master CLI lists a worker.
 func StartHAProxyMaster(t testing.TB, cfg string) *HAProxyMaster {
 	t.Helper()
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Fatalf("haproxy not found in PATH (install it: apt-get install haproxy): %v", err)
-	}
+	return StartHAProxyMasterVersion(t, DefaultHAProxyVersion, cfg)
+}
+
+// StartHAProxyMasterVersion is StartHAProxyMaster with HAProxy version, one
+// of HAProxyVersions. A version that is not there fails the test, saying how
+// to fetch it. Reload works on every version: the fetched ones' wrappers
+// make themselves the program's argv[0], which the master re-executes.
+func StartHAProxyMasterVersion(t testing.TB, version, cfg string) *HAProxyMaster {
+	t.Helper()
+	binary := HAProxyBinary(t, version)
 	dir := t.TempDir()
-	h := &HAProxyMaster{Socket: filepath.Join(dir, "master.sock"), Config: filepath.Join(dir, "haproxy.cfg"), t: t, log: &SyncBuffer{}}
+	h := &HAProxyMaster{Socket: filepath.Join(dir, "master.sock"), Config: filepath.Join(dir, "haproxy.cfg"),
+		Version: version, t: t, log: &SyncBuffer{}}
 	if err := os.WriteFile(h.Config, []byte(cfg), 0o600); err != nil {
 		t.Fatalf("write haproxy config: %v", err)
 	}
-	h.cmd = exec.Command("haproxy", "-W", "-S", h.Socket+",mode,600", "-f", h.Config, "-db")
+	h.cmd = exec.Command(binary, "-W", "-S", h.Socket+",mode,600", "-f", h.Config, "-db")
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	if err := h.cmd.Start(); err != nil {
 		t.Fatalf("start haproxy: %v", err)
@@ -97,7 +108,11 @@ func (h *HAProxyMaster) SignalReload() {
 	}
 }
 
-// waitWorker polls until the master lists a current worker other than old.
+// waitWorker polls until the master lists a current worker other than old
+// and that worker answers through the master as @1. From 3.2 on, `show proc`
+// lists a new worker while it still loads, and `@1 <command>` then answers
+// "Can't find the target PID matching the prefix '@1'" and holds the
+// connection open: a test must not start before the worker answers.
 func (h *HAProxyMaster) waitWorker(old int) int {
 	h.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -108,18 +123,30 @@ func (h *HAProxyMaster) waitWorker(old int) int {
 			h.t.Fatalf("haproxy exited: %v\n%s", err, h.log.String())
 		default:
 		}
-		if pid := h.Worker(); pid != 0 && pid != old {
+		if pid := h.Worker(); pid != 0 && pid != old && h.answers(pid) {
 			return pid
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an outcome
 	}
-	h.t.Fatalf("no new haproxy worker (old %d) after 10 s:\n%s", old, h.log.String())
+	h.t.Fatalf("no new haproxy worker (old %d) answering after 10 s:\n%s", old, h.log.String())
 	return 0
+}
+
+// answers reports whether worker pid answers `show info` through the master as @1.
+func (h *HAProxyMaster) answers(pid int) bool {
+	// Short: a still-loading worker's @1 holds the connection until the deadline.
+	out, err := h.commandWithin("@1 show info", time.Second)
+	return err == nil && strings.Contains(out, fmt.Sprintf("\nPid: %d\n", pid))
 }
 
 // command sends one command to the master CLI and returns its reply.
 func (h *HAProxyMaster) command(cmd string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	return h.commandWithin(cmd, 2*time.Second)
+}
+
+// commandWithin is command with the whole exchange bounded by limit.
+func (h *HAProxyMaster) commandWithin(cmd string, limit time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", h.Socket)
@@ -127,7 +154,7 @@ func (h *HAProxyMaster) command(cmd string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(limit))
 	// The master keeps the connection open after a command it passed to a
 	// worker: quit closes it.
 	if _, err := fmt.Fprintf(c, "%s\nquit\n", cmd); err != nil {
