@@ -75,8 +75,13 @@ type LocalReading struct {
 	// Streams is how many streams the whole HAProxy process had in the dump
 	// (every backend's, and the CLI's own): what the dump cost, and what the
 	// budget spaces the next one by. Torn is how many of them ended while
-	// being dumped (left out, not counted as closed).
-	Streams, Torn int
+	// being dumped (left out, not counted as closed). Skipped is how many
+	// could not be read (left out; their bytes are not counted), SkipErr
+	// why the first of them could not: the caller logs it and exports the
+	// count. A dump with more unreadable streams than readable ones is an
+	// error instead.
+	Streams, Torn, Skipped int
+	SkipErr                error
 	// Took is how long the dump took, Age how old it was when returned.
 	Took, Age time.Duration
 	// Next is the earliest time the next dump may be made (the budget).
@@ -300,7 +305,7 @@ func (c *Client) localDump(ctx context.Context, now func() time.Time) (timedDump
 	began := now()
 	d, err := c.dumpSessions(ctx, "show sess all", func(s *Session) bool {
 		maxSerial = max(maxSerial, s.Serial)
-		return s.Frontend != cliFrontend && s.Backend != ""
+		return s.Frontend != cliFrontend && s.Backend != "" && !s.Internal
 	})
 	ended := now()
 	if err != nil {
@@ -308,7 +313,8 @@ func (c *Client) localDump(ctx context.Context, now func() time.Time) (timedDump
 	}
 	out := timedDump{began: began, took: ended.Sub(began)}
 	out.at = began.Add(out.took / 2)
-	out.maxSerial, out.total, out.torn = maxSerial, d.streams, d.torn
+	out.maxSerial, out.total, out.torn = maxSerial, d.streams+d.skipped, d.torn
+	out.skipped, out.skipErr = d.skipped, d.skipErr
 	out.streams = make([]dumpedStream, 0, len(d.sessions))
 	for _, s := range d.sessions {
 		// parseSessionHeader accepted only 0x and at most 16 hex digits.

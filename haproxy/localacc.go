@@ -46,6 +46,8 @@ type localDump struct {
 	maxSerial uint64         // the newest serial in the dump, the CLI's own included
 	total     int            // every stream of the process, as the dump listed them
 	torn      int
+	skipped   int   // streams that could not be read
+	skipErr   error // why the first of them could not
 }
 
 // localRetain is how many dumps a stream not listed is remembered for. HAProxy
@@ -107,6 +109,8 @@ type localAcc struct {
 	restarted bool // the newest dump is of another HAProxy process
 	total     int
 	torn      int
+	skipped   int
+	skipErr   error
 	streams   map[streamKey]*localStream
 	backends  map[string]*localBackend
 }
@@ -145,6 +149,7 @@ func (a *localAcc) apply(d localDump) {
 		span = d.at.Sub(a.at)
 	}
 	a.since, a.at, a.total, a.torn = a.at, d.at, d.total, d.torn
+	a.skipped, a.skipErr = d.skipped, d.skipErr
 	if n == 1 {
 		a.since = time.Time{}
 	}
@@ -251,7 +256,8 @@ func counterIndex(counter string) int {
 // reading returns backend's signal as of the newest dump, for q. Servers
 // reported for the first time have Reset set.
 func (a *localAcc) reading(backend string, q LocalQuery, deadAfter int) LocalReading {
-	r := LocalReading{At: a.at, Since: a.since, Streams: a.total, Torn: a.torn, Restarted: a.restarted}
+	r := LocalReading{At: a.at, Since: a.since, Streams: a.total, Torn: a.torn, Skipped: a.skipped, SkipErr: a.skipErr,
+		Restarted: a.restarted}
 	b := a.backend(backend)
 	for _, name := range q.Servers {
 		b.server(name)

@@ -1,8 +1,6 @@
 package haproxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,9 +40,16 @@ type Session struct {
 	// microsecond when the dump holds the CLI's own stream to compare with,
 	// else HAProxy's whole-second, two-unit age such as "1d3h").
 	Age time.Duration
-	// ReqBytes and ResBytes are the bytes forwarded since accept, client to
-	// server (`req … total=`) and server to client (`res … total=`).
+	// ReqBytes and ResBytes are the bytes taken in since accept from the
+	// client (the request) and from the server (the response): `req …
+	// total=` and `res … total=` up to HAProxy 3.2, `scf … in=` and `scb …
+	// in=` from 3.4.
 	ReqBytes, ResBytes int64
+	// Internal: the stream is one of HAProxy's own (its frontend is an
+	// internal proxy, id 4294967295 in the dump): a Lua socket's (proxy
+	// LUA-SOCKET, server printed "(null)", Server ""), the HTTP client's
+	// (<HTTPCLIENT>). It is never a configured backend's, whatever its name.
+	Internal bool
 }
 
 // ClientAddr parses Client; ok is false for a unix or unknown source.
@@ -85,7 +90,7 @@ func (b *Backend) Sessions(ctx context.Context) ([]Session, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return nil, err
 	}
-	d, err := b.c.dumpSessions(ctx, "show sess all", func(s *Session) bool { return s.Backend == b.name })
+	d, err := b.c.dumpSessions(ctx, "show sess all", func(s *Session) bool { return s.Backend == b.name && !s.Internal })
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: sessions: %w", b.name, err)
 	}
@@ -106,8 +111,10 @@ func (c *Client) Sessions(ctx context.Context) ([]Session, error) {
 type sessionDump struct {
 	sessions []Session // the kept streams, in HAProxy's order
 	bytes    int64     // size of the reply
-	streams  int       // complete stream blocks in the reply, kept or not
+	streams  int       // readable stream blocks in the reply, kept or not
 	torn     int       // streams that ended while being dumped (left out)
+	skipped  int       // stream blocks that could not be read (left out)
+	skipErr  error     // why the first of them could not be
 }
 
 // dumpOnce sends cmd (`show sess all` or `show sess <id>`) in HAProxy's
@@ -170,390 +177,6 @@ func (p *pushReader) Read(b []byte) (int, error) {
 type haproxyMessage string
 
 func (m haproxyMessage) Error() string { return "haproxy says: " + string(m) }
-
-// sessionLine ranks the lines of a stream block in the order HAProxy prints
-// them. Each must come once, in this order: two blocks run together (a lost
-// header) then fail instead of giving one stream the other's server.
-const (
-	lineHeader = iota
-	lineFrontend
-	lineBackend
-	lineServer
-	lineTask
-	lineReq
-	lineRes
-	lineCount
-)
-
-// parseSessionDump reads a `show sess all` (or `show sess <id>`) reply from r,
-// at most limit bytes, and returns the streams keep accepts. The reply must
-// end with HAProxy's empty line and then EOF: a dump cut short is an error,
-// never a shorter list. A block HAProxy marks as "terminated while we were
-// watching it" is left out. keep sees complete streams only.
-func parseSessionDump(r io.Reader, limit int64, keep func(*Session) bool) (sessionDump, error) {
-	var d sessionDump
-	br := bufio.NewReaderSize(io.LimitReader(r, limit+1), maxSessionLine)
-	var (
-		cur     Session
-		coarse  [2]time.Duration // HAProxy's age and its resolution, for cur
-		seen    [lineCount]bool
-		last    = -1 // rank of the last line recognised in cur; -1: no block open
-		ended   bool
-		ref     time.Time // the newest CLI stream's accept: "now" in HAProxy's clock
-		index   = make(map[string]int)
-		coarses []([2]time.Duration)
-	)
-	finish := func() error {
-		if last < 0 {
-			return nil
-		}
-		defer func() { last, seen = -1, [lineCount]bool{} }()
-		for rank, ok := range seen {
-			if !ok {
-				return fmt.Errorf("%w: stream %s: no %s line", ErrBadReply, cur.ID, lineNames[rank])
-			}
-		}
-		d.streams++
-		if cur.Frontend == cliFrontend && cur.Accepted.After(ref) {
-			ref = cur.Accepted
-		}
-		// HAProxy reuses a freed stream's address, and a stream created
-		// during the dump is listed after the ones before it: of two entries
-		// with one address the later is the live one, kept or not.
-		i, dup := index[cur.ID]
-		if keep != nil && !keep(&cur) {
-			if dup {
-				d.sessions[i].ID = "" // dropped below
-				delete(index, cur.ID)
-			}
-			return nil
-		}
-		if dup {
-			d.sessions[i], coarses[i] = cur, coarse
-			return nil
-		}
-		index[cur.ID] = len(d.sessions)
-		d.sessions = append(d.sessions, cur)
-		coarses = append(coarses, coarse)
-		return nil
-	}
-	for lineNo := 1; ; lineNo++ {
-		raw, err := br.ReadSlice('\n')
-		d.bytes += int64(len(raw))
-		if d.bytes > limit {
-			return d, fmt.Errorf("%w: session dump larger than %d MB", ErrBadReply, limit>>20)
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			return d, fmt.Errorf("%w: session dump line %d longer than %d bytes (%.80q)", ErrBadReply, lineNo, maxSessionLine, raw)
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return d, fmt.Errorf("session dump line %d, after %d bytes: %w", lineNo, d.bytes, err)
-		}
-		if errors.Is(err, io.EOF) {
-			if len(raw) > 0 || !ended {
-				return d, fmt.Errorf("%w: session dump cut short after %d bytes (no end line)", ErrBadReply, d.bytes)
-			}
-			break
-		}
-		if ended {
-			return d, fmt.Errorf("%w: data after the end of the session dump (%.80q)", ErrBadReply, raw)
-		}
-		if last >= 0 && skippable(raw) {
-			continue // most of a block; not made a string, at 200,000 lines a dump
-		}
-		line := string(raw[:len(raw)-1])
-		switch {
-		case strings.HasPrefix(line, "  *** session terminated"):
-			// HAProxy prints a stream's block in one piece, and this line in
-			// its place when the stream ended before the piece fitted in
-			// the output buffer: the block before it is whole. Should a
-			// partial block ever precede it, that block is the torn one.
-			if last >= 0 && !complete(seen) {
-				last, seen = -1, [lineCount]bool{}
-			}
-			if err := finish(); err != nil {
-				return d, err
-			}
-			d.torn++
-		case line == "":
-			if err := finish(); err != nil {
-				return d, err
-			}
-			ended = true
-		case strings.HasPrefix(line, "0x"):
-			if err := finish(); err != nil {
-				return d, err
-			}
-			cur, coarse = Session{}, [2]time.Duration{}
-			if err := parseSessionHeader(line, &cur); err != nil {
-				return d, fmt.Errorf("%w: session dump line %d: %w", ErrBadReply, lineNo, err)
-			}
-			seen[lineHeader], last = true, lineHeader
-		case last < 0:
-			// Not a stream: a first line such as "Session not found." is
-			// HAProxy's answer if it is the whole reply, else garbage.
-			if lineNo == 1 && isMessage(line) {
-				rest, _ := io.ReadAll(io.LimitReader(br, 2))
-				if string(rest) == "\n" {
-					return d, haproxyMessage(strings.TrimSuffix(line, "."))
-				}
-			}
-			return d, fmt.Errorf("%w: session dump line %d is not a stream (%.80q)", ErrBadReply, lineNo, line)
-		default:
-			rank, err := parseSessionLine(line, &cur, &coarse)
-			if err != nil {
-				return d, fmt.Errorf("%w: session dump line %d, stream %s: %w", ErrBadReply, lineNo, cur.ID, err)
-			}
-			if rank < 0 {
-				continue
-			}
-			if rank <= last || seen[rank] {
-				return d, fmt.Errorf("%w: session dump line %d: stream %s has a %s line out of place", ErrBadReply, lineNo, cur.ID, lineNames[rank])
-			}
-			seen[rank], last = true, rank
-		}
-	}
-	live := d.sessions[:0]
-	for i, s := range d.sessions {
-		if s.ID == "" {
-			continue
-		}
-		s.Age = refineAge(ref, s.Accepted, coarses[i][0], coarses[i][1])
-		live = append(live, s)
-	}
-	d.sessions = live
-	return d, nil
-}
-
-// wantedLines start the lines of a block the parser reads.
-var wantedLines = [][]byte{[]byte("  frontend="), []byte("  backend="), []byte("  server="),
-	[]byte("  task="), []byte("  req="), []byte("  res="), []byte("  *** ")}
-
-// skippable reports whether a line inside a block is indented and none of
-// wantedLines: a continuation (six spaces) or a field not read (flags=, scf=…).
-func skippable(raw []byte) bool {
-	if len(raw) < 3 || raw[0] != ' ' || raw[1] != ' ' {
-		return false
-	}
-	if raw[2] == ' ' {
-		return true
-	}
-	for _, w := range wantedLines {
-		if bytes.HasPrefix(raw, w) {
-			return false
-		}
-	}
-	return true
-}
-
-// complete reports whether a block has every line a stream needs.
-func complete(seen [lineCount]bool) bool {
-	for _, ok := range seen {
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-var lineNames = [lineCount]string{"header", "frontend", "backend", "server", "task", "req", "res"}
-
-// isMessage tells a short line of text from binary garbage.
-func isMessage(line string) bool {
-	if len(line) == 0 || len(line) > 200 || line[0] == ' ' {
-		return false
-	}
-	for _, r := range line {
-		if r < ' ' || r > '~' {
-			return false
-		}
-	}
-	return true
-}
-
-// parseSessionHeader parses a block's first line:
-// `0x55d…: [01/Dec/2026:16:52:16.520930] id=4 proto=tcpv4 source=127.0.0.1:48668`
-// (no source when HAProxy has none to print).
-func parseSessionHeader(line string, s *Session) error {
-	id, rest, ok := strings.Cut(line, ": [")
-	if !ok || !isSessionID(id) {
-		return fmt.Errorf("bad stream header %.80q", line)
-	}
-	date, rest, ok := strings.Cut(rest, "] ")
-	if !ok {
-		return fmt.Errorf("stream %s: no accept date in %.80q", id, line)
-	}
-	at, err := time.Parse("02/Jan/2006:15:04:05.000000", date)
-	if err != nil {
-		return fmt.Errorf("stream %s: accept date: %w", id, err)
-	}
-	fields := strings.Fields(rest)
-	if len(fields) < 2 || len(fields) > 3 || !strings.HasPrefix(fields[0], "id=") || !strings.HasPrefix(fields[1], "proto=") {
-		return fmt.Errorf("stream %s: unexpected header fields %.80q", id, rest)
-	}
-	serial, err := strconv.ParseUint(fields[0][len("id="):], 10, 64)
-	if err != nil {
-		return fmt.Errorf("stream %s: %w", id, err)
-	}
-	*s = Session{ID: id, Serial: serial, Accepted: at}
-	if len(fields) == 3 {
-		src, ok := strings.CutPrefix(fields[2], "source=")
-		if !ok {
-			return fmt.Errorf("stream %s: unexpected header field %.80q", id, fields[2])
-		}
-		s.Client = src
-	}
-	return nil
-}
-
-// parseSessionLine reads the fields wanted from one indented line of a block
-// and returns the line's rank, or -1 for a line not needed.
-func parseSessionLine(line string, s *Session, coarse *[2]time.Duration) (int, error) {
-	key, rest, ok := strings.Cut(strings.TrimLeft(line, " "), "=")
-	if !ok || !strings.HasPrefix(line, "  ") {
-		return -1, nil
-	}
-	// Every wanted line is indented by exactly two spaces; the continuation
-	// lines (an_exp=, buf=, flags=…) by six.
-	if strings.HasPrefix(line, "   ") {
-		return -1, nil
-	}
-	word, _, _ := strings.Cut(rest, " ")
-	switch key {
-	case "frontend", "backend", "server":
-		name, err := proxyName(key, word)
-		if err != nil {
-			return 0, err
-		}
-		switch key {
-		case "frontend":
-			s.Frontend = name
-			return lineFrontend, nil
-		case "backend":
-			s.Backend = name
-			return lineBackend, nil
-		}
-		s.Server = name
-		return lineServer, nil
-	case "task":
-		age, ok := fieldValue(rest, "age=")
-		if !ok {
-			return 0, fmt.Errorf("no age in %.80q", line)
-		}
-		d, res, err := parseHumanTime(age)
-		if err != nil {
-			return 0, err
-		}
-		coarse[0], coarse[1] = d, res
-		return lineTask, nil
-	case "req", "res":
-		total, ok := fieldValue(rest, "total=")
-		if !ok {
-			return 0, fmt.Errorf("no total in %.80q", line)
-		}
-		n, err := strconv.ParseInt(total, 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%s total %q is not a byte count", key, total)
-		}
-		if key == "req" {
-			s.ReqBytes = n
-			return lineReq, nil
-		}
-		s.ResBytes = n
-		return lineRes, nil
-	}
-	return -1, nil
-}
-
-// fieldValue returns the value of the field named by prefix (`age=`), up to
-// the next space or closing parenthesis.
-func fieldValue(s, prefix string) (string, bool) {
-	i := strings.Index(s, " "+prefix)
-	if i < 0 {
-		i = strings.Index(s, "("+prefix)
-	}
-	if i < 0 {
-		return "", false
-	}
-	v := s[i+1+len(prefix):]
-	if j := strings.IndexAny(v, " )"); j >= 0 {
-		v = v[:j]
-	}
-	return v, v != ""
-}
-
-// proxyName checks a frontend, backend or server name from the dump and maps
-// HAProxy's placeholders for "not chosen yet" to "". An empty or impossible
-// name is an error: it must not pass for "no server". HAProxy's internal
-// proxies and servers ("<HTTPCLIENT>", behind Lua's httpclient, ocsp-update
-// and ACME) are named in angle brackets, which no configured name can hold:
-// they are kept as printed, so they never match a backend of the daemon.
-func proxyName(kind, name string) (string, error) {
-	if name == "<NONE>" || name == "<none>" {
-		return "", nil
-	}
-	if inner, ok := strings.CutPrefix(name, "<"); ok {
-		if inner, ok = strings.CutSuffix(inner, ">"); ok && ValidName(inner) == nil {
-			return name, nil
-		}
-	}
-	if err := checkName(kind, name); err != nil {
-		return "", err
-	}
-	return name, nil
-}
-
-// parseHumanTime parses HAProxy's human_time(): at most two units out of
-// d, h, m, s, as in "0s", "59s", "2m3s", "1h", "1d5m". It returns the
-// duration and its resolution (the last unit printed). "?" (a clock that
-// went backwards) is 0 seconds.
-func parseHumanTime(s string) (d, res time.Duration, err error) {
-	if s == "?" {
-		return 0, time.Second, nil
-	}
-	units := map[byte]time.Duration{'d': 24 * time.Hour, 'h': time.Hour, 'm': time.Minute, 's': time.Second}
-	prev := time.Duration(1 << 62)
-	rest := s
-	for n := 0; rest != ""; n++ {
-		i := 0
-		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-			i++
-		}
-		if i == 0 || i > 9 || i == len(rest) || n == 2 {
-			return 0, 0, fmt.Errorf("bad age %q", s)
-		}
-		unit, ok := units[rest[i]]
-		if !ok || unit >= prev {
-			return 0, 0, fmt.Errorf("bad age %q", s)
-		}
-		v, _ := strconv.ParseInt(rest[:i], 10, 64)
-		d += time.Duration(v) * unit
-		prev, res = unit, unit
-		rest = rest[i+1:]
-	}
-	if res == 0 {
-		return 0, 0, fmt.Errorf("bad age %q", s)
-	}
-	return d, res, nil
-}
-
-// refineAge returns the microsecond age ref−accepted when ref (the accept time
-// of the newest CLI stream, ours or one just as recent, i.e. the moment the
-// dump began, in HAProxy's clock) is known and agrees with HAProxy's coarse
-// age, else the coarse age. The check catches a clock or time-zone change
-// (DST) between the two accepts; the slack covers a dump that takes a while,
-// since HAProxy computes each coarse age when it reaches the stream.
-func refineAge(ref, accepted time.Time, coarse, res time.Duration) time.Duration {
-	if ref.IsZero() {
-		return coarse
-	}
-	precise := ref.Sub(accepted)
-	const slack = 2 * time.Second
-	if precise < 0 || precise < coarse-slack || precise >= coarse+res+slack {
-		return coarse
-	}
-	return precise
-}
 
 // isSessionID reports whether id has the form HAProxy prints stream handles
 // in (%p: 0x and lowercase hex), which is all `shutdown session` may be given:

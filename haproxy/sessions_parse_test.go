@@ -119,7 +119,7 @@ func TestParseSessionDump(t *testing.T) {
 		{name: "server line twice", dump: strings.Replace(a, "  task=", "  server=s9 (id=9)\n  task=", 1) + "\n", err: "out of place"},
 		{name: "total not a number", dump: strings.Replace(a, "total=10)", "total=1x0)", 1) + "\n", err: "not a byte count"},
 		{name: "negative total", dump: strings.Replace(a, "total=10)", "total=-10)", 1) + "\n", err: "not a byte count"},
-		{name: "no total", dump: strings.Replace(a, " total=10)", ")", 1) + "\n", err: "no total"},
+		{name: "no total", dump: strings.Replace(a, " total=10)", ")", 1) + "\n", err: "no byte counts"},
 		{name: "bad age", dump: strings.Replace(a, "age=3s)", "age=3x)", 1) + "\n", err: "bad age"},
 		{name: "bad header", dump: "0xzz: [01/Dec/2026:16:52:16.520930] id=1 proto=tcpv4\n\n", err: "bad stream header"},
 		{name: "bad date", dump: strings.Replace(a, "01/Dec/2026", "41/Dec/2026", 1) + "\n", err: "accept date"},
@@ -293,7 +293,10 @@ func FuzzParseSessionDump(f *testing.F) {
 			}
 			srv := s.Server
 			if srv == "" {
-				srv = "<"
+				srv = "<" // <NONE>, <none>
+				if s.Internal && strings.Contains(own, "\n  server=(null) ") {
+					srv = "(null)"
+				}
 			}
 			if !strings.Contains(own, "\n  server="+srv) {
 				t.Fatalf("session %s given server %q, not in its block:\n%s", s.ID, s.Server, own)
