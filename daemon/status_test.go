@@ -241,9 +241,7 @@ func TestStatusPageSheds(t *testing.T) {
 // writes it (12345.6, not 1.235e+04) in the cell's title.
 func TestStatusPageNumbersHuman(t *testing.T) {
 	f := newDryFixture(t, true, "s1", "s2")
-	src, err := config.NewSource("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesOut})
-	require.NoError(t, err)
-	f.r.unit.source = src
+	f.r.unit.source = config.Source{HAProxy: &haproxy.StatsConfig{Counter: haproxy.CounterBytesOut}}
 	f.src.set(map[string]float64{"s1": 12345.6, "s2": 0.000123}, nil)
 	f.r.step(context.Background())
 	v := f.r.view(f.r.clock.Now())
