@@ -65,6 +65,28 @@ func (s *Source) UnmarshalYAML(unmarshal func(any) error) error {
 	return nil
 }
 
+// NewSource returns a source of the named kind with cfg, a pointer to that
+// kind's configuration (*sources.PrometheusConfig, *sources.GraphiteConfig,
+// *haproxy.StatsConfig).
+func NewSource(kind string, cfg any) (Source, error) {
+	var s Source
+	ok := false
+	switch kind {
+	case KindPrometheus:
+		s.Prometheus, ok = cfg.(*sources.PrometheusConfig)
+	case KindGraphite:
+		s.Graphite, ok = cfg.(*sources.GraphiteConfig)
+	case KindHAProxy:
+		s.HAProxy, ok = cfg.(*haproxy.StatsConfig)
+	default:
+		return Source{}, fmt.Errorf("unknown source kind %q (one of %s)", kind, kindNames)
+	}
+	if !ok || s.Config() == nil {
+		return Source{}, fmt.Errorf("source %s cannot take a %T", kind, cfg)
+	}
+	return s, nil
+}
+
 // kinds returns the kinds set, in order.
 func (s Source) kinds() []string {
 	var out []string
