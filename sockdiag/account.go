@@ -26,11 +26,22 @@ import (
 //     the Reader counted adds its last bytes. One gone from the table
 //     (TIME_WAIT, or closed for good) keeps what was counted of it.
 //
+// A dump is not a snapshot: the kernel sends it in parts and resumes its walk
+// of the socket hash by position, so sockets that close meanwhile can make it
+// skip others, or list one twice. A connection is listed at most once a read
+// (by cookie), and one missing from a read is remembered for retainReads
+// reads: back, it adds its growth since it was last counted, not its whole
+// bytes again.
+//
 // So what is lost: the bytes of connections that opened and closed between
 // two reads and were gone by the second (short HTTP connections), and the
 // last bytes of a connection that left the table without an orphan stage
 // (reset). The product's clients hold their connections for many reads.
 // Each counter is added to only, so it never goes back.
+
+// retainReads is how many reads a connection missing from the table is
+// remembered for.
+const retainReads = 3
 
 // observed is one socket of a read to a server's address, kept until the
 // read is committed: a read that fails changes nothing.
@@ -122,6 +133,9 @@ func (a *account) commit(d *pending, at time.Time) Reading {
 	for i := range d.obs {
 		o := &d.obs[i]
 		rec := a.conns[o.cookie]
+		if rec != nil && rec.seen == n {
+			continue // listed twice by one dump
+		}
 		if o.inode == 0 {
 			a.orphan(rec, o, n, span, spans[o.addr])
 			continue
@@ -132,7 +146,9 @@ func (a *account) commit(d *pending, at time.Time) Reading {
 			continue
 		}
 		var dIn, dOut uint64
-		known := rec != nil && rec.mine && rec.addr == o.addr
+		// Known: counted before, and its address read the read before too
+		// (else its growth spans the time its server was not read).
+		known := rec != nil && rec.mine && rec.addr == o.addr && a.prevAddrs[o.addr]
 		opened := rec == nil && !baseline && a.prevAddrs[o.addr]
 		switch {
 		case known:
@@ -173,7 +189,7 @@ func (a *account) commit(d *pending, at time.Time) Reading {
 // orphan counts the last bytes of a connection HAProxy closed since the
 // read before (its socket lingers without an inode), when it was counted.
 func (a *account) orphan(rec *connRec, o *observed, n uint64, span float64, sp *addrSpan) {
-	if rec == nil || !rec.mine || rec.addr != o.addr || sp == nil {
+	if rec == nil || !rec.mine || rec.addr != o.addr || sp == nil || !a.prevAddrs[o.addr] {
 		return // never HAProxy's here, or closed before it was counted
 	}
 	sp.in += grow(o.in, rec.in)
@@ -199,8 +215,9 @@ func (a *account) remember(rec *connRec, o *observed, n uint64, mine bool) {
 	rec.addr, rec.mine, rec.open, rec.seen = o.addr, mine, true, n
 }
 
-// forget drops the connections this read did not see: gone from the table.
-// One open at the read before closed within the span.
+// forget drops the connections that several reads did not see: gone from
+// the table. One open at the read before and not at this one closed within
+// the span (or the dump skipped it: see retainReads).
 func (a *account) forget(n uint64, span float64, spans map[netip.AddrPort]*addrSpan) {
 	for cookie, rec := range a.conns {
 		if rec.seen == n {
@@ -209,7 +226,9 @@ func (a *account) forget(n uint64, span float64, spans map[netip.AddrPort]*addrS
 		if sp := spans[rec.addr]; sp != nil && rec.mine && rec.open && rec.seen == n-1 && span > 0 {
 			sp.sessions += 0.5
 		}
-		delete(a.conns, cookie)
+		if rec.seen+retainReads <= n {
+			delete(a.conns, cookie)
+		}
 	}
 }
 

@@ -139,3 +139,23 @@ func TestAccountSharedAddressAndAnyPort(t *testing.T) {
 	assert.Equal(t, uint64(7), r.Servers["s3"].In, "a server without a port takes any port of its address")
 	assert.Equal(t, "s1", r.Conns[0].Server)
 }
+
+// TestAccountDumpSkipsAndRepeats: the kernel's dump is not a snapshot; a
+// connection it skipped once and lists again adds its growth once, and one
+// it listed twice in a read counts once.
+func TestAccountDumpSkipsAndRepeats(t *testing.T) {
+	a := newAccount()
+	srv := map[string]netip.AddrPort{"s1": addrA}
+	apply(a, srv, OwnerInode, 0, sock{cookie: 1, addr: addrA, in: 100, inode: 11})
+	apply(a, srv, OwnerInode, 2, sock{cookie: 1, addr: addrA, in: 200, inode: 11})
+	r := apply(a, srv, OwnerInode, 4) // skipped
+	assert.Equal(t, uint64(100), r.Servers["s1"].In)
+	r = apply(a, srv, OwnerInode, 6, sock{cookie: 1, addr: addrA, in: 260, inode: 11})
+	assert.Equal(t, uint64(160), r.Servers["s1"].In, "back after a skip: its growth, not its whole bytes again")
+	assert.True(t, math.IsNaN(r.Conns[0].RateIn), "no rate over a span it was not seen at both ends of")
+
+	r = apply(a, srv, OwnerInode, 8, sock{cookie: 1, addr: addrA, in: 300, inode: 11}, sock{cookie: 1, addr: addrA, in: 300, inode: 11})
+	assert.Equal(t, uint64(200), r.Servers["s1"].In)
+	assert.Equal(t, 1, r.Servers["s1"].Open)
+	assert.Len(t, r.Conns, 1)
+}

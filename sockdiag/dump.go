@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -106,13 +107,28 @@ func (r dumpRequest) encode() ([]byte, error) {
 	return append(b, attrs...), nil
 }
 
+// recvBuffer is the size of the buffer a dump is received into. The kernel
+// fills each part of a dump up to the largest buffer the socket was read
+// with, at most 32 KB (netlink_recvmsg): one large buffer means 8 times
+// fewer parts, each a syscall and a resumption of the kernel's walk of the
+// socket hash, than the page-sized buffer netlink.Conn.Receive starts each
+// call with (it also peeks before each read and allocates per call).
+const recvBuffer = 64 << 10
+
 // dialer opens the netlink socket of one read; netNS, when > 0, is a
 // network namespace file descriptor to read instead of the process's own.
-type dialer struct{ netNS int }
+// buf is the receive buffer, kept between reads (nil: one is made).
+type dialer struct {
+	netNS int
+	buf   []byte
+}
 
 // dump sends each request over one netlink socket and returns every socket
 // of the replies to fn. fn must not keep the socket's memory (it is reused).
-func (d dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*socket)) error {
+// netlink.Conn opens the socket (in another namespace too), numbers and
+// sends the requests and applies the deadline; the replies are read from
+// its raw connection into one reused buffer (see recvBuffer).
+func (d *dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*socket)) error {
 	c, err := netlink.Dial(unix.NETLINK_SOCK_DIAG, &netlink.Config{NetNS: d.netNS})
 	if err != nil {
 		return fmt.Errorf("open a NETLINK_SOCK_DIAG socket: %w", err)
@@ -127,30 +143,101 @@ func (d dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*socket)) 
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	var s socket
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netlink raw connection: %w", err)
+	}
+	if len(d.buf) < recvBuffer {
+		d.buf = make([]byte, recvBuffer)
+	}
 	for _, r := range reqs {
 		payload, err := r.encode()
 		if err != nil {
 			return err
 		}
-		msgs, err := c.Execute(netlink.Message{
+		sent, err := c.Send(netlink.Message{
 			Header: netlink.Header{Type: unix.SOCK_DIAG_BY_FAMILY, Flags: netlink.Request | netlink.Dump},
 			Data:   payload,
 		})
+		if err == nil {
+			err = d.receive(raw, sent.Header.Sequence, fn)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return fmt.Errorf("inet_diag dump (%s): %w", familyName(r.family), ctx.Err())
+				err = ctx.Err()
 			}
 			return fmt.Errorf("inet_diag dump (%s): %w", familyName(r.family), err)
 		}
-		for _, m := range msgs {
-			if err := parseSocket(m.Data, &s); err != nil {
-				return fmt.Errorf("inet_diag dump (%s): %w", familyName(r.family), err)
-			}
-			fn(&s)
-		}
 	}
 	return nil
+}
+
+// receive reads the parts of one dump until its NLMSG_DONE.
+func (d *dialer) receive(raw syscall.RawConn, seq uint32, fn func(*socket)) error {
+	var s socket
+	for {
+		var n int
+		var rerr error
+		err := raw.Read(func(fd uintptr) bool {
+			n, _, rerr = unix.Recvfrom(int(fd), d.buf, unix.MSG_DONTWAIT)
+			return rerr != unix.EAGAIN // false: wait until readable
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err != nil {
+			return fmt.Errorf("receive: %w", err)
+		}
+		done, err := walkMessages(d.buf[:n], seq, &s, fn)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// Netlink message types and header size (include/uapi/linux/netlink.h).
+const (
+	sizeofNlmsghdr = 16
+	nlmsgError     = 2
+	nlmsgDone      = 3
+)
+
+// walkMessages reads the netlink messages of one part of a dump (struct
+// nlmsghdr: u32 length with the header, u16 type, u16 flags, u32 sequence,
+// u32 port id; each padded to 4 bytes) and reports whether it ended the dump.
+// Messages of another sequence (an earlier request's) are skipped.
+func walkMessages(b []byte, seq uint32, s *socket, fn func(*socket)) (bool, error) {
+	for len(b) >= sizeofNlmsghdr {
+		l := int(binary.NativeEndian.Uint32(b))
+		if l < sizeofNlmsghdr || l > len(b) {
+			return false, fmt.Errorf("netlink message length %d of %d bytes left", l, len(b))
+		}
+		typ := binary.NativeEndian.Uint16(b[4:])
+		msgSeq := binary.NativeEndian.Uint32(b[8:])
+		body := b[sizeofNlmsghdr:l]
+		b = b[min((l+3)&^3, len(b)):]
+		if msgSeq != seq {
+			continue
+		}
+		switch typ {
+		case nlmsgDone:
+			return true, nil
+		case nlmsgError:
+			if len(body) < 4 {
+				return false, errors.New("netlink error message without its code")
+			}
+			if code := int32(binary.NativeEndian.Uint32(body)); code != 0 {
+				return false, syscall.Errno(-code)
+			}
+			return true, nil // an acknowledgement
+		case unix.SOCK_DIAG_BY_FAMILY:
+			if err := parseSocket(body, s); err != nil {
+				return false, err
+			}
+			fn(s)
+		}
+	}
+	return false, nil
 }
 
 func familyName(f uint8) string {

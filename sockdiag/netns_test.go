@@ -1,17 +1,19 @@
 package sockdiag
 
 import (
+	"encoding/csv"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 )
 
 // otherNetNS starts a process in a network namespace of its own (`unshare
@@ -62,17 +64,7 @@ func TestNotVisibleFromAnotherNetworkNamespace(t *testing.T) {
 	require.ErrorAs(t, err, &nv)
 	assert.Contains(t, nv.Reason, "network namespace")
 
-	c, err := haproxy.New(haproxy.Config{Socket: h.Socket})
-	require.NoError(t, err)
-	scur := func() map[string]int {
-		st, err := c.Stats(testCtx(t), "be")
-		require.NoError(t, err)
-		out := map[string]int{}
-		for _, s := range st {
-			out[s.Server] = int(s.CurrentSessions)
-		}
-		return out
-	}
+	scur := func() map[string]int { return showStatScur(t, h.Socket, "be") }
 	home := New(Config{})
 	waitRead(t, home, servers, func(g Reading) bool { return g.Servers["s1"].Open == 1 })
 	require.Equal(t, 1, scur()["s1"])
@@ -95,4 +87,35 @@ func TestNotVisibleFromAnotherNetworkNamespace(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, home.Check(got, scur()))
 	}
+}
+
+// showStatScur reads `show stat` from HAProxy's runtime socket and returns
+// the current sessions (scur) of backend's servers. Written here rather than
+// through package haproxy: the test needs one column, not the client.
+func showStatScur(t *testing.T, socket, backend string) map[string]int {
+	t.Helper()
+	c, err := net.Dial("unix", socket)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+	_, err = c.Write([]byte("show stat\n"))
+	require.NoError(t, err)
+	raw, err := io.ReadAll(c)
+	require.NoError(t, err)
+	rows, err := csv.NewReader(strings.NewReader(strings.TrimPrefix(strings.TrimSpace(string(raw)), "# "))).ReadAll()
+	require.NoError(t, err)
+	col := map[string]int{}
+	for i, name := range rows[0] {
+		col[name] = i
+	}
+	out := map[string]int{}
+	for _, row := range rows[1:] {
+		if row[col["pxname"]] != backend || row[col["svname"]] == "BACKEND" {
+			continue
+		}
+		n, err := strconv.Atoi(row[col["scur"]])
+		require.NoError(t, err)
+		out[row[col["svname"]]] = n
+	}
+	return out
 }

@@ -116,10 +116,11 @@ type Conn struct {
 // accumulates their counters across reads. Safe for concurrent use (reads
 // are serialised).
 type Reader struct {
-	cfg Config
-	mu  sync.Mutex
-	acc *account
-	ino *inodeSet
+	cfg  Config
+	mu   sync.Mutex
+	acc  *account
+	ino  *inodeSet
+	dial dialer
 	// pidKey is the pid list the inode set was built for.
 	pidKey string
 	// invisible counts Check's reads in a row that found sessions and no
@@ -135,7 +136,7 @@ func New(cfg Config) *Reader {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Reader{cfg: cfg, acc: newAccount(), ino: newInodeSet()}
+	return &Reader{cfg: cfg, acc: newAccount(), ino: newInodeSet(), dial: dialer{netNS: cfg.NetNS}}
 }
 
 // Read reads HAProxy's connections to servers (name → address; a port 0
@@ -154,7 +155,7 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (R
 	reqs := r.requests(idx)
 	d := r.acc.begin(idx, own.how)
 	var ownErr error
-	err = dialer{netNS: r.cfg.NetNS}.dump(ctx, reqs, func(s *socket) {
+	err = r.dial.dump(ctx, reqs, func(s *socket) {
 		d.dumped++
 		if ownErr != nil || !s.hasInfo {
 			return

@@ -1,0 +1,211 @@
+package sockdiag
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkRead measures one read of the socket table: the daemon's CPU
+// (cpu-ns/op: user+system time of this process, the kernel's dump work
+// included) and allocations, at 1,000, 5,000 and 10,000 open connections to
+// 10 servers, with 10,000 other connections open on the host that are not to
+// a server (a balancer's client side is as many again). Every socket is real,
+// on loopback; this process holds the client end of each server connection
+// and plays HAProxy (its pid is the Reader's); the far ends and the other
+// connections are in helper processes.
+//
+// Variants: the kernel filter by server address (filtered) or every TCP
+// socket dumped and matched here (unfiltered); HAProxy's sockets told by uid
+// or by inode, the latter either steady (long-lived connections: HAProxy's
+// descriptors listed once) or rescanned at every read (new connections at
+// every read: a listing each time, the worst case).
+//
+//	go test -run '^$' -bench BenchmarkRead -benchtime 50x ./sockdiag/
+func BenchmarkRead(b *testing.B) {
+	const unrelated, nServers = 10_000, 10
+	servers := map[string]netip.AddrPort{}
+	lns := startHelper(b, fmt.Sprintf("listen %d", nServers))
+	for i, a := range lns {
+		servers[fmt.Sprintf("s%d", i)] = netip.MustParseAddrPort(a)
+	}
+	other := startHelper(b, "listen 1")
+	startHelper(b, fmt.Sprintf("dial %s %d", other[0], unrelated))
+	pid := func(context.Context) ([]int, error) { return []int{os.Getpid()}, nil }
+	open := 0
+	for _, n := range []int{1000, 5000, 10_000} {
+		openConns(b, lns, n-open)
+		open = n
+		for _, v := range []struct {
+			name     string
+			cfg      Config
+			rescan   bool
+			wantHow  Ownership
+			filtered bool
+		}{
+			{name: "filtered/uid", cfg: Config{PIDs: pid, Ownership: OwnerUID}, wantHow: OwnerUID},
+			{name: "filtered/inode", cfg: Config{PIDs: pid}, wantHow: OwnerInode},
+			{name: "filtered/inode-rescan", cfg: Config{PIDs: pid}, rescan: true, wantHow: OwnerInode},
+			{name: "unfiltered/uid", cfg: Config{PIDs: pid, Ownership: OwnerUID, Unfiltered: true}, wantHow: OwnerUID},
+		} {
+			b.Run(fmt.Sprintf("sockets=%d/%s", n, v.name), func(b *testing.B) {
+				r := New(v.cfg)
+				first, err := r.Read(context.Background(), servers)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got := countOpen(first); got != n || first.Owner != v.wantHow {
+					b.Fatalf("read %d connections by %s, want %d by %s", got, first.Owner, n, v.wantHow)
+				}
+				var before, after unix.Rusage
+				_ = unix.Getrusage(unix.RUSAGE_SELF, &before)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if v.rescan {
+						r.ino = newInodeSet()
+					}
+					if _, err := r.Read(context.Background(), servers); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				_ = unix.Getrusage(unix.RUSAGE_SELF, &after)
+				cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+				b.ReportMetric(float64(first.Dumped), "dumped")
+			})
+		}
+	}
+}
+
+func countOpen(r Reading) int {
+	n := 0
+	for _, s := range r.Servers {
+		n += s.Open
+	}
+	return n
+}
+
+// The far ends of the benchmark's connections live in helper processes (this
+// test binary run again, TestMain's helper mode): a process may hold only so
+// many descriptors (RLIMIT_NOFILE, 20,000 on the build machine, whose hard
+// limit an unprivileged container cannot raise), and 10,000 connections with
+// both ends here, plus 10,000 unrelated ones, are 40,000. This process holds
+// only HAProxy's side: the client end of each server connection.
+
+const helperEnv = "SOCKDIAG_BENCH_HELPER"
+
+// TestMain runs the helper when asked, the tests otherwise.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		runHelper(mode)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// runHelper is a helper process: "listen N" listens on N loopback ports,
+// prints them, and holds every connection it accepts; "dial ADDR N" opens N
+// connections to ADDR and holds them. Either prints "ready" when done and
+// lives until its stdin closes.
+func runHelper(mode string) {
+	var kind string
+	var n int
+	var addr string
+	if _, err := fmt.Sscanf(mode, "listen %d", &n); err == nil {
+		kind = "listen"
+	} else if _, err := fmt.Sscanf(mode, "dial %s %d", &addr, &n); err == nil {
+		kind = "dial"
+	} else {
+		fmt.Fprintln(os.Stderr, "bad helper mode", mode)
+		os.Exit(2)
+	}
+	var held []net.Conn
+	switch kind {
+	case "listen":
+		for range n {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			fmt.Println(ln.Addr())
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					held = append(held, c) //nolint:staticcheck // held only to keep them open
+				}
+			}()
+		}
+	case "dial":
+		for i := range n {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "connection %d: %v\n", i, err)
+				os.Exit(1)
+			}
+			held = append(held, c)
+		}
+	}
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = held
+}
+
+// startHelper starts a helper process in mode and returns the lines it
+// printed before "ready".
+func startHelper(b *testing.B, mode string) []string {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	var lines []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if sc.Text() == "ready" {
+			return lines
+		}
+		lines = append(lines, sc.Text())
+	}
+	b.Fatalf("helper %q ended before it was ready", mode)
+	return nil
+}
+
+// openConns opens n connections spread over addrs, each with a few bytes
+// sent, held until the benchmark ends.
+func openConns(b *testing.B, addrs []string, n int) {
+	for i := range n {
+		c, err := net.Dial("tcp", addrs[i%len(addrs)])
+		if err != nil {
+			b.Fatalf("connection %d of %d: %v", i, n, err)
+		}
+		if _, err := c.Write([]byte("hello")); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { c.Close() })
+	}
+}
