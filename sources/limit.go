@@ -1,9 +1,11 @@
 package sources
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 )
 
 // maxBody bounds what we read of a reply: a render or query of a few hundred
@@ -15,15 +17,43 @@ const maxBody = 32 << 20
 // errTooLarge ends the read of a reply longer than maxBody.
 var errTooLarge = fmt.Errorf("reply larger than %d MiB, not read: narrow the query or target", maxBody>>20)
 
-// limitTransport bounds every reply body to maxBody.
+// inMemory is the size up to which a reply of unknown length is held in
+// memory while it is counted; a longer one is counted into a temporary file.
+const inMemory = 1 << 20
+
+// limitTransport refuses a reply longer than maxBody before anyone reads it
+// into memory. A reply that says its length is refused by it, unread. One
+// that does not (chunked) is read to its end, or to maxBody+1 bytes, by
+// RoundTrip itself, into memory up to inMemory and beyond that into an
+// unlinked temporary file, and handed on only if it fits: the readers above
+// (client_golang buffers a reply whole, then decodes it) never hold more
+// than maxBody, and a refused reply leaves nothing on the heap to keep the
+// process's memory up. Nothing here inflates a compressed reply:
+// prometheus/common's transport sets DisableCompression, so a gzip body is
+// counted, and refused, as the bytes that came.
 type limitTransport struct{ next http.RoundTripper }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err == nil {
-		resp.Body = &limitedBody{ReadCloser: resp.Body, left: maxBody}
+	if err != nil {
+		return nil, err
 	}
-	return resp, err
+	if resp.ContentLength > maxBody {
+		resp.Body.Close()
+		return nil, fmt.Errorf("http %d with content-length %d: %w", resp.StatusCode, resp.ContentLength, errTooLarge)
+	}
+	if resp.ContentLength >= 0 {
+		// net/http ends the body at the length said; limitedBody is for
+		// a reader that trusts no one.
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: maxBody}
+		return resp, nil
+	}
+	body, n, err := spool(resp.Body, maxBody)
+	if err != nil {
+		return nil, fmt.Errorf("http %d: %w", resp.StatusCode, err)
+	}
+	resp.Body, resp.ContentLength = body, n
+	return resp, nil
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the transport.
@@ -34,6 +64,78 @@ func closeIdle(rt http.RoundTripper) {
 	if c, ok := rt.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
+}
+
+// spool reads rc to its end and returns what it held and its length, or
+// errTooLarge as soon as it passes limit bytes. Up to inMemory bytes stay in
+// memory; more go to an unlinked temporary file, closed with the returned
+// body. Where no temporary file can be made, the rest is left to be read as
+// it comes, still bounded by limit (limitedBody), as before spooling. spool
+// closes rc, or the body it returns does.
+func spool(rc io.ReadCloser, limit int64) (io.ReadCloser, int64, error) {
+	head, err := io.ReadAll(io.LimitReader(rc, min(inMemory, limit)+1))
+	if err != nil {
+		rc.Close()
+		return nil, 0, fmt.Errorf("read reply: %w", err)
+	}
+	n := int64(len(head))
+	if n <= min(inMemory, limit) {
+		rc.Close()
+		return io.NopCloser(bytes.NewReader(head)), n, nil
+	}
+	if n > limit {
+		rc.Close()
+		return nil, 0, errTooLarge
+	}
+	f, err := tempFile()
+	if err != nil {
+		rest := &limitedBody{ReadCloser: rc, left: limit - n}
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), rest), rc}, -1, nil
+	}
+	defer rc.Close()
+	body, size, err := spoolToFile(f, head, rc, limit)
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return body, size, nil
+}
+
+// spoolToFile writes head and the rest of r, at most limit bytes in all, to
+// f, and returns f rewound.
+func spoolToFile(f *os.File, head []byte, r io.Reader, limit int64) (io.ReadCloser, int64, error) {
+	if _, err := f.Write(head); err != nil {
+		return nil, 0, fmt.Errorf("spool reply: %w", err)
+	}
+	rest, err := io.Copy(f, io.LimitReader(r, limit-int64(len(head))+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read reply: %w", err)
+	}
+	size := int64(len(head)) + rest
+	if size > limit {
+		return nil, 0, errTooLarge
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, fmt.Errorf("spool reply: %w", err)
+	}
+	return f, size, nil
+}
+
+// tempFile is a temporary file already unlinked: it goes away when closed,
+// or with the process, whatever happens to the reply.
+func tempFile() (*os.File, error) {
+	f, err := os.CreateTemp("", "haproxy-weighter-reply-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // limitedBody reads at most left bytes, then fails with errTooLarge if more
