@@ -252,7 +252,7 @@ func TestStatusPageNumbersHuman(t *testing.T) {
 	srv := httptest.NewServer(f.d.handler(f.reg))
 	defer srv.Close()
 	_, _, body := getPage(t, srv, "/")
-	assert.Contains(t, body, `<th class="n">load (B/s)</th>`)
+	assert.Contains(t, body, `<th class="n">load<br><small>B/s</small></th>`)
 	assert.Contains(t, body, `<td class="n load" title="12345.6">12.3 kB/s</td>`)
 	assert.NotRegexp(t, `[0-9]e[+-][0-9]`, body, "a number in exponent form")
 	assert.NotContains(t, body, "NaN")
