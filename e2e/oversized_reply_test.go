@@ -121,8 +121,8 @@ func rssKB(t *testing.T, pid int) (rss, peak int) {
 // TestOversizedRepliesKeepMemoryBounded: replies of 50 MB (with a
 // Content-Length, chunked, gzip-compressed with and without a length) are
 // refused without filling the daemon's memory: its RSS after several of
-// each stays within twice its steady state, and it weighs again once the
-// replies are back to normal.
+// each, and its peak RSS while they came, stay within twice its steady
+// state, and it weighs again once the replies are back to normal.
 func TestOversizedRepliesKeepMemoryBounded(t *testing.T) {
 	h := testenv.StartHAProxy(t, haproxyConfig(t))
 	var mode atomic.Int32
@@ -147,6 +147,7 @@ func TestOversizedRepliesKeepMemoryBounded(t *testing.T) {
 	}
 	after, peak := rssKB(t, pid)
 	assert.LessOrEqual(t, after, 2*steady, "VmRSS after the oversized replies (kB), against twice the steady state's %d kB", steady)
+	assert.LessOrEqual(t, peak, 2*steady, "VmHWM, the peak while they came (kB), against twice the steady state's %d kB", steady)
 	assert.Contains(t, d.logs.String(), "reply larger than 32 MiB", "the refusal is said")
 
 	mode.Store(replyNormal)
