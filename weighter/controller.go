@@ -132,9 +132,12 @@ type buffers struct {
 	raw, scratch []float64
 	work         []work
 	active, held []*work
-	loads        []float64 // function input
-	estimate     []estimateInput
-	current      []int // function input
+	pinned       []bool // per active server: its share is kept (deadband)
+	// shareFactor's bounds b_i/step and b_i·step, and the function's weights
+	shareLo, shareHi, shareR []float64
+	loads                    []float64 // function input
+	estimate                 []estimateInput
+	current                  []int // function input
 }
 
 // unknownServers lists the names in loads that are no server (sorted: the

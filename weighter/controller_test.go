@@ -42,24 +42,45 @@ func TestPlanWeightsSortedAndChanges(t *testing.T) {
 	assert.Equal(t, 1.0, plan.Coverage)
 }
 
+// TestPlanRateLimit: max_step bounds each server's share of the backend's
+// weight. From 256, 100, 10, 100 (shares .549, .215, .021, .215) the function
+// wants 112, 56, 28, 256: s4's share would go up 4.7x and s3's 5.8x, so both
+// are held at 2x; s1 and s2 share out the rest in the function's ratio, and
+// the backend is scaled so the largest weight is 256.
 func TestPlanRateLimit(t *testing.T) {
 	p := free()
 	p.MaxStep = 2
 	c := mustController(t, p)
-	plan := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(256, 100, 10, 100)))
-	// raw 112, 56, 28, 256 from 256, 100, 10, 100 → within [128, 256], [50, 200], [5, 20], [50, 200]
-	assert.Equal(t, 128, plan["s1"].New)
-	assert.Equal(t, 56, plan["s2"].New)
-	assert.Equal(t, 20, plan["s3"].New)
-	assert.Equal(t, 200, plan["s4"].New)
-	assert.Equal(t, 256, plan["s4"].Raw)
-	assert.Equal(t, ReasonRateLimit, plan["s4"].Reason)
-	assert.Equal(t, ReasonRebalance, plan["s2"].Reason)
+	plan := c.Plan(t0, loadsAt(t0, 10, 20, 40, 0), up(256, 100, 10, 100))
+	s := byServer(plan)
+	assert.Equal(t, 210, s["s1"].New)
+	assert.Equal(t, 105, s["s2"].New)
+	assert.Equal(t, 26, s["s3"].New, "25.6 rounded: 10 × 2 × 1.28")
+	assert.Equal(t, 256, s["s4"].New, "100 × 2 × 1.28")
+	assert.InDelta(t, 1.28, plan.Scale, 1e-9)
+	assert.Equal(t, ReasonRateLimit, s["s4"].Reason)
+	assert.Equal(t, ReasonRateLimit, s["s3"].Reason)
+	assert.Equal(t, ReasonRebalance, s["s2"].Reason)
+	assert.Equal(t, 2*s["s2"].New, s["s1"].New, "the free servers keep the function's ratio")
+	shares := func(w ...int) []float64 {
+		sum := 0
+		for _, x := range w {
+			sum += x
+		}
+		out := make([]float64, len(w))
+		for i, x := range w {
+			out[i] = float64(x) / float64(sum)
+		}
+		return out
+	}
+	before, after := shares(256, 100, 10, 100), shares(210, 105, 26, 256)
+	assert.InDelta(t, 2, after[3]/before[3], 0.01, "s4's share doubled, no more")
 }
 
-// TestPlanRateLimitRescales: from HAProxy's default weight 1 the rate limit is
-// measured as if the backend were scaled up to max_weight, so the first cycle
-// already rebalances by a factor max_step instead of doubling every weight alike.
+// TestPlanRateLimitRescales: from HAProxy's default weight 1 every share is
+// equal; the first cycle already moves each by up to max_step (the backend is
+// then scaled so the largest weight is 256), instead of doubling every
+// weight alike.
 func TestPlanRateLimitRescales(t *testing.T) {
 	p := DefaultPolicy()
 	c := mustController(t, p)
@@ -68,8 +89,9 @@ func TestPlanRateLimitRescales(t *testing.T) {
 	for _, s := range plan.Servers {
 		news = append(news, s.New)
 	}
-	// raw 256, 128, 64, 32; base 1 × 256, max_step 2 → within [128, 512]
-	assert.Equal(t, []int{256, 128, 128, 128}, news)
+	// raw 256, 128, 64, 32 from shares of 1/4: s1 doubles (1/2), s3 and s4
+	// halve (1/8; s4 wanted 1/16)
+	assert.Equal(t, []int{256, 128, 64, 64}, news)
 	assert.Len(t, plan.Changes(), 4)
 }
 
@@ -261,9 +283,13 @@ func TestPlanReapplyAfterReload(t *testing.T) {
 		assert.Equal(t, ActionSet, s[name].Action, name)
 		assert.Equal(t, ReasonReapply, s[name].Reason, name)
 	}
-	assert.Equal(t, 200, s["s1"].New, "rate limit from the 100 we wrote, not from 1")
-	assert.Equal(t, 128, s["s2"].New)
-	assert.Equal(t, 128, s["s3"].New, "halved from 256 at most")
+	// The shares are measured from 100, 200, 256 (sum 556), not from 1, 1, 1:
+	// s1's share (.18) at most doubles, s3's (.46) at most halves.
+	assert.Equal(t, 225, s["s1"].New)
+	assert.Equal(t, 256, s["s2"].New)
+	assert.Equal(t, 144, s["s3"].New)
+	assert.InDelta(t, 2*100.0/556, 225.0/625, 0.001, "s1's share doubled")
+	assert.InDelta(t, 256.0/556/2, 144.0/625, 0.001, "s3's share halved")
 
 	// a small outside change is re-applied although it is inside the deadband
 	c = mustController(t, p)

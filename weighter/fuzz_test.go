@@ -79,11 +79,18 @@ func FuzzFunctions(f *testing.F) {
 
 // FuzzController: for any servers, loads and policy switches, over a few
 // cycles, every weight is in 0..256, 0 only when we drain (or keep an operator's
-// 0), plans are deterministic and marshal to JSON.
+// 0), plans are deterministic and marshal to JSON, and no server's share of
+// the backend's weight moves by more than max_step (checkShareStep, the rule
+// the property tests check).
 func FuzzController(f *testing.F) {
 	f.Add([]byte{}, []byte{}, uint16(0))
 	f.Add(floatBytes(10, 20, 40, 0, 150, math.NaN(), -1), []byte{0, 1, 1, 1, 7, 1, 128, 1, 1, 16, 1, 2}, uint16(8|4))
 	f.Add(floatBytes(1, 2, 3, 4, 5, 6, 7, 8), []byte{1, 0, 1, 0, 1, 0, 0, 0}, uint16(2|16|64))
+	// issue 21: every weight 256, one server without data, one much lighter:
+	// the held server was rescaled by x0.705 and another moved 256 → 91
+	f.Add(floatBytes(900, 50, 1000, math.NaN()), []byte{0, 1, 0, 1, 0, 1, 0, 1}, uint16(1))
+	// from HAProxy's default weight 1, a point of 1e308 and one of -1
+	f.Add(floatBytes(1e308, 10, 500, -1, 3), []byte{1, 0, 1, 0, 1, 0, 1, 0, 1, 0}, uint16(1))
 	f.Fuzz(func(t *testing.T, raw []byte, states []byte, flags uint16) {
 		p := fuzzPolicy(flags)
 		loads := floats(raw)
@@ -92,12 +99,19 @@ func FuzzController(f *testing.F) {
 		for cycle := range 3 {
 			now := t0.Add(time.Duration(cycle) * 7 * time.Second)
 			l := fuzzLoads(now, loads, len(servers), cycle)
+			base := map[string]int{}
+			for _, s := range servers {
+				base[s.Name] = s.Weight
+			}
 			pa, pb := a.Plan(now, l, servers), b.Plan(now, l, servers)
 			ja, err := json.Marshal(pa)
 			require.NoError(t, err)
 			jb, _ := json.Marshal(pb)
 			require.Equal(t, string(ja), string(jb), "deterministic")
 			checkPlan(t, pa, servers)
+			if broken := checkShareStep(p, pa, base, &maxStepStats{}); len(broken) > 0 {
+				t.Fatalf("cycle %d: %s\nplan %+v", cycle, strings.Join(broken, "\n"), pa.Servers)
+			}
 			a.Commit(pa.Changes())
 			b.Commit(pb.Changes())
 			for i := range servers { // the target applies what was set

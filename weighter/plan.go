@@ -31,8 +31,9 @@ type Plan struct {
 	Reason    string       `json:"reason,omitempty"`
 	Coverage  float64      `json:"coverage"`  // share of weightable servers with valid data
 	Imbalance float64      `json:"imbalance"` // max/mean of the valid loads, 0 when undefined
-	// Scale is the factor every weight of the backend was multiplied by before
-	// the rate limit (1 = none): a common factor moves no traffic.
+	// Scale is the factor every weight of the backend was multiplied by after
+	// the servers' shares were decided, so the largest is max_weight (1 =
+	// none): a common factor moves no traffic.
 	Scale   float64  `json:"scale"`
 	Unknown []string `json:"unknown,omitempty"`
 	// Shed is the cycle's session shedding, for a backend that sheds: the
@@ -48,7 +49,7 @@ type ServerPlan struct {
 	Address string  `json:"address,omitempty"`
 	Load    float64 `json:"load"` // the (smoothed) load used; NaN = no data
 	Current int     `json:"current"`
-	Raw     int     `json:"raw"` // weighting function output before rate limit and deadband
+	Raw     int     `json:"raw"` // weighting function output on the backend's scale, before rate limit and deadband (at most 256)
 	New     int     `json:"new"`
 	Action  Action  `json:"action"`
 	Reason  string  `json:"reason,omitempty"`

@@ -35,7 +35,9 @@ type Policy struct {
 	MinCoverage float64 `yaml:"min_coverage" json:"min_coverage"`
 	// Deadband: a weight change smaller than this is not written.
 	Deadband int `yaml:"deadband" json:"deadband"`
-	// MaxStep (> 1, 0 = off) is the largest factor one cycle may move a weight by.
+	// MaxStep (> 1, 0 = off) is the largest factor by which one cycle may move
+	// a server's share of the backend's weight (its share of new connections),
+	// computed before rounding to integers: see shareOut.
 	MaxStep float64 `yaml:"max_step" json:"max_step"`
 	// Smoothing is the half-life of the per-server EWMA of the load (0 = off).
 	Smoothing duration.Duration `yaml:"smoothing" json:"smoothing"`

@@ -13,12 +13,14 @@ import (
 // the wanted weight that was not written when there was one.
 func TestPlanRescaleReason(t *testing.T) {
 	c := mustController(t, DefaultPolicy())
-	// every weight 100: scale 2.56. s1, the lightest, wants 256, which is
-	// exactly 100 × 2.56: nothing of its own changes.
-	s := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 80), up(100, 100, 100, 100)))
-	assert.Equal(t, ActionSet, s["s1"].Action)
-	assert.Equal(t, 256, s["s1"].New)
-	assert.Equal(t, ReasonRescale+" (x2.56)", s["s1"].Reason)
+	// weights 100, 50, 25: scale 2.56. The function wants 256, 128, 64,
+	// exactly 2.56 times as much: no share changes.
+	s := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40), up(100, 50, 25)))
+	for name, want := range map[string]int{"s1": 256, "s2": 128, "s3": 64} {
+		assert.Equal(t, ActionSet, s[name].Action, name)
+		assert.Equal(t, want, s[name].New, name)
+		assert.Equal(t, ReasonRescale+" (x2.56)", s[name].Reason, name)
+	}
 
 	// largest weight 128: scale 2. s2 at 64 scales to 128; the function
 	// wants 256·10/20.4 = 125.5 → 125 or 126, 2 or 3 off: use deadband 4.
