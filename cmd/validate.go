@@ -8,6 +8,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
+	"github.com/haproxy-weighter/haproxy-weighter/peers"
 )
 
 func init() {
@@ -47,7 +48,7 @@ a file that cannot be read does.`,
 			if err := daemon.CheckWebConfig(cfg.WebConfigFile); err != nil {
 				return fmt.Errorf("invalid configuration:\n%s: %w", path, err)
 			}
-			if err := daemon.CheckPeerClient(cfg); err != nil {
+			if err := peers.CheckClient(cfg); err != nil {
 				return fmt.Errorf("invalid configuration:\n%s: %w", path, err)
 			}
 			printWarnings(cmd.ErrOrStderr(), cfg)

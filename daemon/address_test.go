@@ -128,11 +128,11 @@ backend be_none
 	d := New(cfg, Options{Notifier: n, Registry: reg, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	startDaemon(t, d, n)
 	ambiguous := map[string]string{"backend": "be_tpl", "reason": "ambiguous"}
-	waitFor(t, "the first fetch", func() bool { return series(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 1 })
-	if got := series(t, reg, "haproxy_weighter_address_unmatched_series", map[string]string{"backend": "be_tpl", "reason": "unknown"}); got != 1 {
+	waitFor(t, "the first fetch", func() bool { return testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 1 })
+	if got := testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", map[string]string{"backend": "be_tpl", "reason": "unknown"}); got != 1 {
 		t.Errorf("unknown series %v, want 1", got)
 	}
-	if got := series(t, reg, "haproxy_weighter_server_info", map[string]string{"backend": "be_tpl", "server": "srv2", "address": "127.0.0.12:8002"}); got != 1 {
+	if got := testenv.Gauge(t, reg, "haproxy_weighter_server_info", map[string]string{"backend": "be_tpl", "server": "srv2", "address": "127.0.0.12:8002"}); got != 1 {
 		t.Errorf("server_info of srv2 %v, want 1", got)
 	}
 	weights := func() map[string]int {
@@ -146,12 +146,12 @@ backend be_none
 	}
 
 	setAddr(t, h.Socket, "srv4", "127.0.0.14", 8004)
-	waitFor(t, "the ambiguity gone", func() bool { return series(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 0 })
+	waitFor(t, "the ambiguity gone", func() bool { return testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 0 })
 	waitFor(t, "srv3 weighted by its own load", func() bool { w := weights(); return w["srv3"] < w["srv2"] })
-	if got := series(t, reg, "haproxy_weighter_server_info", map[string]string{"backend": "be_tpl", "server": "srv4", "address": "127.0.0.14:8004"}); got != 1 {
+	if got := testenv.Gauge(t, reg, "haproxy_weighter_server_info", map[string]string{"backend": "be_tpl", "server": "srv4", "address": "127.0.0.14:8004"}); got != 1 {
 		t.Errorf("server_info of srv4 at its new address %v, want 1", got)
 	}
-	if got := series(t, reg, "haproxy_weighter_server_info", map[string]string{"backend": "be_tpl", "server": "srv4", "address": "127.0.0.13:8003"}); !math.IsNaN(got) {
+	if got := testenv.Gauge(t, reg, "haproxy_weighter_server_info", map[string]string{"backend": "be_tpl", "server": "srv4", "address": "127.0.0.13:8003"}); !math.IsNaN(got) {
 		t.Errorf("server_info of srv4 at its old address still exported")
 	}
 	log := logs.String()

@@ -11,6 +11,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
+	"github.com/haproxy-weighter/haproxy-weighter/peers"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -75,7 +76,7 @@ func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
 
 func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error) {
 	if o.peers != nil {
-		if err := CheckPeerClient(cfg); err != nil {
+		if err := peers.CheckClient(cfg); err != nil {
 			return nil, err
 		}
 	}

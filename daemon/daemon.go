@@ -14,6 +14,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
+	"github.com/haproxy-weighter/haproxy-weighter/peers"
 )
 
 // Options are the daemon's collaborators; zero values pick the real ones.
@@ -45,8 +46,8 @@ type Daemon struct {
 	startWeights *startWeights
 
 	// peers publishes the backends' own fast readings and fetches the
-	// other balancers' daemons' (peers.go). It outlives reloads.
-	peers *peerSet
+	// other balancers' daemons' (package peers). It outlives reloads.
+	peers *peers.Set
 
 	// haproxyChecked is the last check of each HAProxy configuration file,
 	// by path (startcheck.go); only Run's goroutine uses it.
@@ -78,7 +79,7 @@ func New(cfg *config.Config, o Options) *Daemon {
 	}
 	d := &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
 		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
-		startWeights: newStartWeights(o.Log), peers: newPeerSet(o.Registry, o.Log),
+		startWeights: newStartWeights(o.Log), peers: peers.New(metrics.NewPeers(o.Registry), o.Log),
 		listen: net.Listen, webRetry: time.Second}
 	d.metrics.WatchSockets(d.socketStates)
 	d.metrics.WatchAddresses(d.addressStates)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/peers"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -52,6 +53,18 @@ func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter
 	return out, nil
 }
 
+// ServerAddresses are the servers' addresses as the newest read of HAProxy
+// found, by which the peers' readings are matched to them.
+func (r *localReader) ServerAddresses() map[string]string {
+	out := map[string]string{}
+	for _, s := range r.b.KnownServers() {
+		if s.Address != "" {
+			out[s.Name] = s.Address
+		}
+	}
+	return out
+}
+
 // fastUnit is what a unit that weighs by the fast signal keeps besides its
 // Source (the Fresh): its parts, so that a reload can keep them and point
 // them at the new target, and what the start log says.
@@ -84,8 +97,8 @@ type buildOptions struct {
 	// one: a single cycle (once) has no earlier read to take a rate from.
 	firstWait time.Duration
 	// peers, when set, adds the other balancers' readings to each backend's
-	// fast signal (peers.go).
-	peers *peerSet
+	// fast signal (package peers).
+	peers *peers.Set
 	// clients are the clients a reload keeps (sockets.go).
 	clients clientPool
 }
@@ -105,7 +118,7 @@ func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source
 	}
 	fast := reader
 	if o.peers != nil {
-		fast = newPeeredReader(reader, b.Name, o.peers)
+		fast = peers.NewReader(reader, b.Name, o.peers)
 	}
 	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: fast, External: ext, Calibrate: b.Calibrates(),
 		Calibration: policy, StepWindow: w.FromStep, Refresh: time.Duration(b.Calibration.Refresh), FirstWait: o.firstWait})

@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/haproxy-weighter/haproxy-weighter/peers"
 )
 
 // handler serves the status page (/), /metrics, /healthz (every backend's
@@ -27,7 +29,7 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 		d.updateReady()
 		metrics.ServeHTTP(w, r)
 	})
-	mux.Handle(PeerPath, d.peers)
+	mux.Handle(peers.Path, d.peers)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		if r := d.stuck(); r != nil {
 			http.Error(w, fmt.Sprintf("backend %s: loop stuck, no cycle ended for more than 2 intervals + timeout",

@@ -22,7 +22,7 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 		return err
 	}
 	d.startPeers(ctx, d.cfg)
-	defer d.peers.stop()
+	defer d.peers.Stop()
 	d.metrics.SetReloadSuccess(true)
 	if d.cfg.Listen != "" {
 		stop, err := d.serve(ctx, d.cfg.Listen, d.handler(d.reg))

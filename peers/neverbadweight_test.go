@@ -1,4 +1,4 @@
-package daemon
+package peers
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -35,7 +36,7 @@ func TestPeerAnswersNeverMakeABadWeight(t *testing.T) {
 	epoch := time.Unix(2_000_000_000, 0)
 	now := func() time.Time { return epoch.Add(time.Duration(clock.Load())) }
 
-	set := newPeerSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	set := newSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	set.now = now
 	const peers = 3
 	var bodies [peers]atomic.Pointer[peerBody]
@@ -51,15 +52,15 @@ func TestPeerAnswersNeverMakeABadWeight(t *testing.T) {
 		urls[i] = srv.URL
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); set.stop() })
+	t.Cleanup(func() { cancel(); set.Stop() })
 	// An hour's interval: each poller asks once at start, then sleeps; the
 	// cycles below ask themselves, with the answer they just set.
-	set.set(ctx, urls, time.Hour)
-	timing := timingFor(time.Hour)
+	set.Poll(ctx, urls, time.Hour)
+	timing := TimingFor(time.Hour)
 	timing.Interval = 2 * time.Second // stale as the daemon's 2 s cycle
 	for _, u := range urls {
 		pr := set.peers[u]
-		waitFor(t, "the first ask of "+u, func() bool {
+		testenv.WaitFor(t, "the first ask of "+u, func() bool {
 			pr.mu.Lock()
 			defer pr.mu.Unlock()
 			return pr.problem != "not asked yet"
@@ -71,7 +72,7 @@ func TestPeerAnswersNeverMakeABadWeight(t *testing.T) {
 
 	servers := []string{"s1", "s2", "s3"}
 	own := &steadyReader{now: now, rate: map[string]float64{"s1": 1000, "s2": 2000, "s3": 0}}
-	rec := &lastRead{inner: newPeeredReader(own, "be", set)}
+	rec := &lastRead{inner: NewReader(own, "be", set)}
 	ext := &stepExternal{now: now, servers: servers}
 	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: rec, External: ext, Calibrate: true,
 		Calibration: weighter.DefaultCalibration(10 * time.Second), Refresh: 5 * time.Second, Now: now})
