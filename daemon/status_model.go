@@ -93,13 +93,14 @@ type sparkView struct {
 	Top           string   // the imbalance at the top of the box ("2×"); the bottom is 1×
 	Peak          string   // the highest over the span; "" when no slot has data
 	HotY          int      // the hot threshold's height, for its dashed line; -1 when above Top
+	Hot           string   // the hot threshold, "1.5×"
 	Width, Height int
 }
 
 // sparkOf draws worst, oldest first (NaN: no data), from 1× at the bottom
 // to the next half above its peak (at least 2×) at the top.
 func sparkOf(worst []float64) sparkView {
-	v := sparkView{Width: sparkWidth, Height: sparkHeight, HotY: -1}
+	v := sparkView{Width: sparkWidth, Height: sparkHeight, HotY: -1, Hot: strconv.FormatFloat(hotRatio, 'g', 3, 64) + "×"}
 	peak := math.NaN()
 	for _, w := range worst {
 		if !(w <= peak) && !math.IsNaN(w) {

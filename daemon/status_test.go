@@ -216,7 +216,7 @@ func TestStatusPageSheds(t *testing.T) {
 	c.Plan.Shed = &weighter.ShedPlan{Server: "s2", Sheds: []weighter.Shed{sh}}
 	set(c)
 	_, _, body := getPage(t, srv, "/")
-	want := `<tr><td>s2</td><td>0x55d1c0</td><td>10.0.0.7:51234</td><td class="n">12.4 kB/s</td><td class="n">14m</td>` +
+	want := `<tr><td class="name">s2</td><td>0x55d1c0</td><td>10.0.0.7:51234</td><td class="n">12.4 kB/s</td><td class="n">14m</td>` +
 		`<td class="n">2.40× → 1.30×</td><td>would shed (dry run)</td><td>hot for 3 cycles</td></tr>`
 	if !strings.Contains(body, want) {
 		t.Errorf("no %q in:\n%s", want, body)
