@@ -32,15 +32,24 @@ func setWeight(t *testing.T, socket, server string, w int) {
 	}
 }
 
-// planRow matches a server's line of the status page's plan table (in the
-// page as served, and in the DOM chromium dumps); action "" is any action.
+// planRow matches a server's row of the status page's server table (in the
+// page as served, and in the DOM chromium dumps): its address, its bar, its
+// load as a number with an SI prefix (the exact one in the title), its
+// weight ("now → desired" when they differ) and action; action "" is any.
 func planRow(server string, now, desired int, action string) *regexp.Regexp {
 	act := regexp.QuoteMeta(action)
 	if action == "" {
 		act = `[^<]*`
 	}
-	return regexp.MustCompile(`<tr[^>]*>\s*<td>` + regexp.QuoteMeta(server) + `</td>\s*<td>127\.0\.0\.1:[0-9]+</td>\s*<td class="n">[0-9.e+]+</td>\s*<td class="n">` +
-		strconv.Itoa(now) + `</td>\s*<td class="n">` + strconv.Itoa(desired) + `</td>\s*<td>` + act + `</td>`)
+	w := strconv.Itoa(now)
+	if now != desired {
+		w += " → " + strconv.Itoa(desired)
+	}
+	// cell is any text that does not end the row (</tr>): a match stays in one row.
+	cell := `(?:[^<]|<[^/]|</[^t]|</t[^r])*?`
+	return regexp.MustCompile(`<tr[^>]*>\s*<td class="name">` + regexp.QuoteMeta(server) + `</td>\s*<td class="addr">127\.0\.0\.1:[0-9]+</td>` +
+		cell + `<svg class="bar"` + cell + `<td class="n load" title="[0-9.e+]+">[0-9.]+[kMG]?</td>` + cell +
+		`<td class="n w">` + regexp.QuoteMeta(w) + `</td>\s*<td class="act">` + act + `</td>`)
 }
 
 // TestDryRun runs the daemon with --dry-run against a real HAProxy and
@@ -153,15 +162,22 @@ func TestStatusPageInChromium(t *testing.T) {
 		}
 	}
 	if rows := regexp.MustCompile(`<tbody>(?s:(.*?))</tbody>`).FindStringSubmatch(dom); rows == nil ||
-		strings.Count(rows[1], "<tr") != len(servers) || strings.Count(rows[1], "<td") != 8*len(servers) {
-		t.Errorf("the DOM's table is not one row of 8 cells per server:\n%s", dom)
+		strings.Count(rows[1], "<tr") != len(servers) || strings.Count(rows[1], "<td") != 11*len(servers) ||
+		strings.Count(rows[1], `<svg class="bar"`) != len(servers) {
+		t.Errorf("the DOM's server table is not one row of 11 cells and a bar per server:\n%s", dom)
 	}
 	for _, want := range []string{`<meta http-equiv="refresh" content="2">`, `<a href="/metrics">/metrics</a>`,
 		`<a href="/healthz">/healthz</a>`, `<a href="/readyz">/readyz</a>`, `<span class="ok" id="ready">ready</span>`,
-		"<h2>be_ingest <small>(haproxy on <code>" + h.Socket + "</code>)</small></h2>", `&lt;img src=x onerror="alert(1)"&gt;`} {
+		`<h2>be_ingest <span class="badge ok result">ok</span></h2>`, "haproxy on <code>" + h.Socket + "</code>",
+		`&lt;img src=x onerror="alert(1)"&gt;`, "<polyline"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("no %q in the DOM:\n%s", want, dom)
 		}
+	}
+	// s4 (80 against a mean of 37.5) is the one hot server: its row and bar say so.
+	if hot := regexp.MustCompile(`<tr class="load-(hot|warm|ok)[^"]*">\s*<td class="name">(s[0-9])</td>`).FindAllStringSubmatch(dom, -1); len(hot) != len(servers) ||
+		hot[3][1] != "hot" || hot[0][1] != "ok" || hot[1][1] != "ok" || hot[2][1] != "ok" {
+		t.Errorf("rows by load %v, want s4 alone hot", hot)
 	}
 	if strings.Contains(dom, "<img") || strings.Contains(dom, "<script") {
 		t.Errorf("the DOM has an element the page did not write:\n%s", dom)
