@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,7 +131,8 @@ func runHelper(mode string) {
 		fmt.Fprintln(os.Stderr, "bad helper mode", mode)
 		os.Exit(2)
 	}
-	var held []net.Conn
+	var mu sync.Mutex
+	var held []net.Conn // held so that no connection is closed by its finalizer
 	switch kind {
 	case "listen":
 		for range n {
@@ -146,7 +148,9 @@ func runHelper(mode string) {
 					if err != nil {
 						return
 					}
-					held = append(held, c) //nolint:staticcheck // held only to keep them open
+					mu.Lock()
+					held = append(held, c)
+					mu.Unlock()
 				}
 			}()
 		}
@@ -162,7 +166,11 @@ func runHelper(mode string) {
 	}
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	_ = held
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range held {
+		c.Close()
+	}
 }
 
 // startHelper starts a helper process in mode and returns the lines it

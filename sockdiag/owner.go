@@ -76,7 +76,7 @@ func resolveOwner(procRoot string, pids []int, force Ownership) owner {
 		}
 		o.uids[uid] = true
 		if o.how == OwnerInode && force != OwnerUID {
-			if _, err := os.ReadDir(filepath.Join(dir, "fd")); err != nil {
+			if err := canList(filepath.Join(dir, "fd")); err != nil {
 				o.how, o.why = OwnerUID, fmt.Sprintf("HAProxy's descriptors are not readable (needs root or CAP_SYS_PTRACE): %v", err)
 			}
 		}
@@ -91,6 +91,18 @@ func resolveOwner(procRoot string, pids []int, force Ownership) owner {
 		o.pids = pids
 	}
 	return o
+}
+
+// canList checks that a descriptor directory can be listed, reading one
+// entry only (a full listing is thousands on a busy HAProxy).
+func canList(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.ReadDir(1)
+	return err
 }
 
 // fsUID reads the filesystem uid (the fourth Uid: field) of a process's
