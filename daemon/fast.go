@@ -22,6 +22,9 @@ type localReader struct {
 	// open asks for the open streams with their rates, which only the shed
 	// planner uses; set from the backend's shed block at build and reload.
 	open atomic.Bool
+	// next is when the reader's next read can be a new dump of HAProxy (unix
+	// ns): the runner's first cycle waits for it, so that it has a rate.
+	next atomic.Int64
 }
 
 var _ weighter.LocalReader = (*localReader)(nil)
@@ -44,6 +47,7 @@ func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter
 	if err != nil {
 		return weighter.LocalRead{}, err
 	}
+	r.next.Store(got.Next.UnixNano())
 	out := weighter.LocalRead{At: got.At, Since: got.Since, Servers: make(map[string]weighter.LocalCounter, len(got.Servers)),
 		Streams: got.Streams, Age: got.Age, Dead: got.Dead}
 	for name, s := range got.Servers {
@@ -63,6 +67,15 @@ func (r *localReader) ServerAddresses() map[string]string {
 		}
 	}
 	return out
+}
+
+// nextRead is when a read can next see a new dump of HAProxy (zero before
+// the first read): reads before it return the same counters, no rate.
+func (r *localReader) nextRead() time.Time {
+	if n := r.next.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // fastUnit is what a unit that weighs by the fast signal keeps besides its
@@ -120,8 +133,10 @@ func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source
 	if o.peers != nil {
 		fast = peers.NewReader(reader, b.Name, o.peers)
 	}
-	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: fast, External: ext, Calibrate: b.Calibrates(),
-		Calibration: policy, StepWindow: w.FromStep, Refresh: time.Duration(b.Calibration.Refresh), FirstWait: o.firstWait})
+	// The settings the simulator builds its model of this pipeline from too.
+	cfg := b.FreshSettings().Config(fast, ext)
+	cfg.FirstWait = o.firstWait
+	fresh, err := weighter.NewFresh(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("fast signal: %w", err)
 	}

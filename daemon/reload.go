@@ -4,14 +4,78 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 )
 
+// minReloadSpacing is the least time from the end of a reload to the start
+// of the next. A burst of SIGHUPs (a configuration management run that
+// sends one per file it changed, a script in a loop) was applied one by one:
+// at each a rebuild, the start checks and reads of every backend's HAProxy.
+// Within the spacing they are applied together, once, when it has passed:
+// the configuration in force after the burst is the last one, in at most a
+// second. The backends' cycles keep their own schedule across reloads
+// (runner.inheritSchedule), whatever the spacing.
+const minReloadSpacing = time.Second
+
+// reloadQueue coalesces reload requests: the first after a quiet spell is
+// applied at once, the next ones wait for the spacing since the last reload
+// ended and are applied together. Only Run's goroutine uses it.
+type reloadQueue struct {
+	spacing time.Duration
+	last    time.Time   // when the last reload ended (zero: none yet)
+	pending int         // requests not applied yet
+	timer   *time.Timer // set while requests wait for the spacing to pass
+}
+
+// request records a reload request at now and reports whether to apply it
+// now; if not, due fires when the spacing has passed.
+func (q *reloadQueue) request(now time.Time) bool {
+	q.pending++
+	if q.timer != nil {
+		return false
+	}
+	wait := q.spacing - now.Sub(q.last)
+	if q.last.IsZero() || wait <= 0 {
+		return true
+	}
+	q.timer = time.NewTimer(wait)
+	return false
+}
+
+// due fires when waiting requests may be applied (nil channel: none wait).
+func (q *reloadQueue) due() <-chan time.Time {
+	if q.timer == nil {
+		return nil
+	}
+	return q.timer.C
+}
+
+// take returns how many requests the reload about to be applied answers.
+func (q *reloadQueue) take() int {
+	n := q.pending
+	q.pending = 0
+	q.stop()
+	return n
+}
+
+// applied records that a reload ended at now.
+func (q *reloadQueue) applied(now time.Time) { q.last = now }
+
+func (q *reloadQueue) stop() {
+	if q.timer != nil {
+		q.timer.Stop()
+		q.timer = nil
+	}
+}
+
 // reloadConfig replaces the configuration, or keeps the old one in force
-// when the new one does not load or build.
-func (d *Daemon) reloadConfig(ctx context.Context) {
+// when the new one does not load or build. requests is how many reload
+// requests (SIGHUPs) this one reload answers: more than one when a burst
+// was coalesced, which the log says.
+func (d *Daemon) reloadConfig(ctx context.Context, requests int) {
 	if d.reload == nil {
 		return
 	}
@@ -21,7 +85,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 		units, err = build(cfg, d.log, buildOptions{peers: d.peers, clients: d.current().clients()})
 	}
 	if err != nil {
-		d.log.Error("config reload rejected, keeping the old configuration", "err", err)
+		d.log.Error("config reload rejected, keeping the old configuration", append([]any{"err", err}, coalesced(requests)...)...)
 		d.metrics.SetReloadSuccess(false)
 		return
 	}
@@ -71,7 +135,7 @@ func (d *Daemon) reloadConfig(ctx context.Context) {
 	d.startPeers(ctx, cfg)
 	d.warnHAProxyConfig(cfg)
 	d.start(ctx, units, prev)
-	d.log.Info("config reloaded", "backends", len(cfg.Backends))
+	d.log.Info("config reloaded", append([]any{"backends", len(cfg.Backends)}, coalesced(requests)...)...)
 	d.metrics.SetReloadSuccess(true)
 }
 
@@ -172,4 +236,13 @@ func sameSource(a, b *Unit) bool {
 		return false
 	}
 	return !(a.source.NeedsHAProxy() || a.fast != nil) || a.socket == b.socket
+}
+
+// coalesced is the log attribute that says a reload answered several
+// requests: "coalesced_requests=N" (none for one).
+func coalesced(requests int) []any {
+	if requests <= 1 {
+		return nil
+	}
+	return []any{"coalesced_requests", requests}
 }

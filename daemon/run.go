@@ -40,6 +40,8 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	d.notifier.Notify("READY=1")
 	go d.watchdog(ctx)
+	q := &reloadQueue{spacing: minReloadSpacing}
+	defer q.stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,9 +50,22 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 			d.current().stop()
 			return d.restore(ctx)
 		case <-hup:
-			d.reloadConfig(ctx)
+			if q.request(time.Now()) {
+				d.applyReload(ctx, q)
+			} else {
+				d.log.Debug("reload requested less than a reload spacing after the last; coalescing",
+					"pending", q.pending, "spacing", q.spacing)
+			}
+		case <-q.due():
+			d.applyReload(ctx, q)
 		}
 	}
+}
+
+// applyReload applies the reload requests q holds, once.
+func (d *Daemon) applyReload(ctx context.Context, q *reloadQueue) {
+	d.reloadConfig(ctx, q.take())
+	q.applied(time.Now())
 }
 
 // start starts one runner per backend. Each first checks its backend and
@@ -81,6 +96,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		r.after = d.updateReady
 		if prev != nil {
 			r.inherit(prev.runner(u.Backend.Name))
+			r.inheritSchedule(prev.runner(u.Backend.Name))
 			r.said = saidBefore(prev.runner(u.Backend.Name), u)
 		}
 		g.runners = append(g.runners, r)
@@ -93,7 +109,9 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		reads.Add(1)
 		g.wg.Go(func() {
 			defer close(r.done)
-			r.fastAtStart(d.initialRead(gctx, r.unit, t.Timeout, r.said))
+			st := d.initialRead(gctx, r.unit, t.Timeout, r.said)
+			r.fastAtStart(st)
+			r.waitForSecondRead(st)
 			r.beat() // the loop turned: with timeout > 2 intervals, read + first cycle outlast alive's bound
 			reads.Done()
 			r.run(ctx, gctx)

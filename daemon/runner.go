@@ -51,6 +51,13 @@ type runner struct {
 	last     lastCycle      // the last cycle that ended (status page)
 	plan     lastCycle      // the last cycle that ended with a plan
 	history  *statusHistory // the status page's last 15 minutes (status_history.go)
+
+	// lastStart is when the backend's last cycle started, carried over by a
+	// reload (inheritSchedule): the next cycle waits for an interval after it,
+	// so that reloads never make a backend cycle more often than its schedule.
+	lastStart time.Time
+	// firstAt is when run starts the first cycle (zero: at once); set before run.
+	firstAt time.Time
 }
 
 func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
@@ -88,8 +95,22 @@ func (r *runner) inherit(old *runner) {
 // (stop) lets the cycle in flight finish and commit what it wrote. Cut off
 // mid-write, the weights HAProxy took would be unknown to the Controller the
 // reload keeps, and a drain (weight 0) it wrote would look like an operator's.
+//
+// The first cycle waits until firstAt (a reload's carried-over schedule, or
+// the fast signal's second read at start).
 func (r *runner) run(ctx, stop context.Context) {
 	start := r.clock.Now()
+	r.mu.Lock()
+	first := r.firstAt
+	r.mu.Unlock()
+	if first.After(start) {
+		select {
+		case <-stop.Done():
+			return
+		case <-r.clock.After(first.Sub(start)):
+		}
+		start = first
+	}
 	for stop.Err() == nil {
 		r.step(ctx)
 		next, now := start.Add(r.next()), r.clock.Now()
@@ -121,6 +142,9 @@ func (r *runner) next() time.Duration {
 
 // step runs one cycle under the cycle timeout and records its outcome.
 func (r *runner) step(ctx context.Context) weighter.Cycle {
+	r.mu.Lock()
+	r.lastStart = r.clock.Now()
+	r.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, r.timing.Timeout)
 	defer cancel()
 	c := r.cycle(cctx)
@@ -181,4 +205,59 @@ func (r *runner) beat() {
 	r.mu.Lock()
 	r.lastBeat = now
 	r.mu.Unlock()
+}
+
+// inheritSchedule carries over the start of the last cycle of the runner a
+// reload replaced (nil: none) and makes the first cycle wait an interval
+// after it: a burst of reloads would otherwise cycle the backend at each
+// (each a read of HAProxy, and, as max_step bounds a move per cycle, weights
+// moving that many times faster). A backend that never cycled cycles at once.
+func (r *runner) inheritSchedule(old *runner) {
+	if old == nil {
+		return
+	}
+	old.mu.Lock()
+	last := old.lastStart
+	old.mu.Unlock()
+	if last.IsZero() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lastStart = last
+	r.firstAt = later(r.firstAt, last.Add(r.next()))
+}
+
+// waitFirstUntil makes the first cycle wait until at, bounded by two
+// intervals from now so that the loop's liveness bound (alive: a cycle ends
+// within two intervals and a timeout of the last beat) still holds.
+func (r *runner) waitFirstUntil(at time.Time) {
+	limit := r.clock.Now().Add(2 * r.timing.Interval)
+	if at.After(limit) {
+		at = limit
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.firstAt = later(r.firstAt, at)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// waitForSecondRead makes the first cycle of a backend whose start-up read
+// of the fast signal was its first (st starting) wait until the reader can
+// read HAProxy again: a cycle before then gets the same dump back, has no
+// rate, and weighs by the source alone, which at start may have no data yet
+// (an ERROR for nothing, and no weights until the next cycle).
+func (r *runner) waitForSecondRead(st weighter.FastState) {
+	if st != weighter.FastStarting || r.unit.fast == nil || r.unit.fast.local == nil {
+		return
+	}
+	if next := r.unit.fast.local.nextRead(); !next.IsZero() {
+		r.waitFirstUntil(next)
+	}
 }

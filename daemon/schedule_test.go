@@ -130,3 +130,38 @@ func TestCyclesStartOnScheduleRealClock(t *testing.T) {
 		t.Errorf("mean period %s, want about the %s interval (starts %v)", period, interval, starts)
 	}
 }
+
+// TestReloadedRunnerKeepsTheSchedule: the runner a reload starts for a
+// backend that cycled waits for an interval after that cycle's start before
+// its first; each reload used to cycle at once, so a burst of SIGHUPs ran a
+// burst of cycles. A backend that never cycled cycles at once.
+func TestReloadedRunnerKeepsTheSchedule(t *testing.T) {
+	f := newFixture(t)
+	f.r.rand = func() float64 { return 0.5 } // no jitter: 10 s
+	f.r.step(context.Background())
+	f.clock.advance(3 * time.Second)
+
+	next := newFixture(t)
+	next.r.clock, next.r.rand = f.clock, f.r.rand
+	next.r.inheritSchedule(f.r)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { next.r.run(ctx, ctx); close(done) }()
+	if d := <-f.clock.waits; d != 7*time.Second {
+		t.Errorf("the reloaded runner's first wait %s, want the 7 s left of the interval since the last cycle", d)
+	}
+	cancel()
+	<-done
+	if calls := next.src.calls; calls != 0 {
+		t.Errorf("%d cycles before the interval since the last one had passed", calls)
+	}
+
+	never := newFixture(t)
+	never.r.inheritSchedule(newFixture(t).r)
+	never.r.mu.Lock()
+	first := never.r.firstAt
+	never.r.mu.Unlock()
+	if !first.IsZero() {
+		t.Errorf("a backend that never cycled waits until %v for its first cycle, want at once", first)
+	}
+}
