@@ -2,11 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -41,6 +41,7 @@ type cycleLog struct {
 	fastKnown  bool            // fastDead has been logged (or set at start)
 	fastDead   bool            // the fast signal is dead: the source weighs alone
 	extFailing bool            // the calibrating source fails while the fast signal weighs
+	extWaiting bool            // the calibrating source has given no point yet, and said so
 	expired    map[string]bool // servers whose calibration expired
 
 	// would is, in a dry run, the weight each server was last said to be
@@ -132,10 +133,15 @@ func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
 	if c.Err != nil {
 		key += ": " + normalise(c.Err.Error())
 	}
-	if c.Result == weighter.ResultSkippedCoverage {
+	switch {
+	case c.Result == weighter.ResultSkippedCoverage:
 		level, msg = slog.LevelWarn, "holding weights"
 		detail = []any{"result", c.Result, "reason", c.Plan.Reason, "coverage", c.Plan.Coverage}
 		key += ": " + normalise(c.Plan.Reason)
+	case errors.Is(c.Err, weighter.ErrFastStarting):
+		// The first cycles of a backend whose metrics source has no point
+		// yet: not a failure; the next read of the fast signal weighs.
+		level, msg = slog.LevelInfo, "weights held until the fast signal has a rate (one read so far) or the source has data"
 	}
 	if l.cycles == 0 {
 		l.since, l.seen, l.summaryAt, l.summaryN, l.summarised = c.Plan.Time, map[string]bool{}, end, 0, false
@@ -181,27 +187,16 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 	}
 	l.fastKnown, l.fastDead = true, dead
 	if sig.ExternalFetched && sig.Calibrate && sig.Pipeline != weighter.PipelineExternal {
-		failing := sig.ExternalError != ""
-		switch {
-		case failing == l.extFailing:
-		case failing:
-			ln.add(slog.LevelInfo, "calibrating source failing; calibration held, then the fast signal alone",
-				"err", sig.ExternalError)
-		default:
-			ln.add(slog.LevelInfo, "calibrating source back")
-		}
-		l.extFailing = failing
+		l.calibratingSource(ln, sig)
 	}
 	if sig.Pipeline != weighter.PipelineCalibrated {
 		return
 	}
 	now := map[string]bool{}
-	for name, in := range sig.Servers {
-		if !in.Calibrated && strings.Contains(in.Note, "calibration expired") {
-			now[name] = true
-			if !l.expired[name] {
-				l.log.Debug("calibration expired; fast signal alone", "server", name, "reason", in.Note)
-			}
+	for _, name := range sig.Expired {
+		now[name] = true
+		if !l.expired[name] {
+			l.log.Debug("calibration expired; fast signal alone", "server", name, "reason", sig.Servers[name].Note)
 		}
 	}
 	for name := range l.expired {
@@ -220,6 +215,36 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 		ln.add(slog.LevelInfo, "calibration back", "servers", len(l.expired))
 	}
 	l.expired = now
+}
+
+// calibratingSource logs, once per change, the calibrating source's state
+// while the fast signal weighs: waiting for its first point (at start, a
+// metrics source with no point for the query yet: the fast signal weighs
+// alone meanwhile, nothing failed), failing after it had given points
+// (the calibration is held, then expires), or answering (again).
+func (l *cycleLog) calibratingSource(ln *line, sig *weighter.Signal) {
+	failing, never := sig.ExternalError != "", sig.ExternalAge < 0
+	switch {
+	case failing && never:
+		if !l.extWaiting && !l.extFailing {
+			ln.add(slog.LevelInfo, "calibration waiting for the source's first data; weighting by the fast signal alone",
+				"err", sig.ExternalError)
+		}
+		l.extWaiting = !l.extFailing
+	case failing:
+		if !l.extFailing {
+			ln.add(slog.LevelInfo, "calibrating source failing; calibration held, then the fast signal alone",
+				"err", sig.ExternalError)
+		}
+		l.extFailing, l.extWaiting = true, false
+	case never: // an answer without a valid point: still waiting, said already or not
+	case l.extWaiting:
+		ln.add(slog.LevelInfo, "calibrating source has data; calibration starts")
+		l.extWaiting = false
+	case l.extFailing:
+		ln.add(slog.LevelInfo, "calibrating source back")
+		l.extFailing = false
+	}
 }
 
 // due reports whether the failing run should be summarised now.

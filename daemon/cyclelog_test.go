@@ -179,3 +179,27 @@ func (extraSource) Fetch(context.Context) (weighter.Loads, error) {
 	at := time.Unix(1_800_000_000, 0)
 	return weighter.Loads{"s1": {{Time: at, Value: 10}}, "s2": {{Time: at, Value: 20}}, "s9": {{Time: at, Value: 5}}}, nil
 }
+
+// The first cycles of a backend whose fast signal has one read so far and
+// whose metrics source has no point yet hold the weights and say so at
+// info, once: the start of a backend, not an ERROR "cycle failed". The
+// first cycle with a load says it recovered, as after any failing run.
+func TestFastStartingIsNotLoggedAsAFailure(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.src.setErr(fmt.Errorf("%w, and the source: %w", weighter.ErrFastStarting,
+		errors.New("prometheus: no data: query returned no series")))
+	for range 3 {
+		f.clock.advance(time.Second)
+		f.r.step(ctx)
+	}
+	f.src.setErr(nil)
+	f.clock.advance(time.Second)
+	f.r.step(ctx)
+	lines := infoLines(f.logs.String())
+	if strings.Contains(f.logs.String(), "level=ERROR") || len(lines) != 2 ||
+		!strings.Contains(lines[0], `level=INFO msg="weights held until the fast signal has a rate (one read so far) or the source has data"`) ||
+		!strings.Contains(lines[1], `msg="cycle ok again"`) {
+		t.Errorf("logs:\n%s", f.logs.String())
+	}
+}

@@ -76,6 +76,10 @@ type Calibration struct {
 	// not for Hold); Reason then says why, and the fast load is used alone.
 	Calibrated bool
 	Reason     string
+	// Expired is set when the server was calibrated once but its newest
+	// usable external point is older than Hold: what the log says, as a
+	// state rather than a reason's wording.
+	Expired bool
 }
 
 // Apply turns a server's local load over the last interval and its mean open
@@ -251,7 +255,8 @@ func (c *Calibrator) Factors(now time.Time, names []string) map[string]Calibrati
 		case s == nil || s.updated.IsZero():
 			out[name] = Calibration{Factor: 1, Reason: "no calibration yet (no external point aligned with local traffic)"}
 		case now.Sub(s.updated) > c.p.Hold:
-			out[name] = Calibration{Factor: 1, Reason: fmt.Sprintf("calibration expired (newest usable external point %v old)", now.Sub(s.updated).Round(time.Second))}
+			out[name] = Calibration{Factor: 1, Expired: true,
+				Reason: fmt.Sprintf("calibration expired (newest usable external point %v old)", now.Sub(s.updated).Round(time.Second))}
 		case c.p.Mode == CalibrateOffset:
 			out[name] = Calibration{Factor: 1, Offset: (s.num - s.den) / s.weight, Calibrated: true}
 		default:

@@ -68,6 +68,10 @@ type Signal struct {
 	// Uncalibrated counts the servers weighted by the fast signal alone
 	// although calibration is on (no usable external point, or expired).
 	Uncalibrated int `json:"uncalibrated"`
+	// Expired are the servers, sorted, whose calibration expired (they had
+	// one, and no usable external point for its hold): a state the log
+	// follows without reading the servers' notes.
+	Expired []string `json:"-"`
 	// Sessions are the connections the fast read listed, with their rates,
 	// while the fast signal carries the loads (for session shedding).
 	Sessions []ShedSession `json:"-"`
@@ -80,6 +84,13 @@ type SignalSource interface {
 	Source
 	FetchSignal(ctx context.Context, servers []ServerState) (Loads, *Signal, error)
 }
+
+// ErrFastStarting marks a cycle that has no load at all because the fast
+// signal has one read so far (start: a rate needs two) and the external
+// source, which weighs meanwhile, failed too, typically a metrics source
+// that has no point for the query yet. Weights are held; it is the start of
+// a backend, not a failure of it, and the log says so without an ERROR.
+var ErrFastStarting = errors.New("the fast signal has one read so far (a rate needs two)")
 
 // FreshConfig configures a Fresh source.
 type FreshConfig struct {
@@ -242,13 +253,15 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	}
 	if !live {
 		sig.Pipeline = PipelineExternal
-		if eerr != nil {
-			if ferr != nil {
-				return nil, sig, fmt.Errorf("%w (and the fast signal: %w)", eerr, ferr)
-			}
-			return nil, sig, eerr
+		switch {
+		case eerr == nil:
+			return ext, sig, nil
+		case ferr != nil:
+			return nil, sig, fmt.Errorf("%w (and the fast signal: %w)", eerr, ferr)
+		case f.state == FastStarting:
+			return nil, sig, fmt.Errorf("%w, and the source: %w", ErrFastStarting, eerr)
 		}
-		return ext, sig, nil
+		return nil, sig, eerr
 	}
 	var cal map[string]Calibration
 	sig.Pipeline = PipelineFast
@@ -265,6 +278,11 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 		}
 	}
 	loads, inputs := CombineFast(cur, cal)
+	for _, name := range slices.Sorted(maps.Keys(cal)) {
+		if _, ok := inputs[name]; ok && cal[name].Expired {
+			sig.Expired = append(sig.Expired, name)
+		}
+	}
 	for name, in := range inputs {
 		if f.cfg.Calibrate && !in.Calibrated {
 			sig.Uncalibrated++

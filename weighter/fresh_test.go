@@ -167,12 +167,14 @@ func TestFreshExternalDownThenBack(t *testing.T) {
 	assert.InDelta(t, 50, l["s2"][0].Value, 1e-6, "expired: fast alone")
 	assert.Contains(t, sig.Servers["s2"].Note, "calibration expired")
 	assert.Contains(t, sig.Servers["s2"].Note, "fast signal alone")
+	assert.Equal(t, []string{"s1", "s2", "s3"}, sig.Expired, "expired is a state, not only a note's words")
 	assert.Greater(t, sig.ExternalAge, 10*time.Minute)
 
 	r.ext.err = nil
 	l, sig, err = r.run(t, time.Minute)
 	require.NoError(t, err)
 	assert.Zero(t, sig.Uncalibrated)
+	assert.Empty(t, sig.Expired)
 	assert.Greater(t, l["s2"][0].Value, 1.2*l["s1"][0].Value, "calibrated again")
 }
 
@@ -413,4 +415,39 @@ func TestFreshExternalAgeIgnoresNullPoints(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, sig.Uncalibrated)
 	assert.Greater(t, sig.ExternalAge, 10*time.Minute)
+}
+
+// At start the fast signal has one read (no rate yet) and a metrics source
+// with no point for the query yet fails: there is no load at all, which the
+// error says with ErrFastStarting (the daemon logs it as the start it is,
+// not as a failure). Once the fast signal has a rate it weighs alone, the
+// source's failure noted in the signal, with no external point read so far
+// (ExternalAge -1) and no calibration expired (there never was one).
+func TestFreshStartingWithoutExternalData(t *testing.T) {
+	r := newFreshRig(t, true)
+	noData := errors.New("prometheus: no data: query returned no series")
+	r.ext.err = noData
+	_, sig, err := r.src.FetchSignal(context.Background(), nil) // the first read: no rate yet
+	require.ErrorIs(t, err, ErrFastStarting)
+	require.ErrorIs(t, err, noData)
+	assert.Equal(t, FastStarting, sig.Fast)
+
+	l, sig, err := r.step(t)
+	require.NoError(t, err, "the fast signal has a rate: it weighs alone")
+	assert.Equal(t, PipelineCalibrated, sig.Pipeline)
+	assert.Len(t, l, 3)
+	assert.Equal(t, 3, sig.Uncalibrated)
+	assert.Equal(t, time.Duration(-1), sig.ExternalAge)
+	assert.Empty(t, sig.Expired)
+}
+
+// A fast signal that failed and a source that fails: not ErrFastStarting
+// (that is a dead signal, not a start).
+func TestFreshDeadAndSourceFailingIsNotStarting(t *testing.T) {
+	r := newFreshRig(t, true)
+	r.ext.err = errors.New("prometheus: connection refused")
+	r.local.err = errors.New("show sess all: permission denied")
+	_, _, err := r.step(t)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, ErrFastStarting)
 }
