@@ -76,7 +76,7 @@ extract_all() {
 		dpkg-deb -x "$deb" "$2" || die "dpkg-deb -x $deb failed"
 		n=$((n + 1))
 	done
-	say "extracted $n packages into $2"
+	say "extracted $n packages ($(du -cm "$1"/*.deb | tail -1 | cut -f1) MB) into $2"
 }
 
 # fetch_root: the trixie root (HAProxy 3.0 and the libraries of every fetched version).
