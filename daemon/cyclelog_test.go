@@ -203,3 +203,27 @@ func TestFastStartingIsNotLoggedAsAFailure(t *testing.T) {
 		t.Errorf("logs:\n%s", f.logs.String())
 	}
 }
+
+// A calibrating source that has given no point yet (a Prometheus that has
+// not scraped the servers when the daemon starts) is waited for, said once
+// at info, and its first data says the calibration starts: not "failing"
+// and "back", which would say something broke.
+func TestCalibrationWaitingForTheSourceIsSaidOnce(t *testing.T) {
+	var out strings.Builder
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, nil)), ready: true, fastKnown: true}
+	now := time.Unix(1_800_000_000, 0)
+	live := func(age time.Duration, err string) *weighter.Signal {
+		return &weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true,
+			ExternalFetched: true, ExternalAge: age, ExternalError: err}
+	}
+	for _, sig := range []*weighter.Signal{live(-1, "prometheus: no data"), live(-1, "prometheus: no data"),
+		live(-1, ""), live(15*time.Second, ""), live(15*time.Second, "")} {
+		l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: weighter.Plan{Time: now}, Signal: sig}, now, true)
+	}
+	lines := infoLines(out.String())
+	if len(lines) != 2 ||
+		!strings.Contains(lines[0], `msg="calibration waiting for the source's first data; weighting by the fast signal alone"`) ||
+		!strings.Contains(lines[1], `msg="calibrating source has data; calibration starts"`) {
+		t.Errorf("logs:\n%s", out.String())
+	}
+}

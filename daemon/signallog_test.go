@@ -31,8 +31,8 @@ func TestSignalChangesAreLoggedOnce(t *testing.T) {
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: calibrated}, "fast signal alive again; weighting by it"},
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, ExternalError: "prometheus down", Servers: calibrated}, "calibrating source failing; calibration held, then the fast signal alone"},
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, ExternalError: "prometheus down", Servers: calibrated}, ""},
-		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalAge: 10 * time.Minute, Servers: expired}, "calibration expired; fast signal alone"},
-		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: expired}, ""},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalAge: 10 * time.Minute, Servers: expired, Expired: []string{"s1"}}, "calibration expired; fast signal alone"},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: expired, Expired: []string{"s1"}}, ""},
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, Servers: calibrated}, "calibrating source back"},
 	}
 	for i, st := range steps {
