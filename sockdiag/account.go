@@ -119,7 +119,7 @@ func (a *account) commit(d *pending, at time.Time) Reading {
 	if a.reads > 0 && at.After(a.at) {
 		span = at.Sub(a.at).Seconds()
 	}
-	out := Reading{At: at, Dumped: d.dumped, Matched: d.matched}
+	out := Reading{At: at, Dumped: d.dumped, Matched: d.matched, Conns: make([]Conn, 0, len(d.obs))}
 	if a.reads > 0 {
 		out.Since = a.at
 	}
