@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -97,31 +98,18 @@ func owners(sc Scenario, str *stream) []int {
 	return out
 }
 
-// fastRead is one cycle's reading of a server's fast signal on one balancer.
-type fastRead struct {
-	t       float64
-	counter float64 // cumulative local datapoints as the signal shows them
-	connSec float64 // cumulative session-seconds as the signal measures them
-	scur    int
-	lagScur int // scur one contstats tick earlier (LagSessions)
-}
-
 // balancer is one HAProxy in front of the shared servers, with its own daemon.
 type balancer struct {
 	b     *backend
 	since []float64 // per connection: when it joined its current server
-	ctrl  *weighter.Controller
-	cal   *weighter.Calibrator
-	reads [][]fastRead // per server, oldest first
 	// client is per connection the arrival (client) it carries: a shed
 	// client reconnects as a new connection of the same client.
-	client   []int
-	shedder  *weighter.Shedder
-	lastRead float64 // when the daemon last read the streams (shedding); -1 = never
-	// peerBytes is per server the peers' bytes this daemon has added to its
-	// own counter (their rates × its own read spans), as the daemon's peered
-	// reader keeps them.
-	peerBytes []float64
+	client []int
+	// daemon is the daemon's backend (weighter.RunCycle's), nil unless the
+	// pipeline is a weighter; reader its fast reader (nil when it weighs by
+	// the external source alone).
+	daemon *weighter.Backend
+	reader *simReader
 }
 
 // fleet simulates one pipeline over a scenario with several balancers, server
@@ -144,6 +132,8 @@ type fleet struct {
 	agentLast []float64
 	agentAt   float64
 	tr        trace
+	now       float64       // the model's time, the daemons' clock
+	interval  time.Duration // the daemons' interval
 	onStep    func(f *fleet, now float64) // test hook
 	// onOmni is a test hook: the omniscient shedder closes connection id of
 	// lb, on server top, at now.
@@ -155,7 +145,7 @@ type fleet struct {
 }
 
 func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error) {
-	f := &fleet{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal()}
+	f := &fleet{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal(), interval: pl.interval(sc)}
 	if pl.Signal != "" {
 		f.signal = pl.Signal
 	}
@@ -183,32 +173,12 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 		pick = f.pickOracle
 	}
 	for range sc.shares() {
-		lb := &balancer{b: newBackend(sc.Servers, initialWeight, pick)}
-		var err error
-		if pl.Kind == KindWeighter {
-			var ctrl *weighter.Controller
-			ctrl, err = weighter.NewController(pl.Policy)
-			if err != nil {
-				return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
-			}
-			lb.ctrl = ctrl
-			if pl.Input == InputCalibrated {
-				cp := pl.Calibration
-				if cp.Window == 0 {
-					cp.Window = sc.RateWindow
-				}
-				if lb.cal, err = weighter.NewCalibrator(cp); err != nil {
-					return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
-				}
-			}
+		f.lbs = append(f.lbs, &balancer{b: newBackend(sc.Servers, initialWeight, pick)})
+	}
+	if pl.Kind == KindWeighter {
+		if err := f.newDaemons(); err != nil {
+			return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
 		}
-		if pl.Shed != nil && pl.Kind == KindWeighter {
-			if lb.shedder, err = weighter.NewShedder(*pl.Shed); err != nil {
-				return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
-			}
-			lb.lastRead = -1
-		}
-		f.lbs = append(f.lbs, lb)
 	}
 	f.initShed()
 	return f, nil
@@ -263,7 +233,7 @@ func (f *fleet) run() (trace, error) {
 	step := sc.Step.Seconds()
 	n := int(sc.Duration / sc.Step)
 	every := func(d time.Duration) int { return int(d / sc.Step) }
-	win, res, ivl, agt := every(sc.Window), every(sc.Resolution), every(sc.Interval), every(sc.AgentEvery)
+	win, res, ivl, agt := every(sc.Window), every(sc.Resolution), every(f.interval), every(sc.AgentEvery)
 	if err := f.advance(0); err != nil {
 		return f.tr, err
 	}
@@ -274,6 +244,7 @@ func (f *fleet) run() (trace, error) {
 		if err := f.advance(now); err != nil {
 			return f.tr, err
 		}
+		f.now = now
 		if f.onStep != nil {
 			f.onStep(f, now)
 		}
@@ -285,17 +256,12 @@ func (f *fleet) run() (trace, error) {
 		}
 		switch {
 		case f.pl.Kind == KindWeighter:
-			// Each balancer's daemon reads its HAProxy, then plans, at its own
-			// phase: daemons started independently do not cycle together.
-			var due []*balancer
+			// Each balancer's daemon runs its cycle at its own phase: daemons
+			// started independently do not cycle together.
 			for b, lb := range f.lbs {
 				if (k-f.phase(b, ivl))%ivl == 0 {
-					f.read(lb, now)
-					due = append(due, lb)
+					f.cycle(lb, now)
 				}
-			}
-			for _, lb := range due {
-				f.cycle(lb, now)
 			}
 		case f.pl.Kind == KindAgent && k%agt == 0:
 			f.agentReport(now)
@@ -436,9 +402,6 @@ func (f *fleet) scrape(now float64) {
 // of the true load visible by then, per up server.
 func (f *fleet) external(now float64) weighter.Loads {
 	out := weighter.Loads{}
-	if o := f.sc.ExternalOutage; o != nil && now >= o.From.Seconds() && now < o.To.Seconds() {
-		return out
-	}
 	for i, s := range f.lbs[0].b.servers {
 		if s.up && i < len(f.samples) {
 			out[s.name] = f.mon.series(f.samples[i], now, epoch)
@@ -475,183 +438,12 @@ func (f *fleet) agentReport(now float64) {
 	f.agentAt = now
 }
 
-// read is the fast signal of every up server of lb at now, appended to its readings.
-func (f *fleet) read(lb *balancer, now float64) {
-	b := lb.b
-	pending := make([]float64, len(b.servers)) // bytes the signal does not show yet
-	if f.signal != SignalLive {
-		for _, d := range b.departing {
-			c := b.conns[d.id]
-			age := now - lb.since[d.id]
-			if f.signal == SignalContstats {
-				age = math.Mod(age, contstatsTick)
-			}
-			pending[c.server] += c.rate * age
-		}
-	}
-	for len(lb.reads) < len(b.servers) {
-		lb.reads = append(lb.reads, nil)
-	}
-	keep := math.Max(f.pl.fastWindow(f.sc), f.sc.Interval.Seconds()) + 1e-9
-	if f.pl.FleetWide {
-		keep += f.sc.Interval.Seconds() // a peer's reading may be one read old
-	}
-	for i, s := range b.servers {
-		if !s.up {
-			continue
-		}
-		r := fastRead{t: now, counter: b.counter(i, now) - pending[i], scur: s.active}
-		rs := lb.reads[i]
-		switch {
-		case f.signal == SignalLive:
-			r.connSec = b.connSeconds(i, now)
-		case len(rs) > 0:
-			p := rs[len(rs)-1]
-			r.connSec = p.connSec + float64(p.scur+r.scur)/2*(now-p.t)
-			if f.pl.LagSessions && f.signal == SignalContstats {
-				// Count the sessions of one contstats tick ago: a connection
-				// shows no bytes before its first tick.
-				lag := r.scur
-				for _, q := range rs {
-					if q.t <= now-contstatsTick+1e-9 {
-						lag = q.scur
-					}
-				}
-				r.connSec = p.connSec + float64(p.lagScur+lag)/2*(now-p.t)
-				r.lagScur = lag
-			}
-		}
-		rs = append(rs, r)
-		cut := 0
-		for cut < len(rs)-2 && now-rs[cut+1].t >= keep {
-			cut++
-		}
-		lb.reads[i] = append(rs[:0], rs[cut:]...)
-	}
-}
-
-// fastOver is server i's local load and mean open connections over the fast
-// window ending at the newest reading; false before two readings exist.
-func (lb *balancer) fastOver(i int, w float64) (load, sessions float64, ok bool) {
-	return lb.fastOverUntil(i, w, math.Inf(1))
-}
-
-// fastOverUntil is fastOver as it was at until: over the window ending at
-// the newest reading made by then.
-func (lb *balancer) fastOverUntil(i int, w, until float64) (load, sessions float64, ok bool) {
-	if i >= len(lb.reads) {
-		return 0, 0, false
-	}
-	rs := lb.reads[i]
-	for len(rs) > 0 && rs[len(rs)-1].t > until+1e-9 {
-		rs = rs[:len(rs)-1]
-	}
-	if len(rs) < 2 {
-		return 0, 0, false
-	}
-	r1 := rs[len(rs)-1]
-	r0 := rs[0]
-	for _, r := range rs {
-		if r.t <= r1.t-w+1e-9 {
-			r0 = r
-		}
-	}
-	dt := r1.t - r0.t
-	return (r1.counter - r0.counter) / dt, (r1.connSec - r0.connSec) / dt, true
-}
-
-// cycle is one daemon cycle on one balancer: read the fast signal, calibrate it
-// with the external points, plan with the real Controller, apply and commit.
+// cycle is one daemon cycle on one balancer: the daemon's own
+// weighter.RunCycle, applied, over the balancer's fakes (daemon.go).
 func (f *fleet) cycle(lb *balancer, now float64) {
-	wall := simTime(epoch, now)
-	var states []weighter.ServerState
-	var names []string
-	index := map[string]int{}
-	counters := map[string]float64{}
-	for i, s := range lb.b.servers {
-		if !s.up {
-			continue
-		}
-		index[s.name] = i
-		names = append(names, s.name)
-		states = append(states, weighter.ServerState{
-			Name: s.name, Weight: s.weight, InitialWeight: initialWeight,
-			Admin: weighter.AdminReady, Operational: "up", Sessions: s.active,
-		})
-		counters[s.name] = lb.reads[i][len(lb.reads[i])-1].counter
-	}
-	var peerLocal, peerSess map[string]float64
-	if f.pl.FleetWide {
-		peerLocal, peerSess = f.peerReadings(lb, now, index, counters)
-	}
-	var loads weighter.Loads
-	totals := map[string]weighter.ShedServer{} // whole loads, for shedding
-	if f.pl.Input == InputExternal {
-		loads = f.external(now)
-	} else {
-		var cals map[string]weighter.Calibration
-		if lb.cal != nil {
-			lb.cal.Local(wall, counters)
-			lb.cal.External(f.external(now))
-			lb.cal.Forget(names)
-			cals = lb.cal.Factors(wall, names)
-		}
-		loads = weighter.Loads{}
-		for _, name := range names {
-			local, sessions, ok := lb.fastOver(index[name], f.pl.fastWindow(f.sc))
-			if !ok {
-				continue
-			}
-			local, sessions = local+peerLocal[name], sessions+peerSess[name]
-			cal := weighter.Calibration{Factor: 1}
-			if c, ok := cals[name]; ok {
-				cal = c
-			}
-			loads[name] = weighter.Series{{Time: wall, Value: cal.Apply(local, sessions)}}
-			totals[name] = weighter.ShedServer{Name: name, Load: math.Max(local*cal.Factor+cal.Offset, 0), Factor: cal.Factor}
-		}
-	}
-	plan := lb.ctrl.Plan(wall, loads, states)
-	changes := plan.Changes()
-	for _, ch := range changes {
-		lb.b.setWeight(index[ch.Server], ch.Weight)
-	}
-	lb.ctrl.Commit(changes)
-	if lb.shedder != nil && f.pl.Input != InputExternal {
-		f.shedCycle(lb, now, plan, names, totals)
-	}
+	c := weighter.RunCycle(context.Background(), lb.daemon, simTime(epoch, now), true)
 	f.tr.cycles++
-	f.tr.writes += len(changes)
-}
-
-// peerReadings is what lb's daemon adds to its own fast signal from its peers
-// (every other balancer's daemon), as the daemon's peered reader does: each
-// peer's newest published reading that a background poll (every quarter
-// interval) has fetched by now, taken as made a whole poll before now: the
-// peer's own rate and mean sessions over its last interval. A peer without
-// one yet is left out. The peers' rates over lb's own read span are added to
-// its byte counters (counters, in place), for the calibration.
-func (f *fleet) peerReadings(lb *balancer, now float64, index map[string]int, counters map[string]float64) (local, sess map[string]float64) {
-	local, sess = map[string]float64{}, map[string]float64{}
-	for len(lb.peerBytes) < len(lb.b.servers) {
-		lb.peerBytes = append(lb.peerBytes, 0)
-	}
-	for name, i := range index {
-		for _, peer := range f.lbs {
-			if peer == lb {
-				continue
-			}
-			if l, s, ok := peer.fastOverUntil(i, f.pl.fastWindow(f.sc), now-peerPoll*f.sc.Interval.Seconds()); ok {
-				local[name] += l
-				sess[name] += s
-			}
-		}
-		if rs := lb.reads[i]; len(rs) >= 2 {
-			lb.peerBytes[i] += local[name] * (rs[len(rs)-1].t - rs[len(rs)-2].t)
-		}
-		counters[name] += lb.peerBytes[i]
-	}
-	return local, sess
+	f.tr.writes += len(c.Written)
 }
 
 // phase is balancer b's cycle offset in steps: the daemons spread evenly

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"math"
 	"path/filepath"
 	"testing"
@@ -83,6 +84,11 @@ func TestFleetConservation(t *testing.T) {
 		f, err := newFleet(sc, pl, str, own)
 		require.NoError(t, err)
 		failures := 0
+		// A reader of its own per balancer: the daemons' readers are theirs.
+		readers := make([]*simReader, len(f.lbs))
+		for k, lb := range f.lbs {
+			readers[k] = newSimReader(f, lb, pl)
+		}
 		f.onStep = func(f *fleet, now float64) {
 			if failures > 3 || int(now*10)%50 != 0 {
 				return
@@ -92,12 +98,17 @@ func TestFleetConservation(t *testing.T) {
 					failures++
 					t.Errorf("%s balancer %d t=%.1fs: %v", sig, k, now, err)
 				}
-				f.read(lb, now)
+				var names []string
+				for _, s := range lb.b.servers {
+					names = append(names, s.name)
+				}
+				read, err := readers[k].ReadLocal(context.Background(), names)
+				require.NoError(t, err)
 				for i, s := range lb.b.servers {
 					if !s.up {
 						continue
 					}
-					got, exact := lb.reads[i][len(lb.reads[i])-1].counter, lb.b.counter(i, now)
+					got, exact := read.Servers[s.name].Bytes/bytesPerLine, lb.b.counter(i, now)
 					if got > exact+1e-6 || (sig == SignalContstats && got < exact-s.load*contstatsTick-1e-6) || math.IsNaN(got) {
 						failures++
 						t.Errorf("%s balancer %d %s t=%.1fs: signal %.1f, exact %.1f", sig, k, s.name, now, got, exact)
@@ -141,12 +152,15 @@ func TestContstatsLumps(t *testing.T) {
 		lb.b.open(10000, 100, 0)
 		lb.since = append(lb.since, 0)
 		f := &fleet{sc: sc, signal: sig}
-		f.read(lb, 0)
+		r := newSimReader(f, lb, Pipeline{})
+		_, err := r.ReadLocal(context.Background(), []string{"s1"})
+		require.NoError(t, err)
 		var got []float64
 		for now := 2.0; now <= 10; now += 2 {
-			f.read(lb, now)
-			rs := lb.reads[0]
-			got = append(got, (rs[len(rs)-1].counter-rs[len(rs)-2].counter)/2)
+			f.now = now
+			read, err := r.ReadLocal(context.Background(), []string{"s1"})
+			require.NoError(t, err)
+			got = append(got, read.Servers["s1"].Rate/bytesPerLine)
 		}
 		assert.InDeltaSlice(t, want, got, 1e-6, sig)
 	}

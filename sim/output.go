@@ -86,7 +86,7 @@ func (r *Report) writeShedTable(w io.Writer) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\nsheds after the warmup; bytes in flight: min(64 KiB, rate × %d B × %gs) per shed connection; whales: seconds\n"+
-		"from each whale's arrival until its server was under 1.5× the mean in a %v window (never = not while it lived)\n", bytesPerPoint, inFlightSpan, r.Scenario.Window)
+		"from each whale's arrival until its server was under 1.5× the mean in a %v window (never = not while it lived)\n", bytesPerLine, inFlightSpan, r.Scenario.Window)
 	return err
 }
 

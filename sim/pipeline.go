@@ -32,8 +32,11 @@ type Pipeline struct {
 	Input  string // weighter only
 	Signal string // fast signal; "" = the scenario's
 	// FastWindow is the span of the fast rate and session mean; 0 = the interval.
-	FastWindow  time.Duration
-	Calibration weighter.CalibrationPolicy // Window 0 = the scenario's rate window
+	FastWindow time.Duration
+	// Calibration's mode and factors, when Mode is set ("": the
+	// configuration's); its window is always the daemon's, the external
+	// query's range (the scenario's rate window).
+	Calibration weighter.CalibrationPolicy
 	Policy      weighter.Policy
 	Default     bool // the pipeline recommended as the shipped default
 	// FleetWide makes every daemon add the other balancers' fast signals to
@@ -52,13 +55,23 @@ type Pipeline struct {
 	// Omni, when set, adds an omniscient shedder (OmniShed) to the
 	// placement: the reference for what shedding could do, not a daemon.
 	Omni *OmniShed
+	// Interval is the daemon's interval; 0 = the scenario's (or, Shipped,
+	// the configuration's default).
+	Interval time.Duration
+	// Refresh is how often a calibrating daemon asks the external source
+	// while the fast signal is live; 0 = the configuration's default.
+	Refresh time.Duration
+	// Shipped: the daemon as a configuration that sets nothing but its
+	// source runs it (interval, calibration, refresh and policy: config's
+	// defaults). The pipeline the default run stars.
+	Shipped bool
 }
 
 func (pl Pipeline) fastWindow(sc Scenario) float64 {
 	if pl.FastWindow > 0 {
 		return pl.FastWindow.Seconds()
 	}
-	return sc.Interval.Seconds()
+	return pl.interval(sc).Seconds()
 }
 
 // FleetBaselines are the strategies every fresh-data comparison includes.

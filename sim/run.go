@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -34,13 +35,14 @@ type runner struct {
 	str     *stream
 	b       *backend
 	mon     *monitor
-	ctrl    *weighter.Controller
 	agent   *agent
 	joined  []float64 // when each server joined
 	events  []Event   // add/remove, in time order
 	tr      trace
 	onStep  func(b *backend, now float64) // test hook
 	nextArr int
+	now     float64           // the model's time
+	daemon  *weighter.Backend // the weighter's cycle (weighter strategies)
 }
 
 func newRunner(sc Scenario, st Strategy, str *stream) (*runner, error) {
@@ -60,7 +62,8 @@ func newRunner(sc Scenario, st Strategy, str *stream) (*runner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("strategy %s: %w", st.Name, err)
 		}
-		r.ctrl = ctrl
+		// A daemon weighing by its source alone (fast_signal: off).
+		r.daemon = &weighter.Backend{Name: simBackend, Source: monitorSource{r}, Target: &simTarget{b: r.b}, Controller: ctrl}
 	case KindAgent:
 		r.agent = newAgent(sc, str)
 	}
@@ -81,6 +84,7 @@ func (r *runner) run() (trace, error) {
 		if err := r.advance(now); err != nil {
 			return r.tr, err
 		}
+		r.now = now
 		if r.onStep != nil {
 			r.onStep(r.b, now)
 		}
@@ -90,7 +94,7 @@ func (r *runner) run() (trace, error) {
 		if k%res == 0 {
 			r.mon.scrape(r.b, now)
 		}
-		if r.ctrl != nil && k%ivl == 0 {
+		if r.daemon != nil && k%ivl == 0 {
 			r.cycle(now)
 		}
 		if r.agent != nil && k%agt == 0 {
@@ -182,27 +186,10 @@ func (r *runner) sampleWindow(now float64, prev snapshot) snapshot {
 	return next
 }
 
-// cycle is one weighter cycle: loads from the monitoring pipeline, the real
-// Controller's plan, the changes applied to the backend and committed.
+// cycle is one weighter cycle: the daemon's own weighter.RunCycle, applied,
+// its loads from the monitoring pipeline (monitorSource).
 func (r *runner) cycle(now float64) {
-	wall := simTime(epoch, now)
-	var states []weighter.ServerState
-	index := map[string]int{}
-	for i, s := range r.b.servers {
-		if s.up {
-			index[s.name] = i
-			states = append(states, weighter.ServerState{
-				Name: s.name, Weight: s.weight, InitialWeight: initialWeight,
-				Admin: weighter.AdminReady, Operational: "up", Sessions: s.active,
-			})
-		}
-	}
-	plan := r.ctrl.Plan(wall, r.mon.loads(r.b, now, epoch), states)
-	changes := plan.Changes()
-	for _, ch := range changes {
-		r.b.setWeight(index[ch.Server], ch.Weight)
-	}
-	r.ctrl.Commit(changes)
+	c := weighter.RunCycle(context.Background(), r.daemon, simTime(epoch, now), true)
 	r.tr.cycles++
-	r.tr.writes += len(changes)
+	r.tr.writes += len(c.Written)
 }

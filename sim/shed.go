@@ -7,7 +7,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,10 +15,12 @@ import (
 )
 
 // Session shedding in the fresh-data model (docs/shedding.md): a daemon whose
-// pipeline has a Shed policy reads its HAProxy's streams every cycle, measures
-// each stream's rate from two reads, and closes what weighter.Shedder plans.
-// The client reconnects after a delay, with the same rate and the rest of its
-// lifetime, and HAProxy places it by the weights of that moment.
+// pipeline has a Shed policy has a weighter.Shedder in its cycle; its fast
+// reader lists the open connections with their rates (bytes/s, from two
+// reads), and what the cycle plans it closes through the simulated target
+// (daemon.go). The client reconnects after a delay, with the same rate and
+// the rest of its lifetime, and HAProxy places it by the weights of that
+// moment.
 
 // Reconnect delay of a shed client, uniform between these (seconds).
 const (
@@ -28,17 +29,16 @@ const (
 )
 
 // Bytes in flight when a session is closed: what sits in the socket buffers,
-// modelled as the last inFlightSpan seconds of its traffic at bytesPerPoint
-// bytes per datapoint, at most maxInFlight (one 64 KiB buffer).
+// modelled as the last inFlightSpan seconds of its traffic (bytesPerLine
+// bytes per datapoint), at most maxInFlight (one 64 KiB buffer).
 const (
-	bytesPerPoint = 100
-	inFlightSpan  = 0.1
-	maxInFlight   = 64 << 10
+	inFlightSpan = 0.1
+	maxInFlight  = 64 << 10
 )
 
 // bytesInFlight is the data a shed connection of this rate (datapoints/s) may lose.
 func bytesInFlight(rate float64) float64 {
-	return math.Min(maxInFlight, rate*bytesPerPoint*inFlightSpan)
+	return math.Min(maxInFlight, rate*bytesPerLine*inFlightSpan)
 }
 
 // connRef names one connection of one balancer.
@@ -121,46 +121,6 @@ func (f *fleet) reconnect() {
 	if f.str.arrivals[r.client].Whale {
 		f.whaleAt[r.client] = connRef{lb: r.lb, id: len(lb.b.conns) - 1}
 	}
-}
-
-// shedCycle gives lb's Shedder this cycle's loads and its HAProxy's streams
-// (rates measured between this read and the previous one) and closes what it plans.
-func (f *fleet) shedCycle(lb *balancer, now float64, plan weighter.Plan, names []string, totals map[string]weighter.ShedServer) {
-	in := weighter.ShedInput{Hold: plan.Hold, HoldReason: plan.Reason, MaxAge: time.Duration(f.pl.Policy.MaxAge), Unit: "lines/s"}
-	for _, name := range names {
-		sv, ok := totals[name]
-		if !ok {
-			sv = weighter.ShedServer{Name: name, Load: math.NaN()}
-		}
-		in.Servers = append(in.Servers, sv)
-	}
-	b := lb.b
-	for _, d := range b.departing { // the open connections
-		c := b.conns[d.id]
-		rate := math.NaN() // a stream seen in one read only has no rate yet
-		if lb.lastRead >= 0 && lb.since[d.id] <= lb.lastRead+1e-9 {
-			rate = c.rate // constant rates: two reads of its totals give it exactly
-		}
-		cl := lb.client[d.id]
-		in.Sessions = append(in.Sessions, weighter.ShedSession{
-			ID: "0x" + strconv.FormatUint(uint64(d.id)+1, 16), Serial: uint64(d.id) + 1, Server: b.servers[c.server].name,
-			Client: fmt.Sprintf("10.%d.%d.%d:%d", cl>>16&255, cl>>8&255, cl&255, 1024+d.id%60000),
-			Age:    time.Duration((now - lb.since[d.id]) * float64(time.Second)), Rate: rate,
-		})
-	}
-	lb.lastRead = now
-	wall := simTime(epoch, now)
-	sp := lb.shedder.Plan(wall, in)
-	var closed []weighter.ShedSession
-	for _, sh := range sp.Sheds {
-		id, err := strconv.ParseUint(strings.TrimPrefix(sh.Session.ID, "0x"), 16, 64)
-		if err != nil || int(id) > len(b.conns) || !b.conns[id-1].open {
-			continue
-		}
-		f.shedConn(lb, int(id)-1, now)
-		closed = append(closed, sh.Session)
-	}
-	lb.shedder.Commit(wall, closed)
 }
 
 // shedConn closes connection id of lb at now; its client comes back after a delay.

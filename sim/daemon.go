@@ -1,0 +1,537 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// The simulator runs the daemon's own cycle (weighter.RunCycle over a
+// weighter.Fresh built from the configuration's settings, the Controller and
+// the Shedder) on every simulated balancer. What stands where HAProxy and the
+// monitoring system stand is in this file: a fast reader over the simulated
+// connections (simReader, and peeredReader for `peers:`), the backend as a
+// weighter.Target and SessionCloser (simTarget), and the external metric as a
+// weighter.Source (externalSource, asyncExternal).
+
+// bytesPerLine is what one unit of the model's load (a line, a datapoint)
+// is in bytes on the wire: the fast signal counts bytes, as HAProxy does, so
+// the calibration and the shed planner see the daemon's unit (bytes/s).
+const bytesPerLine = 100
+
+// simBackend is the name of the daemon's backend in the model.
+const simBackend = "be_sim"
+
+// simTarget is one balancer's HAProxy backend as the daemon sees it: every
+// server with its state and weight (a removed server is down), weights
+// written as HAProxy's `set weight` takes them (integers 0..256, known
+// servers), and sessions closed as `shutdown session` does.
+type simTarget struct {
+	b *backend
+	// close ends connection id now; its client comes back after a delay.
+	close func(id int)
+}
+
+var (
+	_ weighter.Target        = (*simTarget)(nil)
+	_ weighter.SessionCloser = (*simTarget)(nil)
+)
+
+// Servers lists every server, as `show servers state` would.
+func (t *simTarget) Servers(context.Context) ([]weighter.ServerState, error) {
+	out := make([]weighter.ServerState, 0, len(t.b.servers))
+	for i, s := range t.b.servers {
+		op := "up"
+		if !s.up {
+			op = "down"
+		}
+		out = append(out, weighter.ServerState{Name: s.name, Address: serverAddress(i), Weight: s.weight,
+			InitialWeight: initialWeight, Admin: weighter.AdminReady, Operational: op, Sessions: s.active})
+	}
+	return out, nil
+}
+
+// SetWeights writes the changes; one HAProxy would refuse fails alone, as a
+// *weighter.ServerError, and the others are written.
+func (t *simTarget) SetWeights(_ context.Context, changes []weighter.Change) error {
+	var errs []error
+	for _, ch := range changes {
+		i := serverIndex(t.b.servers, ch.Server)
+		switch {
+		case i < 0:
+			errs = append(errs, &weighter.ServerError{Server: ch.Server, Err: errors.New("no such server")})
+		case !weighter.ValidWeight(ch.Weight):
+			errs = append(errs, &weighter.ServerError{Server: ch.Server, Err: fmt.Errorf("weight %d out of 0..%d", ch.Weight, weighter.MaxWeight)})
+		default:
+			t.b.setWeight(i, ch.Weight)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CloseSession closes the listed session if it is still open on the server
+// it was listed on.
+func (t *simTarget) CloseSession(_ context.Context, s weighter.ShedSession) error {
+	id, ok := connID(s)
+	if !ok || id >= len(t.b.conns) {
+		return fmt.Errorf("session %s: %w", s.ID, weighter.ErrSessionGone)
+	}
+	c := t.b.conns[id]
+	if !c.open || t.b.servers[c.server].name != s.Server {
+		return fmt.Errorf("session %s: %w", s.ID, weighter.ErrSessionGone)
+	}
+	t.close(id)
+	return nil
+}
+
+// serverAddress is server i's address, as HAProxy would list it.
+func serverAddress(i int) string { return fmt.Sprintf("10.0.%d.%d:80", i/250, i%250+1) }
+
+// A connection's session: its stream id and serial are its index + 1.
+func sessionOf(id int) (string, uint64) {
+	return "0x" + strconv.FormatUint(uint64(id)+1, 16), uint64(id) + 1
+}
+
+func connID(s weighter.ShedSession) (int, bool) {
+	n, err := strconv.ParseUint(strings.TrimPrefix(s.ID, "0x"), 16, 64)
+	if err != nil || n == 0 || n != s.Serial {
+		return 0, false
+	}
+	return int(n) - 1, true
+}
+
+// clientAddress is a client's source address: one IP per client (arrival),
+// so that the shed cooldown, which is per IP, follows the client.
+func clientAddress(client, id int) string {
+	return fmt.Sprintf("10.%d.%d.%d:%d", client>>16&255, client>>8&255, client&255, 1024+id%60000)
+}
+
+// fastRead is one read of a server's fast signal on one balancer.
+type fastRead struct {
+	t       float64
+	counter float64 // cumulative local datapoints as the signal shows them
+	connSec float64 // cumulative session-seconds as the signal measures them
+	scur    int
+	lagScur int // scur one contstats tick earlier (LagSessions)
+}
+
+// simReader is a balancer's fast local signal as HAProxy reports it (the
+// weighter.LocalReader the daemon's haproxy reader is): per server, the
+// cumulative bytes, their rate since the previous read (or over the
+// pipeline's fast window) and the mean open connections over the same span;
+// with shedding, the open connections with their own rates in bytes/s,
+// measured between two reads. The signal is the scenario's or the
+// pipeline's: live (`show sess all`), contstats or closed (`show stat`).
+type simReader struct {
+	f      *fleet
+	lb     *balancer
+	signal string
+	window float64 // fast window, seconds (the interval unless the pipeline says)
+	keep   float64 // reads kept per server, seconds
+	lag    bool    // LagSessions
+	open   bool    // list the open connections (the daemon does with a shed block)
+
+	reads  [][]fastRead // per server, oldest first
+	lastAt float64      // the previous read's time, -1 before the first
+	// published are the newest reads, as the daemon publishes them to its
+	// peers: per server, rate (bytes/s) and mean sessions.
+	published []published
+}
+
+// published is one read as a peer fetches it.
+type published struct {
+	t       float64
+	servers map[string]peerServer
+}
+
+type peerServer struct{ rate, sessions float64 }
+
+var _ weighter.LocalReader = (*simReader)(nil)
+
+func newSimReader(f *fleet, lb *balancer, pl Pipeline) *simReader {
+	r := &simReader{f: f, lb: lb, signal: f.signal, window: pl.fastWindow(f.sc), lag: pl.LagSessions, lastAt: -1}
+	r.keep = math.Max(r.window, pl.interval(f.sc).Seconds()) + 1e-9
+	return r
+}
+
+// ReadLocal reads the named servers' signal at the model's time.
+func (r *simReader) ReadLocal(_ context.Context, servers []string) (weighter.LocalRead, error) {
+	now := r.f.now
+	b := r.lb.b
+	out := weighter.LocalRead{At: simTime(epoch, now), Servers: make(map[string]weighter.LocalCounter, len(servers)), Streams: b.departing.Len()}
+	if r.lastAt >= 0 {
+		out.Since = simTime(epoch, r.lastAt)
+	}
+	pending := r.pending(now)
+	pub := published{t: now, servers: map[string]peerServer{}}
+	for _, name := range servers {
+		i := serverIndex(b.servers, name)
+		if i < 0 {
+			out.Servers[name] = weighter.LocalCounter{Reset: true}
+			continue
+		}
+		rs := r.record(i, now, pending[i])
+		c := weighter.LocalCounter{Bytes: rs[len(rs)-1].counter * bytesPerLine, Reset: true}
+		if load, sess, ok := over(rs, r.window); ok {
+			c.Rate, c.Sessions, c.Reset = load*bytesPerLine, sess, false
+			pub.servers[name] = peerServer{rate: c.Rate, sessions: c.Sessions}
+		}
+		out.Servers[name] = c
+	}
+	if r.open {
+		out.Open = r.openSessions(now)
+	}
+	r.lastAt = now
+	r.published = append(r.published, pub)
+	if len(r.published) > 8 {
+		r.published = r.published[1:]
+	}
+	return out, nil
+}
+
+// serverIndex is the index of the named server, -1 when there is none.
+func serverIndex(servers []*server, name string) int {
+	return slices.IndexFunc(servers, func(s *server) bool { return s.name == name })
+}
+
+// pending is per server the datapoints its open connections sent that the
+// signal does not show yet (contstats: since their last tick; closed: all).
+func (r *simReader) pending(now float64) []float64 {
+	b := r.lb.b
+	out := make([]float64, len(b.servers))
+	if r.signal == SignalLive {
+		return out
+	}
+	for _, d := range b.departing {
+		c := b.conns[d.id]
+		age := now - r.lb.since[d.id]
+		if r.signal == SignalContstats {
+			age = math.Mod(age, contstatsTick)
+		}
+		out[c.server] += c.rate * age
+	}
+	return out
+}
+
+// record appends server i's read at now to its reads and returns them.
+func (r *simReader) record(i int, now, pending float64) []fastRead {
+	b := r.lb.b
+	for len(r.reads) <= i {
+		r.reads = append(r.reads, nil)
+	}
+	rd := fastRead{t: now, counter: b.counter(i, now) - pending, scur: b.servers[i].active}
+	rs := r.reads[i]
+	switch {
+	case r.signal == SignalLive:
+		rd.connSec = b.connSeconds(i, now)
+	case len(rs) > 0:
+		p := rs[len(rs)-1]
+		rd.connSec = p.connSec + float64(p.scur+rd.scur)/2*(now-p.t)
+		if r.lag && r.signal == SignalContstats {
+			// Count the sessions of one contstats tick ago: a connection
+			// shows no bytes before its first tick.
+			lag := rd.scur
+			for _, q := range rs {
+				if q.t <= now-contstatsTick+1e-9 {
+					lag = q.scur
+				}
+			}
+			rd.connSec = p.connSec + float64(p.lagScur+lag)/2*(now-p.t)
+			rd.lagScur = lag
+		}
+	}
+	rs = append(rs, rd)
+	cut := 0
+	for cut < len(rs)-2 && now-rs[cut+1].t >= r.keep {
+		cut++
+	}
+	r.reads[i] = append(rs[:0], rs[cut:]...)
+	return r.reads[i]
+}
+
+// over is the load and mean open connections over the window w ending at
+// the newest read; false before two reads exist.
+func over(rs []fastRead, w float64) (load, sessions float64, ok bool) {
+	if len(rs) < 2 {
+		return 0, 0, false
+	}
+	r1, r0 := rs[len(rs)-1], rs[0]
+	for _, r := range rs {
+		if r.t <= r1.t-w+1e-9 {
+			r0 = r
+		}
+	}
+	dt := r1.t - r0.t
+	return (r1.counter - r0.counter) / dt, (r1.connSec - r0.connSec) / dt, true
+}
+
+// openSessions are the balancer's open connections, each with its rate in
+// bytes/s when it was open at the previous read too (a stream seen in one
+// read has no rate yet; the model's rates are constant, so two reads of its
+// totals give it exactly).
+func (r *simReader) openSessions(now float64) []weighter.ShedSession {
+	b := r.lb.b
+	out := make([]weighter.ShedSession, 0, b.departing.Len())
+	for _, d := range b.departing {
+		c := b.conns[d.id]
+		rate := math.NaN()
+		if r.lastAt >= 0 && r.lb.since[d.id] <= r.lastAt+1e-9 {
+			rate = c.rate * bytesPerLine
+		}
+		id, serial := sessionOf(d.id)
+		out = append(out, weighter.ShedSession{ID: id, Serial: serial, Server: b.servers[c.server].name,
+			Client: clientAddress(r.lb.client[d.id], d.id), Age: seconds2d(now - r.lb.since[d.id]), Rate: rate})
+	}
+	return out
+}
+
+func seconds2d(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// peeredReader is the daemon's reader with its peers' readings added, as
+// package peers' Reader adds them (its HTTP polling cannot run in simulated
+// time, so the model stands in for it): each peer's newest published read
+// that a poll every quarter interval has fetched by now (made at least a
+// poll before now) adds its rate and sessions to each server's, and its rate
+// over the own read's span to the byte counter.
+type peerReadings struct {
+	own   *simReader
+	peers []*simReader
+	poll  float64 // seconds
+	added map[string]float64
+	last  float64
+}
+
+var _ weighter.LocalReader = (*peerReadings)(nil)
+
+func (p *peerReadings) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+	cur, err := p.own.ReadLocal(ctx, servers)
+	if err != nil {
+		return cur, err
+	}
+	now := p.own.f.now
+	var got []published
+	for _, peer := range p.peers {
+		for k := len(peer.published) - 1; k >= 0; k-- {
+			if peer.published[k].t <= now-p.poll+1e-9 {
+				got = append(got, peer.published[k])
+				break
+			}
+		}
+	}
+	span := 0.0
+	if !cur.Since.IsZero() && now > p.last {
+		span = cur.At.Sub(cur.Since).Seconds()
+		p.last = now
+	}
+	cur.Peers = fmt.Sprintf("peers %d of %d added", len(got), len(p.peers))
+	for name, c := range cur.Servers {
+		rate, sess := 0.0, 0.0
+		for _, g := range got {
+			s := g.servers[name]
+			rate, sess = rate+s.rate, sess+s.sessions
+		}
+		p.added[name] += rate * span
+		c.Bytes += p.added[name]
+		if !c.Reset {
+			c.Rate += rate
+			c.Sessions += sess
+		}
+		cur.Servers[name] = c
+	}
+	return cur, nil
+}
+
+// errOutage is the external source's answer during the scenario's outage.
+var errOutage = errors.New("connection refused (the scenario's external outage)")
+
+// externalSource is the monitoring system (Prometheus, Graphite) as the
+// daemon's source reads it: per server, the newest rate points of its true
+// load visible at the model's time.
+type externalSource struct{ f *fleet }
+
+func (e externalSource) Fetch(context.Context) (weighter.Loads, error) {
+	now := e.f.now
+	if o := e.f.sc.ExternalOutage; o != nil && now >= o.From.Seconds() && now < o.To.Seconds() {
+		return nil, errOutage
+	}
+	return e.f.external(now), nil
+}
+
+// asyncExternal answers as the daemon's background fetch of a calibrating
+// source does (daemon/async.go): a fetch starts when asked and none has for
+// a refresh (less a tenth), and every ask gets the newest fetch that had
+// completed before it. A remote answers within the model's step, so a
+// fetch completes by the next ask; only the first ask waits for its own.
+type asyncExternal struct {
+	src   weighter.Source
+	now   func() float64
+	every float64 // seconds
+
+	started  float64
+	inflight *fetched // started at the last ask: complete by the next
+	done     *fetched // the newest completed
+}
+
+type fetched struct {
+	loads weighter.Loads
+	err   error
+}
+
+func (a *asyncExternal) Fetch(ctx context.Context) (weighter.Loads, error) {
+	now := a.now()
+	if a.inflight != nil {
+		a.done, a.inflight = a.inflight, nil
+	}
+	if a.done == nil || now-a.started >= a.every-a.every/10 {
+		l, err := a.src.Fetch(ctx)
+		a.started = now
+		if a.done == nil {
+			a.done = &fetched{l, err}
+		} else {
+			a.inflight = &fetched{l, err}
+		}
+	}
+	return a.done.loads, a.done.err
+}
+
+// monitorSource is the external metric of the one-balancer model (Run).
+type monitorSource struct{ r *runner }
+
+func (m monitorSource) Fetch(context.Context) (weighter.Loads, error) {
+	return m.r.mon.loads(m.r.b, m.r.now, epoch), nil
+}
+
+// daemonConfig is the daemon's configuration of one backend weighted as
+// the README's quick start sets it up (a Prometheus source whose query's
+// range is the model's rate window), parsed by package config, so that the
+// simulator takes every default (interval, calibration, refresh, policy)
+// where the daemon takes it.
+func daemonConfig(rateWindow time.Duration) (time.Duration, config.Backend, error) {
+	yaml := fmt.Sprintf(`haproxy: {socket: /run/haproxy/admin.sock}
+backends:
+  - name: %s
+    source:
+      prometheus: {url: "http://127.0.0.1:9090", query: "rate(lines_received_total[%ds])", server_label: server}
+`, simBackend, int(math.Round(rateWindow.Seconds())))
+	cfg, err := config.Parse("simulated daemon", []byte(yaml), nil)
+	if err != nil {
+		return 0, config.Backend{}, fmt.Errorf("the simulated daemon's configuration: %w", err)
+	}
+	return time.Duration(cfg.Interval), cfg.Backends[0], nil
+}
+
+// newDaemons gives every balancer its daemon, built as the daemon builds a
+// backend (daemon/fast.go): the pipeline's Controller; as its Source a
+// weighter.Fresh made from the configuration's FreshSettings over the
+// balancer's fast reader (with its peers' readings when the pipeline is
+// fleet-wide) and the external source, answered in the background when it
+// calibrates, or the external source alone (InputExternal, `fast_signal:
+// off`); and a Shedder when the pipeline sheds. The pipeline's research
+// variations are variations of these settings or of what the reader reports.
+func (f *fleet) newDaemons() error {
+	pl := f.pl
+	settings, policy, err := pl.daemonSettings(f.sc)
+	if err != nil {
+		return err
+	}
+	for _, lb := range f.lbs {
+		ctrl, err := weighter.NewController(policy)
+		if err != nil {
+			return err
+		}
+		lb.daemon = &weighter.Backend{Name: simBackend, Controller: ctrl,
+			Target: &simTarget{b: lb.b, close: func(id int) { f.shedConn(lb, id, f.now) }}}
+		if pl.Shed != nil {
+			if lb.daemon.Shedder, err = weighter.NewShedder(*pl.Shed); err != nil {
+				return err
+			}
+		}
+		if pl.Input == InputExternal {
+			lb.daemon.Source = externalSource{f}
+			continue
+		}
+		lb.reader = newSimReader(f, lb, pl)
+		lb.reader.open = pl.Shed != nil
+	}
+	for _, lb := range f.lbs {
+		if lb.reader == nil {
+			continue
+		}
+		fresh, err := weighter.NewFresh(f.freshConfig(lb, settings))
+		if err != nil {
+			return err
+		}
+		lb.daemon.Source = fresh
+	}
+	return nil
+}
+
+// freshConfig is lb's daemon's FreshConfig: settings over its reader and the
+// external source, on the model's clock.
+func (f *fleet) freshConfig(lb *balancer, settings weighter.FreshSettings) weighter.FreshConfig {
+	var fast weighter.LocalReader = lb.reader
+	if f.pl.FleetWide && len(f.lbs) > 1 {
+		pr := &peerReadings{own: lb.reader, poll: peerPoll * f.interval.Seconds(), added: map[string]float64{}}
+		for _, other := range f.lbs {
+			if other != lb {
+				pr.peers = append(pr.peers, other.reader)
+			}
+		}
+		fast = pr
+	}
+	var ext weighter.Source = externalSource{f}
+	if settings.Calibrate {
+		ext = &asyncExternal{src: ext, now: func() float64 { return f.now }, every: settings.Refresh.Seconds()}
+	}
+	cfg := settings.Config(fast, ext)
+	cfg.Now = func() time.Time { return simTime(epoch, f.now) }
+	cfg.Sleep = func(context.Context, time.Duration) error { return nil } // simulated time: nothing waits
+	return cfg
+}
+
+// daemonSettings are the pipeline's FreshSettings and policy: the daemon's
+// configuration for the scenario's external metric (daemonConfig), with the
+// pipeline's input, calibration mode and half-life where it sets them.
+func (pl Pipeline) daemonSettings(sc Scenario) (weighter.FreshSettings, weighter.Policy, error) {
+	_, b, err := daemonConfig(sc.RateWindow)
+	if err != nil {
+		return weighter.FreshSettings{}, weighter.Policy{}, err
+	}
+	s := b.FreshSettings()
+	s.Calibrate = pl.Input == InputCalibrated
+	if pl.Calibration.Mode != "" {
+		cp := pl.Calibration
+		cp.Window = s.Calibration.Window
+		s.Calibration = cp
+	}
+	if pl.Refresh > 0 {
+		s.Refresh = pl.Refresh
+	}
+	policy := pl.Policy
+	if pl.Shipped {
+		policy = b.Policy
+	}
+	return s, policy, nil
+}
+
+// interval is the pipeline's daemon interval: its own, the configuration's
+// default for the shipped pipeline, else the scenario's.
+func (pl Pipeline) interval(sc Scenario) time.Duration {
+	switch {
+	case pl.Interval > 0:
+		return pl.Interval
+	case pl.Shipped:
+		if d, _, err := daemonConfig(sc.RateWindow); err == nil {
+			return d
+		}
+	}
+	return sc.Interval
+}
