@@ -40,9 +40,9 @@ func TestPropertyMaxStepOverCycles(t *testing.T) {
 			p := DefaultPolicy()
 			tc.edit(&p)
 			st := runMaxStepCycles(t, p, 10_000)
-			t.Logf("%d cycles, %d writes, %d servers checked: %d outside max_step %v (worst share move x%.3f on the written integers); "+
-				"%d weights moved more than max_step on the scale where the largest is max_weight (worst x%.3f)",
-				st.cycles, st.writes, st.checked, st.broken, p.MaxStep, st.worst, st.weightMoves, st.worstWeight)
+			t.Logf("%d cycles, %d writes, %d servers checked: %d outside max_step %v; on the written integers %d further "+
+				"by rounding (worst share move x%.3f); %d weights moved more than max_step on the scale where the largest is max_weight (worst x%.3f)",
+				st.cycles, st.writes, st.checked, st.broken, p.MaxStep, st.rounded, st.worst, st.weightMoves, st.worstWeight)
 			t.Log(st.worstCase)
 			for _, e := range st.first {
 				t.Error(e)
@@ -61,6 +61,7 @@ type maxStepStats struct {
 	// the written integer weights moved in one cycle.
 	worst     float64
 	worstCase string
+	rounded   int // servers whose share on the written integers moved further than max_step: rounding
 	// weightMoves counts the written weights that moved by more than
 	// max_step on the scale where the largest weight before the cycle is
 	// max_weight (the rule as the README worded it before issue 21), and
@@ -158,6 +159,9 @@ func checkShareStep(p Policy, plan Plan, base map[string]int, st *maxStepStats) 
 			st.worstCase = fmt.Sprintf("%s %v → %v (%s) in %v", m.name, m.old, m.new, reasonOf(plan, m.name), set)
 		}
 		st.worst = max(st.worst, ratio, 1/ratio)
+		if p.MaxStep > 0 && max(ratio, 1/ratio) > p.MaxStep*(1+1e-9) {
+			st.rounded++
+		}
 		if p.MaxStep == 0 {
 			continue
 		}
