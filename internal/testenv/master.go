@@ -115,7 +115,11 @@ func (h *HAProxyMaster) SignalReload() {
 // connection open: a test must not start before the worker answers.
 func (h *HAProxyMaster) waitWorker(old int) int {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// A bound on a hang, not a speed check: 2.6 takes 18 s to parse the
+	// 20,000-server configuration of TestMasterCLIWorkerDiesMidReply on a
+	// loaded machine (load average 20 on 2 cores), and lists its worker after.
+	const limit = 60 * time.Second
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-h.exited:
@@ -128,7 +132,7 @@ func (h *HAProxyMaster) waitWorker(old int) int {
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not a wait for an outcome
 	}
-	h.t.Fatalf("no new haproxy worker (old %d) answering after 10 s:\n%s", old, h.log.String())
+	h.t.Fatalf("no new haproxy worker (old %d) answering after %s:\n%s", old, limit, h.log.String())
 	return 0
 }
 
