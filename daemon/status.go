@@ -210,7 +210,7 @@ func (u *Unit) serverRows(now time.Time, c weighter.Cycle, sheds map[string]int)
 	unit := u.loadUnit(c.Signal).symbol
 	bars := barsOf(c.Plan.Servers)
 	for i, s := range c.Plan.Servers {
-		sv := serverView{Name: s.Server, Address: s.Address, Load: quantityText(s.Load, unit), Exact: weighter.LoadText(s.Load),
+		sv := serverView{Name: s.Server, Address: s.Address, Load: weighter.QuantityText(s.Load, unit), Exact: weighter.LoadText(s.Load),
 			Ratio: ratioText(bars[i].ratio), Bar: bars[i], Action: string(s.Action), Reason: s.Reason,
 			Now: s.Current, Desired: s.New, Age: "none", Conns: "—", Sheds: sheds[s.Server]}
 		if w, ok := written[s.Server]; ok {
@@ -225,7 +225,7 @@ func (u *Unit) serverRows(now time.Time, c weighter.Cycle, sheds map[string]int)
 		}
 		if c.Signal != nil {
 			if in, ok := c.Signal.Servers[s.Server]; ok && validLoad(in.Sessions) {
-				sv.Conns = siText(in.Sessions)
+				sv.Conns = weighter.SIText(in.Sessions)
 			}
 		}
 		sv.Differs = sv.Now != sv.Desired
@@ -253,7 +253,7 @@ func shedOf(c weighter.Cycle) *shedView {
 	}
 	for _, sh := range p.Sheds {
 		row := shedRowView{Server: sh.Session.Server, Session: sh.Session.ID, Client: sh.Session.Client,
-			Rate: quantityText(sh.Session.Rate, weighter.ShedUnit),
+			Rate: weighter.QuantityText(sh.Session.Rate, weighter.ShedUnit),
 			Age:  weighter.AgeText(sh.Session.Age), Reason: sh.Reason,
 			Ratio: ratioText(sh.Ratio) + " → " + ratioText(sh.After), Outcome: "would shed (dry run)"}
 		if c.Applied {

@@ -277,8 +277,8 @@ func TestStatusPageKeepsPlanAcrossReload(t *testing.T) {
 func TestStatusNumbers(t *testing.T) {
 	for _, tc := range []struct {
 		v        float64
-		si, qty  string // siText, quantityText(v, "B/s")
-		unitless string // quantityText(v, "")
+		si, qty  string // siText, weighter.QuantityText(v, "B/s")
+		unitless string // weighter.QuantityText(v, "")
 	}{
 		{30900, "30.9k", "30.9 kB/s", "30.9k"},
 		{30949, "30.9k", "30.9 kB/s", "30.9k"},
@@ -303,9 +303,9 @@ func TestStatusNumbers(t *testing.T) {
 		{math.Inf(1), "—", "no data", "no data"},
 		{math.Inf(-1), "—", "no data", "no data"},
 	} {
-		assert.Equal(t, tc.si, siText(tc.v), "siText(%v)", tc.v)
-		assert.Equal(t, tc.qty, quantityText(tc.v, "B/s"), "quantityText(%v, B/s)", tc.v)
-		assert.Equal(t, tc.unitless, quantityText(tc.v, ""), "quantityText(%v, \"\")", tc.v)
+		assert.Equal(t, tc.si, weighter.SIText(tc.v), "weighter.SIText(%v)", tc.v)
+		assert.Equal(t, tc.qty, weighter.QuantityText(tc.v, "B/s"), "weighter.QuantityText(%v, B/s)", tc.v)
+		assert.Equal(t, tc.unitless, weighter.QuantityText(tc.v, ""), "weighter.QuantityText(%v, \"\")", tc.v)
 	}
 	for v, want := range map[float64]string{1.625: "1.62×", 1: "1.00×", 0: "0.00×", math.NaN(): "—", math.Inf(1): "—", -1: "—"} {
 		assert.Equal(t, want, ratioText(v), "ratioText(%v)", v)

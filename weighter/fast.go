@@ -115,9 +115,9 @@ func CombineFast(r LocalRead, cal map[string]Calibration) (Loads, map[string]Fas
 
 // fastNote is the plan reason's part that shows a server's fast inputs.
 func fastNote(in FastInput, calibrate, counts bool) string {
-	s := fmt.Sprintf("fast %.4g B/s / %.3g sess", in.Local, max(in.Sessions, 1))
+	s := fmt.Sprintf("fast %s / %s sess", QuantityText(in.Local, "B/s"), SIText(max(in.Sessions, 1)))
 	if counts {
-		s = fmt.Sprintf("fast %.3g connections", in.Sessions)
+		s = fmt.Sprintf("fast %s connections", SIText(in.Sessions))
 	}
 	switch {
 	case !calibrate:
