@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // Report is the comparison of several strategies over one scenario.
@@ -14,6 +15,8 @@ type Report struct {
 	traces     []trace
 	names      []string
 	whales     []arrival // fresh-data model: the whales, in arrival order
+	// shippedInterval is the shipped row's interval (RunDefault), 0 without one.
+	shippedInterval time.Duration
 }
 
 // Run simulates every strategy over the scenario, each on the same connection

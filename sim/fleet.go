@@ -132,9 +132,10 @@ type fleet struct {
 	agentLast []float64
 	agentAt   float64
 	tr        trace
-	now       float64       // the model's time, the daemons' clock
-	interval  time.Duration // the daemons' interval
-	onStep    func(f *fleet, now float64) // test hook
+	now       float64                              // the model's time, the daemons' clock
+	interval  time.Duration                        // the daemons' interval
+	onStep    func(f *fleet, now float64)          // test hook
+	onCycle   func(lb *balancer, c weighter.Cycle) // test hook: each daemon cycle
 	// onOmni is a test hook: the omniscient shedder closes connection id of
 	// lb, on server top, at now.
 	onOmni  func(f *fleet, now float64, lb *balancer, id, top int)
@@ -442,6 +443,9 @@ func (f *fleet) agentReport(now float64) {
 // weighter.RunCycle, applied, over the balancer's fakes (daemon.go).
 func (f *fleet) cycle(lb *balancer, now float64) {
 	c := weighter.RunCycle(context.Background(), lb.daemon, simTime(epoch, now), true)
+	if f.onCycle != nil {
+		f.onCycle(lb, c)
+	}
 	f.tr.cycles++
 	f.tr.writes += len(c.Written)
 }

@@ -48,9 +48,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "\np50/p90: max/mean load; gap: share of the leastconn→oracle gap closed; rec: seconds until max/mean < %.2f\n"+
 		"after each event (never = not before the next event); new srv peak: largest share of new connections the added\n"+
 		"server took in one window (fair share 1/%d); writes/cycle: weights changed per weighter cycle (agent-check: per\n"+
-		"report round); per-conn: the weighter is fed load per open connection; * = weighter.DefaultPolicy()\n", recoverBelow, sc.Servers+1)
+		"report round); per-conn: the weighter is fed load per open connection\n", recoverBelow, sc.Servers+1)
 	if err != nil {
 		return err
+	}
+	if r.shippedInterval > 0 {
+		if _, err := fmt.Fprintln(w, shippedNote(sc, r.shippedInterval)); err != nil {
+			return err
+		}
 	}
 	return r.writeShedTable(w)
 }

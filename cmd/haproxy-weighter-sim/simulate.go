@@ -109,7 +109,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		custom.Name = "custom: " + custom.Name
 		strategies = append(strategies, custom)
 	}
-	rep, err := sim.Run(sc, strategies)
+	rep, err := sim.RunDefault(sc, strategies)
 	if err != nil {
 		return err
 	}
