@@ -73,7 +73,7 @@ func TestPeerAnswersNeverMakeABadWeight(t *testing.T) {
 	servers := []string{"s1", "s2", "s3"}
 	own := &steadyReader{now: now, rate: map[string]float64{"s1": 1000, "s2": 2000, "s3": 0}}
 	rec := &lastRead{inner: NewReader(own, "be", set)}
-	ext := &stepExternal{now: now, servers: servers}
+	ext := &fixedExternal{now: now, servers: servers}
 	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: rec, External: ext, Calibrate: true,
 		Calibration: weighter.DefaultCalibration(10 * time.Second), Refresh: 5 * time.Second, Now: now})
 	require.NoError(t, err)
@@ -227,14 +227,14 @@ func (l *lastRead) get() weighter.LocalRead {
 	return l.last
 }
 
-// stepExternal is a calibrating source whose servers' loads are 10, 20, 30
+// fixedExternal is a calibrating source whose servers' loads are 10, 20, 30
 // at every point.
-type stepExternal struct {
+type fixedExternal struct {
 	now     func() time.Time
 	servers []string
 }
 
-func (e *stepExternal) Fetch(context.Context) (weighter.Loads, error) {
+func (e *fixedExternal) Fetch(context.Context) (weighter.Loads, error) {
 	out := weighter.Loads{}
 	for i, s := range e.servers {
 		out[s] = weighter.Series{{Time: e.now(), Value: float64(10 * (i + 1))}}
