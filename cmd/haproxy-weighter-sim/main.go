@@ -47,10 +47,11 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Compare balancing strategies on a simulated backend (the real weighter in the loop)",
 		Long: `haproxy-weighter-sim runs a seeded model of one HAProxy backend carrying long-lived
 connections of heavy-tailed rates, with HAProxy's own placement (leastconn, roundrobin), an
-agent-check peer, every weighting function (the real weighter.Controller, fed delayed and
-averaged loads) and an oracle lower bound, and prints their balance figures side by side. With
-no arguments it runs the default scenario. Flags override the scenario file. --sweep ranks a
-grid of policies instead.`,
+agent-check peer, the daemon as it ships (its own cycle, weighter.RunCycle, reading a simulated
+HAProxy's fast signal calibrated by a delayed metric: the row marked *), every weighting
+function fed the delayed metric alone, and an oracle lower bound, and prints their balance
+figures side by side. With no arguments it runs the default scenario. Flags override the
+scenario file. --sweep ranks a grid of policies instead.`,
 		Version:       fmt.Sprintf("%s (%s)", version, runtime.Version()),
 		Args:          usageArgs(cobra.NoArgs),
 		SilenceUsage:  true,
