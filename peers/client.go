@@ -32,7 +32,7 @@ import (
 func newClient(url string, h promconfig.HTTPClientConfig, timeout time.Duration) (c *sources.HTTPClient, credentials bool, err error) {
 	credentials = h.BasicAuth != nil || h.Authorization != nil || h.OAuth2 != nil || h.BearerToken != "" ||
 		h.BearerTokenFile != "" || h.TLSConfig.CertFile != "" || h.TLSConfig.Cert != ""
-	c, err = sources.NewHTTPClient("peer_client", url, h, timeout)
+	c, err = sources.NewHTTPClient("peer_client", url, h, timeout, maxBody)
 	if err != nil {
 		return nil, credentials, fmt.Errorf("client: %w", err)
 	}
@@ -89,6 +89,8 @@ func (p *Set) ask(ctx context.Context, pr *peer, timeout time.Duration) (*answer
 	switch {
 	case timedOut(err):
 		return nil, fmt.Errorf("down: answer not read within %s", timeout)
+	case errors.Is(err, sources.ErrTooLarge):
+		return nil, fmt.Errorf("garbage: an answer over %d MiB", maxBody>>20)
 	case err != nil:
 		return nil, fmt.Errorf("down: reading the answer: %w", pr.client.Redact(err))
 	case len(body) > maxBody:

@@ -31,11 +31,16 @@ type HTTPClient struct {
 }
 
 // NewHTTPClient builds the client of rawURL; name labels its connections
-// and prefixes its errors. Its errors show no secret.
-func NewHTTPClient(name, rawURL string, h promconfig.HTTPClientConfig, timeout time.Duration) (*HTTPClient, error) {
+// and prefixes its errors. Its errors show no secret. A reply longer than
+// maxReply bytes (0: the sources' 32 MiB) fails with ErrTooLarge before it
+// is held in memory.
+func NewHTTPClient(name, rawURL string, h promconfig.HTTPClientConfig, timeout time.Duration, maxReply int64) (*HTTPClient, error) {
 	_, red, client, err := connect(name, rawURL, h, LegacyHTTP{}, timeout)
 	if err != nil {
 		return nil, err
+	}
+	if lt, ok := client.Transport.(*limitTransport); ok {
+		lt.limit = maxReply
 	}
 	return &HTTPClient{Client: client, red: red}, nil
 }

@@ -184,7 +184,7 @@ func (g *Graphite) newClient() *retryablehttp.Client {
 			wait := retryablehttp.DefaultBackoff(retryWaitMin, retryWaitMax, attempt, resp)
 			attempt++
 			retry, cerr := retryablehttp.DefaultRetryPolicy(ctx, resp, err)
-			if !retry || errors.Is(err, errRedirect) || errors.Is(err, errTooLarge) {
+			if !retry || errors.Is(err, errRedirect) || errors.Is(err, ErrTooLarge) {
 				return false, cerr
 			}
 			if d, ok := ctx.Deadline(); wait > retryWaitMax || (ok && time.Until(d) < wait) {
@@ -235,7 +235,7 @@ func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := g.newClient().Do(req)
 	g.red.refresh() // the secret files as the request read them
-	if errors.Is(err, errRedirect) || errors.Is(err, errTooLarge) {
+	if errors.Is(err, errRedirect) || errors.Is(err, ErrTooLarge) {
 		return nil, g.fail(ErrBadReply, err)
 	}
 	if err != nil {
@@ -243,7 +243,7 @@ func (g *Graphite) get(ctx context.Context) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body) // at most maxBody: see limitTransport
-	if errors.Is(err, errTooLarge) {
+	if errors.Is(err, ErrTooLarge) {
 		return nil, g.fail(ErrBadReply, err)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package sources
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,46 +15,91 @@ import (
 // reads a reply whole, hence the limit here, below both sources.
 const maxBody = 32 << 20
 
-// errTooLarge ends the read of a reply longer than maxBody.
-var errTooLarge = fmt.Errorf("reply larger than %d MiB, not read: narrow the query or target", maxBody>>20)
+// ErrTooLarge is what a reply longer than the client's limit fails with
+// (errors.Is): the sources' maxBody, or a smaller one (NewHTTPClient).
+var ErrTooLarge = errors.New("reply too large")
+
+// tooLarge is ErrTooLarge saying the limit.
+type tooLarge struct{ limit int64 }
+
+func (e tooLarge) Error() string {
+	return fmt.Sprintf("reply larger than %d MiB, not read: narrow the query or target", e.limit>>20)
+}
+
+func (e tooLarge) Is(target error) bool { return target == ErrTooLarge }
 
 // inMemory is the size up to which a reply of unknown length is held in
 // memory while it is counted; a longer one is counted into a temporary file.
 const inMemory = 1 << 20
 
-// limitTransport refuses a reply longer than maxBody before anyone reads it
-// into memory. A reply that says its length is refused by it, unread. One
-// that does not (chunked) is read to its end, or to maxBody+1 bytes, by
-// RoundTrip itself, into memory up to inMemory and beyond that into an
-// unlinked temporary file, and handed on only if it fits: the readers above
+// limitTransport refuses a reply longer than its limit (maxBody unless set)
+// before anyone reads it into memory. A reply that says its length is
+// refused by it, unread. One that does not (chunked) is read to its end, or
+// to limit+1 bytes, at the first read of its body (so that a reply whose
+// headers came and whose body stalls fails as a body not read, not as no
+// answer), into memory up to inMemory and beyond that into an unlinked
+// temporary file, and handed on only if it fits: the readers above
 // (client_golang buffers a reply whole, then decodes it) never hold more
 // than maxBody, and a refused reply leaves nothing on the heap to keep the
 // process's memory up. Nothing here inflates a compressed reply:
 // prometheus/common's transport sets DisableCompression, so a gzip body is
 // counted, and refused, as the bytes that came.
-type limitTransport struct{ next http.RoundTripper }
+type limitTransport struct {
+	next  http.RoundTripper
+	limit int64 // 0: maxBody
+}
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}
-	if resp.ContentLength > maxBody {
+	limit := t.limit
+	if limit <= 0 {
+		limit = maxBody
+	}
+	if resp.ContentLength > limit {
 		resp.Body.Close()
-		return nil, fmt.Errorf("http %d with content-length %d: %w", resp.StatusCode, resp.ContentLength, errTooLarge)
+		return nil, fmt.Errorf("http %d with content-length %d: %w", resp.StatusCode, resp.ContentLength, tooLarge{limit})
 	}
 	if resp.ContentLength >= 0 {
 		// net/http ends the body at the length said; limitedBody is for
 		// a reader that trusts no one.
-		resp.Body = &limitedBody{ReadCloser: resp.Body, left: maxBody}
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: limit, limit: limit}
 		return resp, nil
 	}
-	body, n, err := spool(resp.Body, maxBody)
-	if err != nil {
-		return nil, fmt.Errorf("http %d: %w", resp.StatusCode, err)
-	}
-	resp.Body, resp.ContentLength = body, n
+	resp.Body = &spooledBody{rc: resp.Body, status: resp.StatusCode, limit: limit}
 	return resp, nil
+}
+
+// spooledBody is a body of unknown length, spooled whole (spool) at its
+// first read and read from there.
+type spooledBody struct {
+	rc     io.ReadCloser
+	status int
+	limit  int64
+	body   io.ReadCloser // after the first read: the spooled body, or nil
+	err    error         // after the first read: why it could not be spooled
+}
+
+func (b *spooledBody) Read(p []byte) (int, error) {
+	if b.body == nil && b.err == nil {
+		b.body, _, b.err = spool(b.rc, b.limit)
+		if b.err != nil {
+			b.err = fmt.Errorf("http %d: %w", b.status, b.err)
+		}
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return b.body.Read(p)
+}
+
+func (b *spooledBody) Close() error {
+	if b.body != nil {
+		return b.body.Close()
+	}
+	return b.rc.Close() // spool closed it already when it failed: closing twice is harmless
 }
 
 // CloseIdleConnections lets http.Client.CloseIdleConnections reach the transport.
@@ -67,7 +113,7 @@ func closeIdle(rt http.RoundTripper) {
 }
 
 // spool reads rc to its end and returns what it held and its length, or
-// errTooLarge as soon as it passes limit bytes. Up to inMemory bytes stay in
+// ErrTooLarge as soon as it passes limit bytes. Up to inMemory bytes stay in
 // memory; more go to an unlinked temporary file, closed with the returned
 // body. Where no temporary file can be made, the rest is left to be read as
 // it comes, still bounded by limit (limitedBody), as before spooling. spool
@@ -85,11 +131,11 @@ func spool(rc io.ReadCloser, limit int64) (io.ReadCloser, int64, error) {
 	}
 	if n > limit {
 		rc.Close()
-		return nil, 0, errTooLarge
+		return nil, 0, tooLarge{limit}
 	}
 	f, err := tempFile()
 	if err != nil {
-		rest := &limitedBody{ReadCloser: rc, left: limit - n}
+		rest := &limitedBody{ReadCloser: rc, left: limit - n, limit: limit}
 		return struct {
 			io.Reader
 			io.Closer
@@ -116,7 +162,7 @@ func spoolToFile(f *os.File, head []byte, r io.Reader, limit int64) (io.ReadClos
 	}
 	size := int64(len(head)) + rest
 	if size > limit {
-		return nil, 0, errTooLarge
+		return nil, 0, tooLarge{limit}
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, 0, fmt.Errorf("spool reply: %w", err)
@@ -138,11 +184,11 @@ func tempFile() (*os.File, error) {
 	return f, nil
 }
 
-// limitedBody reads at most left bytes, then fails with errTooLarge if more
-// come, rather than cutting the reply short in silence.
+// limitedBody reads at most left bytes, then fails with ErrTooLarge (of
+// limit) if more come, rather than cutting the reply short in silence.
 type limitedBody struct {
 	io.ReadCloser
-	left int64
+	left, limit int64
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -150,7 +196,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.ReadCloser.Read(one[:])
 		if n > 0 {
-			return 0, errTooLarge
+			return 0, tooLarge{b.limit}
 		}
 		return 0, err
 	}

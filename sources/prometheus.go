@@ -219,7 +219,7 @@ func promTimeout(d time.Duration) time.Duration {
 
 // kind sorts a query failure into the error kinds callers tell apart.
 func (p *Prometheus) kind(ctx context.Context, err error) error {
-	if errors.Is(err, errRedirect) || errors.Is(err, errTooLarge) {
+	if errors.Is(err, errRedirect) || errors.Is(err, ErrTooLarge) {
 		return ErrBadReply
 	}
 	var apiErr *v1.Error
