@@ -1,6 +1,6 @@
 module github.com/haproxy-weighter/haproxy-weighter
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/cloudflare/ipvs v0.12.0
