@@ -57,6 +57,15 @@ demo: build
 bench-balance: build
 	GO=$(GO) bash examples/benchbalance/bench.sh $(BENCH_ARGS)
 
+# bench-fastsignal: what each fast-signal read (kernel socket table, `show sess all`, `show stat`)
+# costs a real HAProxy 2.6 and the reader at 1,000, 5,000 and ~10,000 connections (~13 min; not
+# part of make test). Prints a Markdown table and writes it to bin/bench-fastsignal.md; see
+# docs/benchmarks.md. FASTSIGNAL_ARGS passes flags (e.g. -conns 1000 -duration 20s).
+.PHONY: bench-fastsignal
+bench-fastsignal:
+	@mkdir -p bin
+	$(GO) run ./tools/fastsignalbench -out bin/bench-fastsignal.md $(FASTSIGNAL_ARGS)
+
 # deb: dist/haproxy-weighter_<version>_<arch>.deb with nfpm (run through `go run`, so not in go.mod).
 NFPM        := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST        ?= dist
