@@ -46,6 +46,8 @@ func (c *Client) noteHealth(ctx context.Context, err error) {
 		return // a reload or shutdown cut it: nothing learnt about the socket
 	case errors.As(err, &msg):
 		err = nil // HAProxy answered, with a refusal
+	case errors.Is(err, ErrStreamDumpUnsafe):
+		err = nil // HAProxy answered; the dump was held back (sessions_guard.go)
 	}
 	c.health.mu.Lock()
 	defer c.health.mu.Unlock()

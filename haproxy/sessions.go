@@ -126,6 +126,9 @@ func (c *Client) dumpOnce(ctx context.Context, cmd string, keep func(*Session) b
 	if c.trace != nil {
 		c.trace([]string{cmd})
 	}
+	if err := c.checkDumpSafe(ctx, cmd); err != nil {
+		return sessionDump{}, err
+	}
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return sessionDump{}, err

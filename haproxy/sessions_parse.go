@@ -280,6 +280,9 @@ func (p *dumpParser) closeBlock() {
 		if p.d.skipErr == nil {
 			p.d.skipErr = err
 		}
+		// A stream listed earlier at this address has ended: this one took
+		// its address.
+		p.forget(b.s.ID)
 		return
 	}
 	p.d.streams++
@@ -305,10 +308,7 @@ func later(a, b time.Time) time.Time {
 func (p *dumpParser) keepStream(s Session, coarse [2]time.Duration) {
 	i, dup := p.index[s.ID]
 	if p.keep != nil && !p.keep(&s) {
-		if dup {
-			p.d.sessions[i].ID = "" // dropped by dropReplaced
-			delete(p.index, s.ID)
-		}
+		p.forget(s.ID)
 		return
 	}
 	if dup {
@@ -318,6 +318,14 @@ func (p *dumpParser) keepStream(s Session, coarse [2]time.Duration) {
 	p.index[s.ID] = len(p.d.sessions)
 	p.d.sessions = append(p.d.sessions, s)
 	p.coarses = append(p.coarses, coarse)
+}
+
+// forget drops the kept stream at address id, if any.
+func (p *dumpParser) forget(id string) {
+	if i, ok := p.index[id]; ok {
+		p.d.sessions[i].ID = "" // dropped by dropReplaced
+		delete(p.index, id)
+	}
 }
 
 // checkWhole refuses a dump in which more streams are unreadable than

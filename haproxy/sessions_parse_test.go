@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -259,6 +260,14 @@ func TestParseSessionDumpMessage(t *testing.T) {
 func FuzzParseSessionDump(f *testing.F) {
 	full := capturedDump(f)
 	f.Add(full)
+	// Every captured version's dumps, Lua socket streams included.
+	seeds, err := filepath.Glob("testdata/show-sess-all-*.txt")
+	require.NoError(f, err)
+	for _, path := range seeds {
+		b, err := os.ReadFile(path)
+		require.NoError(f, err)
+		f.Add(string(b))
+	}
 	f.Add(full[:len(full)/2])
 	f.Add(full + full)
 	a := block("0x1a", 1, "127.0.0.1:1000", "fe", "be", "s1", "3s", 10, 20)
