@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -15,31 +14,14 @@ import (
 // on balancer i. Two daemons peering over them each see half the traffic.
 func StartTwoBalancers(t testing.TB, perClient [2]int) [2]*HAProxy {
 	t.Helper()
-	s1, s2 := StartDiscardServer(t), StartDiscardServer(t)
+	sinks := [2]string{StartDiscardServer(t), StartDiscardServer(t)}
 	var out [2]*HAProxy
 	for i := range out {
-		front := FreePort(t)
-		out[i] = StartHAProxy(t, HAProxyDefaults+fmt.Sprintf(`
-frontend fe
-  bind 127.0.0.1:%d
-  default_backend be
-backend be
-  balance leastconn
-  server s1 %s weight 100
-  server s2 %s weight 100
-`, front, s1, s2))
+		b := StartTwoServers(t, sinks, "weight 100")
 		for range 2 { // leastconn puts one on each server
-			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", front))
-			if err != nil {
-				t.Fatalf("balancer %d: %v", i, err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if _, err := c.Write([]byte{0}); err != nil {
-				t.Fatalf("balancer %d: %v", i, err)
-			}
-			time.Sleep(50 * time.Millisecond) // one at a time, so leastconn spreads them
-			WriteEvery(t, c, perClient[i], 100*time.Millisecond)
+			b.Client(t, perClient[i], 100*time.Millisecond)
 		}
+		out[i] = b.HAProxy
 	}
 	return out
 }
