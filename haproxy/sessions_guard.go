@@ -112,7 +112,9 @@ func (c *Client) checkDumpSafe(ctx context.Context, cmd string) error {
 	if err != nil {
 		return fmt.Errorf("show sess: %w", err)
 	}
-	if id, one := strings.CutPrefix(cmd, "show sess "); one && id != "all" {
+	// `show sess <id>` crashes only on that stream; any other form (`all`,
+	// 3.4's `all backend <b>`…) may dump every stream.
+	if id, one := strings.CutPrefix(cmd, "show sess "); one && isSessionID(id) {
 		for line := range strings.SplitSeq(replies[0], "\n") {
 			if strings.HasPrefix(line, id+": ") && isAppletLine(line) {
 				return fmt.Errorf("%w: HAProxy %s: stream %s has no frontend connection (a Lua socket's?)", ErrStreamDumpUnsafe, info.Version, id)
