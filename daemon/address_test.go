@@ -24,17 +24,13 @@ import (
 // srv4 share at first, and an address no server has.
 var addressLoads = map[string]float64{"127.0.0.11:9100": 10, "127.0.0.12:8002": 20, "127.0.0.13:8003": 40, "127.0.0.99:80": 5}
 
+// addressPrometheus is addressLoads as gauges, an hour of them around now.
 func addressPrometheus(now time.Time) string {
-	start := now.Truncate(time.Minute).Add(-30 * time.Minute)
-	var b strings.Builder
-	b.WriteString("# TYPE weighter_load gauge\n")
+	d := testenv.PromHour(now, 15*time.Second).Type("weighter_load", "gauge")
 	for instance, load := range addressLoads {
-		for i := 0; i <= 240; i++ {
-			fmt.Fprintf(&b, "weighter_load{instance=%q} %v %d\n", instance, load, start.Add(time.Duration(i)*15*time.Second).Unix())
-		}
+		d.Constant("weighter_load", fmt.Sprintf("instance=%q", instance), load)
 	}
-	b.WriteString("# EOF\n")
-	return b.String()
+	return d.String()
 }
 
 // setAddr points a server-template slot at ip:port, as service discovery does.
@@ -128,7 +124,7 @@ backend be_none
 	d := New(cfg, Options{Notifier: n, Registry: reg, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	startDaemon(t, d, n)
 	ambiguous := map[string]string{"backend": "be_tpl", "reason": "ambiguous"}
-	waitFor(t, "the first fetch", func() bool { return testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 1 })
+	testenv.WaitFor(t, "the first fetch", func() bool { return testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 1 })
 	if got := testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", map[string]string{"backend": "be_tpl", "reason": "unknown"}); got != 1 {
 		t.Errorf("unknown series %v, want 1", got)
 	}
@@ -140,14 +136,14 @@ backend be_none
 		defer cancel()
 		return mustWeights(ctx, t, c.Backend("be_tpl"))
 	}
-	waitFor(t, "srv1 weighted above srv2", func() bool { w := weights(); return w["srv1"] > w["srv2"] && w["srv2"] > 0 })
+	testenv.WaitFor(t, "srv1 weighted above srv2", func() bool { w := weights(); return w["srv1"] > w["srv2"] && w["srv2"] > 0 })
 	if w := weights(); w["srv3"] != w["srv4"] {
 		t.Errorf("srv3 and srv4, which share an address, weighted apart: %v", w)
 	}
 
 	setAddr(t, h.Socket, "srv4", "127.0.0.14", 8004)
-	waitFor(t, "the ambiguity gone", func() bool { return testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 0 })
-	waitFor(t, "srv3 weighted by its own load", func() bool { w := weights(); return w["srv3"] < w["srv2"] })
+	testenv.WaitFor(t, "the ambiguity gone", func() bool { return testenv.Gauge(t, reg, "haproxy_weighter_address_unmatched_series", ambiguous) == 0 })
+	testenv.WaitFor(t, "srv3 weighted by its own load", func() bool { w := weights(); return w["srv3"] < w["srv2"] })
 	if got := testenv.Gauge(t, reg, "haproxy_weighter_server_info", map[string]string{"backend": "be_tpl", "server": "srv4", "address": "127.0.0.14:8004"}); got != 1 {
 		t.Errorf("server_info of srv4 at its new address %v, want 1", got)
 	}

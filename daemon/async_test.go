@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -125,7 +126,7 @@ func TestAsyncSourceAsksOncePerRefresh(t *testing.T) {
 	for range 60 { // a minute of 1 s cycles
 		_, err := a.Fetch(ctx)
 		require.NoError(t, err)
-		waitFor(t, "the fetch to end", settled)
+		testenv.WaitFor(t, "the fetch to end", settled)
 		now = now.Add(time.Second)
 	}
 	assert.Equal(t, int32(5), src.calls.Load(), "at 0, 14, 28, 42 and 56 s (a tenth of slack)")
@@ -135,7 +136,7 @@ func TestAsyncSourceAsksOncePerRefresh(t *testing.T) {
 	src.mu.Unlock()
 	now = now.Add(15 * time.Second)
 	_, _ = a.Fetch(ctx) // starts the failing fetch (the answer is the last one, or the error if it is back already)
-	waitFor(t, "the failing fetch to end", settled)
+	testenv.WaitFor(t, "the failing fetch to end", settled)
 	now = now.Add(time.Second)
 	_, err := a.Fetch(ctx) // the next cycle: the error, without a new fetch
 	require.ErrorContains(t, err, "connection refused")

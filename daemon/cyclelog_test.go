@@ -39,7 +39,7 @@ func TestFailingSourceIsSummarised(t *testing.T) {
 	// real dial error's do: still one failure.
 	for i := range 1000 {
 		f.src.setErr(fmt.Errorf("dial tcp 10.0.0.9:%d: i/o timeout after %dms", 40000+i, 800+i%7))
-		f.clock.advance(time.Second)
+		f.clock.Advance(time.Second)
 		f.r.step(ctx)
 	}
 	lines := infoLines(f.logs.String())
@@ -76,7 +76,7 @@ func TestFailingSourceIsSummarised(t *testing.T) {
 	f.logs.Reset()
 	f.src.setErr(errors.New("server returned HTTP status 401 Unauthorized"))
 	for range 5 {
-		f.clock.advance(time.Second)
+		f.clock.Advance(time.Second)
 		f.r.step(ctx)
 	}
 	if lines := infoLines(f.logs.String()); len(lines) != 1 || !strings.Contains(lines[0], "401 Unauthorized") ||
@@ -86,7 +86,7 @@ func TestFailingSourceIsSummarised(t *testing.T) {
 
 	f.logs.Reset()
 	f.src.setErr(nil)
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	f.r.step(ctx)
 	lines = infoLines(f.logs.String())
 	if len(lines) != 1 || !strings.Contains(lines[0], `level=INFO msg="cycle ok again" backend=be after=source_error failed_for=16m45s`) ||
@@ -102,7 +102,7 @@ func TestSummaryCadenceWithLongInterval(t *testing.T) {
 	f.src.setErr(errors.New("connection refused"))
 	for range 100 {
 		f.r.step(context.Background())
-		f.clock.advance(15 * time.Minute)
+		f.clock.Advance(15 * time.Minute)
 	}
 	// failed, then summaries at cycles 10, 20, ..., 100.
 	if n := len(infoLines(f.logs.String())); n != 11 {
@@ -118,7 +118,7 @@ func TestHoldIsLoggedOnce(t *testing.T) {
 	f.r.unit.Backend.Source = hold
 	for range 30 {
 		f.r.step(context.Background())
-		f.clock.advance(time.Second)
+		f.clock.Advance(time.Second)
 	}
 	lines := infoLines(f.logs.String())
 	if len(lines) != 2 || !strings.Contains(lines[0], `level=WARN msg="holding weights" backend=be result=skipped_coverage reason="only 1 of 2 servers have valid data (need at least 2)"`) ||
@@ -162,7 +162,7 @@ func TestUnknownServerLoggedOnce(t *testing.T) {
 	debug := f.logAtDebug()
 	for range 5 {
 		f.r.step(context.Background())
-		f.clock.advance(time.Second)
+		f.clock.Advance(time.Second)
 	}
 	if n := strings.Count(debug.String(), "server=s9"); n != 1 {
 		t.Errorf("unknown server s9 logged %d times, want once:\n%s", n, debug.String())
@@ -190,11 +190,11 @@ func TestFastStartingIsNotLoggedAsAFailure(t *testing.T) {
 	f.src.setErr(fmt.Errorf("%w, and the source: %w", weighter.ErrFastStarting,
 		errors.New("prometheus: no data: query returned no series")))
 	for range 3 {
-		f.clock.advance(time.Second)
+		f.clock.Advance(time.Second)
 		f.r.step(ctx)
 	}
 	f.src.setErr(nil)
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	f.r.step(ctx)
 	lines := infoLines(f.logs.String())
 	if strings.Contains(f.logs.String(), "level=ERROR") || len(lines) != 2 ||

@@ -8,12 +8,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 type recordingNotifier struct {
@@ -43,17 +43,6 @@ func testConfig(t *testing.T, backend string) *config.Config {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling period
-	}
 }
 
 // runningDaemon is a Daemon whose Run was started by startDaemon.
@@ -102,7 +91,7 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 
 	first := d.current()
 	r.hup <- os.Interrupt
-	waitFor(t, "rejected reload", func() bool { return reloadOK() == 0 })
+	testenv.WaitFor(t, "rejected reload", func() bool { return reloadOK() == 0 })
 	if d.current() != first || d.config().Backends[0].Name != "be_old" {
 		t.Fatal("a rejected reload replaced the running configuration")
 	}
@@ -112,11 +101,11 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 	next = func() (*config.Config, error) { return newCfg, nil }
 	mu.Unlock()
 	r.hup <- os.Interrupt
-	waitFor(t, "accepted reload", func() bool { return reloadOK() == 1 })
+	testenv.WaitFor(t, "accepted reload", func() bool { return reloadOK() == 1 })
 	if g := d.current(); g == first || g.runners[0].unit.Backend.Name != "be_new" {
 		t.Fatal("reload did not start the new backend")
 	}
-	waitFor(t, "old backend's series dropped", func() bool {
+	testenv.WaitFor(t, "old backend's series dropped", func() bool {
 		b := backendsIn(t, reg, "haproxy_weighter_cycles_total")
 		return !b["be_old"] && b["be_new"]
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -96,7 +97,7 @@ func newDryFixture(t *testing.T, dry bool, servers ...string) *dryFixture {
 		f.tgt.servers = append(f.tgt.servers, weighter.ServerState{Name: s, Weight: 100, Admin: weighter.AdminReady, Operational: "up"})
 	}
 	log := slog.New(slog.NewTextHandler(&lockedWriter{b: f.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	clock := newFakeClock()
+	clock := testenv.NewClock()
 	f.d = New(&config.Config{Interval: duration.Duration(10 * time.Second)}, Options{Log: log, Clock: clock, Registry: f.reg})
 	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}, Kind: "haproxy", dryRun: dry}
 	f.r = newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second}, clock, f.d.metrics, log)
@@ -278,7 +279,7 @@ func TestReloadIntoDryRunRestores(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse(false), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse(true), nil }})
 	r := startDaemon(t, d, n)
-	waitFor(t, "be's start-up weights kept", func() bool { return d.startWeights.has("be") })
+	testenv.WaitFor(t, "be's start-up weights kept", func() bool { return d.startWeights.has("be") })
 
 	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
 	if err != nil {
@@ -293,7 +294,7 @@ func TestReloadIntoDryRunRestores(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.hup <- syscall.SIGHUP
-	waitFor(t, "be's start-up weights back and its snapshot dropped after the reload made it dry", func() bool {
+	testenv.WaitFor(t, "be's start-up weights back and its snapshot dropped after the reload made it dry", func() bool {
 		got := weights()
 		return !d.startWeights.has("be") && got["s1"] == 10 && got["s2"] == 20
 	})
@@ -378,7 +379,7 @@ func TestDryRunPropertyNeverWritesSaysOnce(t *testing.T) {
 // with noisy loads, at most one line a cycle.
 func TestDryRunLogVolume(t *testing.T) {
 	const interval = time.Second
-	run := func(src weighter.Source, names []string, clock *fakeClock, cycles int) (lines, size int) {
+	run := func(src weighter.Source, names []string, clock *testenv.Clock, cycles int) (lines, size int) {
 		ctl, err := weighter.NewController(weighter.DefaultPolicy())
 		if err != nil {
 			t.Fatal(err)
@@ -392,12 +393,12 @@ func TestDryRunLogVolume(t *testing.T) {
 			if c := r.step(context.Background()); c.Result != weighter.ResultOK {
 				t.Fatalf("cycle: %s %v", c.Result, c.Err)
 			}
-			clock.advance(interval)
+			clock.Advance(interval)
 		}
 		return bytes.Count(buf.Bytes(), []byte("\n")), buf.Len()
 	}
 
-	clock := newFakeClock()
+	clock := testenv.NewClock()
 	noisy := newNoisySource(clock, 1000, 1)
 	steady := &steadySource{clock: clock, loads: map[string]float64{}}
 	for i, n := range noisy.names {
@@ -410,7 +411,7 @@ func TestDryRunLogVolume(t *testing.T) {
 		t.Errorf("steady dry run: %d lines in %d cycles, want the first cycle's would-set line only", lines, steadyCycles)
 	}
 
-	clock = newFakeClock()
+	clock = testenv.NewClock()
 	const busyCycles = 120
 	lines, size = run(newNoisySource(clock, 1000, 1), noisy.names, clock, busyCycles)
 	t.Logf("dry run, 1,000 servers, noisy loads, interval 1s: %d lines, %d bytes in %d cycles; per hour %d lines, %d bytes",

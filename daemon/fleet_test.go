@@ -6,12 +6,10 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -26,18 +24,6 @@ func startFleetHAProxy(t *testing.T, backends ...string) *testenv.HAProxy {
 			b, testenv.FreePort(t), testenv.FreePort(t))
 	}
 	return testenv.StartHAProxy(t, cfg)
-}
-
-// weightsOf reads a backend's weights from HAProxy.
-func weightsOf(t *testing.T, socket, backend string) (map[string]int, error) {
-	t.Helper()
-	c, err := haproxy.New(haproxy.Config{Socket: socket})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return readWeights(ctx, c.Backend(backend))
 }
 
 // readWeights returns each server's weight as the target has it.
@@ -137,10 +123,10 @@ func TestOneDaemonTwoHAProxies(t *testing.T) {
 			units[0].client, units[1].client, units[2].client)
 	}
 	written := func(socket, backend string) bool {
-		w, err := weightsOf(t, socket, backend)
+		w, err := testenv.ReadWeights(socket, backend)
 		return err == nil && w["s1"] > 10 && w["s2"] > 20
 	}
-	waitFor(t, "weights written to both HAProxies", func() bool {
+	testenv.WaitFor(t, "weights written to both HAProxies", func() bool {
 		return written(h1.Socket, "be_a") && written(h1.Socket, "be_a2") && written(h2.Socket, "be_b")
 	})
 	if got, want := socketInfo(t, reg), map[string]string{"be_a": h1.Socket, "be_a2": h1.Socket, "be_b": h2.Socket}; fmt.Sprint(got) != fmt.Sprint(want) {
@@ -149,12 +135,12 @@ func TestOneDaemonTwoHAProxies(t *testing.T) {
 	if socketUp(t, reg, h1.Socket) != 1 || socketUp(t, reg, h2.Socket) != 1 {
 		t.Errorf("socket_up %v %v, want 1 1", socketUp(t, reg, h1.Socket), socketUp(t, reg, h2.Socket))
 	}
-	waitFor(t, "ready", func() bool { ok, _ := d.Ready(); return ok })
+	testenv.WaitFor(t, "ready", func() bool { ok, _ := d.Ready(); return ok })
 
 	h2.Kill()
-	waitFor(t, "be_b failing", func() bool { return cycles(t, reg, "be_b", weighter.ResultTargetError) >= 3 })
+	testenv.WaitFor(t, "be_b failing", func() bool { return cycles(t, reg, "be_b", weighter.ResultTargetError) >= 3 })
 	okA := cycles(t, reg, "be_a", weighter.ResultOK)
-	waitFor(t, "be_a and be_a2 cycling on", func() bool {
+	testenv.WaitFor(t, "be_a and be_a2 cycling on", func() bool {
 		return cycles(t, reg, "be_a", weighter.ResultOK) >= okA+3 && cycles(t, reg, "be_a2", weighter.ResultOK) >= okA+3
 	})
 	if errs := cycles(t, reg, "be_a", weighter.ResultTargetError) + cycles(t, reg, "be_a2", weighter.ResultTargetError); errs != 0 {
@@ -165,7 +151,7 @@ func TestOneDaemonTwoHAProxies(t *testing.T) {
 	}
 	// be_b's readiness runs out after 3 intervals without an ok cycle.
 	var why string
-	waitFor(t, "not ready", func() bool {
+	testenv.WaitFor(t, "not ready", func() bool {
 		var ok bool
 		ok, why = d.Ready()
 		return !ok

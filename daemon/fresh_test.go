@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -23,7 +24,7 @@ import (
 // byte (what clockExternal says).
 type clockLocal struct {
 	mu    sync.Mutex
-	clock *fakeClock
+	clock *testenv.Clock
 	last  time.Time
 	total float64
 	err   error
@@ -56,7 +57,7 @@ func (l *clockLocal) fail(err error) {
 // clockExternal is the servers' true load now: s1 100, s2 200.
 type clockExternal struct {
 	mu    sync.Mutex
-	clock *fakeClock
+	clock *testenv.Clock
 	err   error
 }
 
@@ -79,7 +80,7 @@ func (e *clockExternal) fail(err error) {
 // A backend's runner over the fresh source: each fallback shows in the
 // metrics and is logged once, and the cycles go on.
 func TestFreshFallbacksThroughTheRunner(t *testing.T) {
-	clock := newFakeClock()
+	clock := testenv.NewClock()
 	local, ext := &clockLocal{clock: clock}, &clockExternal{clock: clock}
 	fresh, err := weighter.NewFresh(weighter.FreshConfig{Fast: local, External: ext, Calibrate: true,
 		Calibration: weighter.DefaultCalibration(30 * time.Second), Refresh: 15 * time.Second, Now: clock.Now})
@@ -100,7 +101,7 @@ func TestFreshFallbacksThroughTheRunner(t *testing.T) {
 	steps := func(d time.Duration) weighter.Cycle {
 		var c weighter.Cycle
 		for end := clock.Now().Add(d); clock.Now().Before(end); {
-			clock.advance(2 * time.Second)
+			clock.Advance(2 * time.Second)
 			c = r.step(context.Background())
 			require.Equal(t, weighter.ResultOK, c.Result, "%v", c.Err)
 		}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -23,15 +22,11 @@ import (
 // point for the query before appear, and one after, as a Prometheus that
 // has not scraped the servers yet when the daemon starts.
 func futurePoints(appear time.Time) string {
-	var b strings.Builder
-	b.WriteString("# TYPE load gauge\n")
+	d := testenv.PromSamples(appear, time.Second, 60).Type("load", "gauge")
 	for _, s := range []string{"s1", "s2"} {
-		for i := range 60 {
-			fmt.Fprintf(&b, "load{server=%q} 10 %d\n", s, appear.Add(time.Duration(i)*time.Second).Unix())
-		}
+		d.Constant("load", fmt.Sprintf("server=%q", s), 10)
 	}
-	b.WriteString("# EOF\n")
-	return b.String()
+	return d.String()
 }
 
 // logRecord is one line of the JSON log, the fields these tests read.
@@ -61,23 +56,9 @@ func records(t *testing.T, logs *testenv.SyncBuffer) []logRecord {
 // first cycle, one line saying the calibration waits for the source, and
 // one saying it starts when the series appears.
 func TestFirstCyclesBeforeTheSourceHasDataWeighByTheFastSignal(t *testing.T) {
-	s1, s2 := testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)
-	front := testenv.FreePort(t)
-	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
-frontend fe
-  bind 127.0.0.1:%d
-  default_backend be
-backend be
-  balance leastconn
-  server s1 %s weight 100
-  server s2 %s weight 100
-`, front, s1, s2))
-	for range 2 {
-		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", front))
-		require.NoError(t, err)
-		t.Cleanup(func() { c.Close() })
-		time.Sleep(50 * time.Millisecond) // one at a time, so leastconn spreads them
-		testenv.WriteEvery(t, c, 1000, 100*time.Millisecond)
+	h := testenv.StartTwoServers(t, [2]string{testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)}, "weight 100")
+	for range 2 { // leastconn puts one on each server
+		h.Client(t, 1000, 100*time.Millisecond)
 	}
 	prom := testenv.StartPrometheus(t, futurePoints(time.Now().Add(8*time.Second)))
 	yml := fmt.Sprintf("listen: \"\"\ninterval: 500ms\nhaproxy: {socket: %s}\nbackends:\n  - name: be\n"+

@@ -78,7 +78,7 @@ backend be
 	d := New(cfg, Options{Log: log, Notifier: n, Reload: func() (*config.Config, error) { return config.Parse("test.yml", []byte(yml), nil) }})
 	r := startDaemon(t, d, n)
 	r.hup <- os.Interrupt
-	waitFor(t, "the reload", func() bool { return strings.Contains(buf.String(), "config reloaded") })
+	testenv.WaitFor(t, "the reload", func() bool { return strings.Contains(buf.String(), "config reloaded") })
 	require.NoError(t, r.stop())
 
 	lines := logLines(t, buf)
@@ -187,7 +187,7 @@ backend be
 		t.Helper()
 		reloads++
 		r.hup <- syscall.SIGHUP
-		waitFor(t, "the reload", func() bool { return strings.Count(buf.String(), `"msg":"config reloaded"`) == reloads })
+		testenv.WaitFor(t, "the reload", func() bool { return strings.Count(buf.String(), `"msg":"config reloaded"`) == reloads })
 		return warned()
 	}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -86,7 +87,7 @@ func (t *mapTarget) SetWeights(_ context.Context, ch []weighter.Change) error {
 // logVolume runs cycles of one backend with the default policy, one
 // simulated interval apart, and returns the log lines and bytes written at
 // the default level (info).
-func logVolume(t testing.TB, src *noisySource, clock *fakeClock, interval time.Duration, cycles int) (lines, size int) {
+func logVolume(t testing.TB, src *noisySource, clock *testenv.Clock, interval time.Duration, cycles int) (lines, size int) {
 	t.Helper()
 	ctl, err := weighter.NewController(weighter.DefaultPolicy())
 	if err != nil {
@@ -98,7 +99,7 @@ func logVolume(t testing.TB, src *noisySource, clock *fakeClock, interval time.D
 	r := newRunner(u, Timing{Interval: interval, Timeout: interval, Jitter: 0.1}, clock, metrics.New(prometheus.NewRegistry()), log)
 	for range cycles {
 		r.step(context.Background())
-		clock.advance(interval)
+		clock.Advance(interval)
 	}
 	return bytes.Count(buf.Bytes(), []byte("\n")), buf.Len()
 }
@@ -111,7 +112,7 @@ func TestLogVolume(t *testing.T) {
 	const interval = time.Second
 	perHour := func(n, cycles int) int { return n * int(time.Hour/interval) / cycles }
 
-	clock := newFakeClock()
+	clock := testenv.NewClock()
 	const busyCycles = 600
 	lines, size := logVolume(t, newNoisySource(clock, 1000, 1), clock, interval, busyCycles)
 	t.Logf("1,000 servers, noisy loads, interval 1s: %d lines, %d bytes in %d cycles; per hour %d lines, %d bytes",
@@ -120,7 +121,7 @@ func TestLogVolume(t *testing.T) {
 		t.Errorf("1,000-server backend: %d lines in %d cycles, want at most one per cycle (and a few state changes)", lines, busyCycles)
 	}
 
-	clock = newFakeClock()
+	clock = testenv.NewClock()
 	dead := newNoisySource(clock, 4, 2)
 	dead.err = errors.New(`prometheus http://prom:9090 query "rate(x[1m])": dial tcp 10.0.0.9:9090: connect: connection refused`)
 	const deadCycles = 3600

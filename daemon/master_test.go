@@ -45,13 +45,13 @@ func TestDaemonThroughMasterCLIFollowsReload(t *testing.T) {
 		return func() bool { return weight(pid, "s1") > 10 && weight(pid, "s2") > 20 }
 	}
 	first := h.Worker()
-	waitFor(t, "weights written to the first worker", written(first))
+	testenv.WaitFor(t, "weights written to the first worker", written(first))
 
 	second := h.Reload()
 	if second == first {
 		t.Fatalf("reload kept worker %d", first)
 	}
-	waitFor(t, "weights written to the new worker", written(second))
+	testenv.WaitFor(t, "weights written to the new worker", written(second))
 	if strings.Contains(logs.String(), "level=ERROR msg=\"backend check failed") {
 		t.Errorf("the start check failed:\n%s", logs.String())
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -46,7 +47,7 @@ func TestReloadToAnotherSocketRestoresTheFirst(t *testing.T) {
 	h1 := startFleetHAProxy(t, "be")
 	h2 := startFleetHAProxy(t, "be")
 	parse := func(socket string) *config.Config { return movingConfig(t, socket, "") }
-	weights := func(socket string) map[string]int { return weightsOfBe(t, socket) }
+	weights := func(socket string) map[string]int { return testenv.Weights(t, socket, "be") }
 	// No traffic: every load is 0, so each cycle moves both servers up from
 	// the configured 10 and 20.
 	written := func(socket string) func() bool {
@@ -58,11 +59,11 @@ func TestReloadToAnotherSocketRestoresTheFirst(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse(h1.Socket), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse(h2.Socket), nil }})
 	r := startDaemon(t, d, n)
-	waitFor(t, "weights written to the first HAProxy", written(h1.Socket))
+	testenv.WaitFor(t, "weights written to the first HAProxy", written(h1.Socket))
 
 	r.hup <- syscall.SIGHUP
-	waitFor(t, "the first HAProxy's start-up weights back after the reload", restored(h1.Socket))
-	waitFor(t, "weights written to the second HAProxy", written(h2.Socket))
+	testenv.WaitFor(t, "the first HAProxy's start-up weights back after the reload", restored(h1.Socket))
+	testenv.WaitFor(t, "weights written to the second HAProxy", written(h2.Socket))
 	require.NoError(t, r.stop())
 	assert.True(t, restored(h2.Socket)(), "the second HAProxy's start-up weights back at exit: %v", weights(h2.Socket))
 	assert.True(t, restored(h1.Socket)(), "the first HAProxy left alone after: %v", weights(h1.Socket))
@@ -87,12 +88,12 @@ func TestReloadKeepsTheSocketsClient(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse(first), Options{Notifier: n, Registry: reg, Reload: func() (*config.Config, error) { return parse(<-reload), nil }})
 	r := startDaemon(t, d, n)
-	waitFor(t, "socket_up", func() bool { return socketUp(t, reg, h.Socket) == 1 })
+	testenv.WaitFor(t, "socket_up", func() bool { return socketUp(t, reg, h.Socket) == 1 })
 	old := d.current().units[0].client
 
 	reload <- next
 	r.hup <- syscall.SIGHUP
-	waitFor(t, "the reload", func() bool { return len(d.current().units) == 2 })
+	testenv.WaitFor(t, "the reload", func() bool { return len(d.current().units) == 2 })
 	units := d.current().units
 	assert.True(t, old == units[0].client, "be_a keeps the socket's client")
 	assert.True(t, old == units[1].client, "be_b, new, takes it too")
@@ -105,16 +106,16 @@ func TestReloadToAnotherSocketWithTheFirstDown(t *testing.T) {
 	h1 := startFleetHAProxy(t, "be")
 	h2 := startFleetHAProxy(t, "be")
 	parse := func(socket string) *config.Config { return movingConfig(t, socket, ", timeout: 1s") }
-	weights := func(socket string) map[string]int { return weightsOfBe(t, socket) }
+	weights := func(socket string) map[string]int { return testenv.Weights(t, socket, "be") }
 	written := func() bool { w := weights(h2.Socket); return w["s1"] > 10 && w["s2"] > 20 }
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse(h1.Socket), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse(h2.Socket), nil }})
 	r := startDaemon(t, d, n)
-	waitFor(t, "start-up weights kept", func() bool { return d.startWeights.has("be") })
+	testenv.WaitFor(t, "start-up weights kept", func() bool { return d.startWeights.has("be") })
 	h1.Kill()
 
 	r.hup <- syscall.SIGHUP
-	waitFor(t, "weights written to the second HAProxy", written)
+	testenv.WaitFor(t, "weights written to the second HAProxy", written)
 	require.NoError(t, r.stop())
 	assert.Equal(t, map[string]int{"s1": 10, "s2": 20}, weights(h2.Socket), "the second HAProxy's start-up weights back at exit")
 }
@@ -129,12 +130,4 @@ func movingConfig(t *testing.T, socket, socketExtra string) *config.Config {
 	cfg, err := config.Parse("test.yml", []byte(yml), nil)
 	require.NoError(t, err)
 	return cfg
-}
-
-// weightsOfBe reads backend be's weights on the HAProxy at socket.
-func weightsOfBe(t *testing.T, socket string) map[string]int {
-	t.Helper()
-	w, err := weightsOf(t, socket, "be")
-	require.NoError(t, err)
-	return w
 }

@@ -41,14 +41,14 @@ func TestWatchdogFeedsWhileAlive(t *testing.T) {
 	done := make(chan struct{})
 	go func() { d.watchdog(ctx); close(done) }()
 
-	if w := <-f.clock.waits; w != time.Second {
+	if w := <-f.clock.Waits(); w != time.Second {
 		t.Fatalf("watchdog period %s, want half of 2s", w)
 	}
-	f.clock.ticker <- f.clock.Now()
-	<-f.clock.waits            // the next wait starts after the notification
-	f.clock.advance(time.Hour) // the runner has not cycled for an hour
-	f.clock.ticker <- f.clock.Now()
-	<-f.clock.waits
+	f.clock.Fire()
+	<-f.clock.Waits()          // the next wait starts after the notification
+	f.clock.Advance(time.Hour) // the runner has not cycled for an hour
+	f.clock.Fire()
+	<-f.clock.Waits()
 	cancel()
 	<-done
 	n.mu.Lock()

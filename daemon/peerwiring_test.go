@@ -109,14 +109,14 @@ func TestTwoDaemonsWeighByBothBalancers(t *testing.T) {
 	}
 	for i := range hs {
 		peer := fmt.Sprintf("http://127.0.0.1:%d", ports[1-i])
-		waitFor(t, fmt.Sprintf("daemon %d adds its peer", i), func() bool {
+		testenv.WaitFor(t, fmt.Sprintf("daemon %d adds its peer", i), func() bool {
 			return testenv.Gauge(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": peer}) == 1 &&
 				testenv.Gauge(t, regs[i], "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}) == 1
 		})
 	}
 	for i := range hs {
 		for _, s := range []string{"s1", "s2"} {
-			waitFor(t, fmt.Sprintf("daemon %d sees both balancers' load on %s", i, s), func() bool {
+			testenv.WaitFor(t, fmt.Sprintf("daemon %d sees both balancers' load on %s", i, s), func() bool {
 				l := testenv.Gauge(t, regs[i], "haproxy_weighter_server_load", map[string]string{"backend": "be", "server": s})
 				return l > 20_000 && l < 30_000
 			})
@@ -179,10 +179,10 @@ backend be
 	// Balancer i's name of sink X and of sink Y.
 	names := [2][2]string{{"s1", "s2"}, {"s2", "s1"}}
 	for i := range hs {
-		waitFor(t, fmt.Sprintf("daemon %d adds its peer", i), func() bool {
+		testenv.WaitFor(t, fmt.Sprintf("daemon %d adds its peer", i), func() bool {
 			return testenv.Gauge(t, regs[i], "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}) == 1
 		})
-		waitFor(t, fmt.Sprintf("daemon %d sees X at 7 kB/s and Y at 25 kB/s per connection", i), func() bool {
+		testenv.WaitFor(t, fmt.Sprintf("daemon %d sees X at 7 kB/s and Y at 25 kB/s per connection", i), func() bool {
 			lx, ly := load(i, names[i][0]), load(i, names[i][1])
 			return lx > 5_500 && lx < 8_500 && ly > 22_000 && ly < 28_000
 		})
@@ -241,30 +241,30 @@ func TestPeersBehindTLSAndBasicAuth(t *testing.T) {
 		return strings.Count(logA.String(), `msg="peer left out of the fast signal" peer=`+peer+" ")
 	}
 
-	waitFor(t, "A adds B's readings", func() bool {
+	testenv.WaitFor(t, "A adds B's readings", func() bool {
 		return up() == 1 && testenv.Gauge(t, reg, "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}) == 1
 	})
-	waitFor(t, "A weighs by both balancers' load", func() bool {
+	testenv.WaitFor(t, "A weighs by both balancers' load", func() bool {
 		l := testenv.Gauge(t, reg, "haproxy_weighter_server_load", map[string]string{"backend": "be", "server": "s1"})
 		return l > 20_000 && l < 30_000 // 10 kB/s of its own, 40 kB/s of B's, over two connections
 	})
 	assert.Zero(t, leftOut(), "added from the first ask:\n%s", logA.String())
 
 	require.NoError(t, os.WriteFile(pwFile, []byte(wrong+"\n"), 0o600))
-	waitFor(t, "A leaves B out", func() bool { return up() == 0 })
+	testenv.WaitFor(t, "A leaves B out", func() bool { return up() == 0 })
 	time.Sleep(3 * peers.TimingFor(intervalA).Poll) // more asks, refused alike
 	assert.Equal(t, 1, leftOut(), "one line for the change:\n%s", logA.String())
 	assert.Contains(t, logA.String(), `why="down: HTTP 401 Unauthorized: the peer refused peer_client's credentials"`)
 
 	require.NoError(t, os.WriteFile(pwFile, []byte(password+"\n"), 0o600))
-	waitFor(t, "A adds B again", func() bool { return up() == 1 })
+	testenv.WaitFor(t, "A adds B again", func() bool { return up() == 1 })
 
 	mu.Lock()
 	next = parsePeerConfig(t, hs[0].Socket, yml(""))
 	next.Listen = cfgA.Listen
 	mu.Unlock()
 	a.hup <- os.Interrupt
-	waitFor(t, "A leaves B out without the CA", func() bool {
+	testenv.WaitFor(t, "A leaves B out without the CA", func() bool {
 		return up() == 0 && strings.Contains(logA.String(), "certificate signed by unknown authority")
 	})
 	assert.Equal(t, 2, leftOut(), logA.String())
@@ -292,11 +292,11 @@ func TestReloadWithABrokenPeerClientIsRefused(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	r := startDaemon(t, New(cfg(ca.CA), Options{Registry: reg, Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil)),
 		Reload: func() (*config.Config, error) { return cfg("/nonexistent/ca.pem"), nil }}), n)
-	waitFor(t, "the peer added", func() bool {
+	testenv.WaitFor(t, "the peer added", func() bool {
 		return testenv.Gauge(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": peer}) == 1
 	})
 	r.hup <- os.Interrupt
-	waitFor(t, "the reload refused", func() bool { return strings.Contains(logs.String(), "config reload rejected") })
+	testenv.WaitFor(t, "the reload refused", func() bool { return strings.Contains(logs.String(), "config reload rejected") })
 	assert.Contains(t, logs.String(), "peer "+peer+": client: peer_client: unable to read CA cert")
 	assert.Equal(t, 0.0, testenv.Gauge(t, reg, "haproxy_weighter_config_reload_success", nil))
 	assert.Equal(t, 1.0, testenv.Gauge(t, reg, "haproxy_weighter_peer_up", map[string]string{"peer": peer}), "still asked as before")
@@ -341,20 +341,20 @@ backend be
 	d := New(withPeers, Options{Registry: prometheus.NewRegistry(), Notifier: n,
 		Reload: func() (*config.Config, error) { return next.Load(), nil }})
 	r := startDaemon(t, d, n)
-	waitFor(t, "asks in flight", func() bool { return len(entered) >= 2 })
+	testenv.WaitFor(t, "asks in flight", func() bool { return len(entered) >= 2 })
 	require.Equal(t, 3, goroutinesIn("peers.(*Set).poll"))
 
 	r.hup <- os.Interrupt
-	waitFor(t, "the reload to stop the pollers and close their connections", func() bool {
+	testenv.WaitFor(t, "the reload to stop the pollers and close their connections", func() bool {
 		return goroutinesIn("peers.(*Set).poll") == 0 && goroutinesIn("net/http.(*persistConn)") <= baseConns
 	})
 
 	next.Store(withPeers)
 	r.hup <- os.Interrupt
-	waitFor(t, "the peers back", func() bool { return goroutinesIn("peers.(*Set).poll") == 3 && len(entered) >= 4 })
+	testenv.WaitFor(t, "the peers back", func() bool { return goroutinesIn("peers.(*Set).poll") == 3 && len(entered) >= 4 })
 	require.NoError(t, r.stop())
 	assert.Equal(t, 0, goroutinesIn("peers.(*Set).poll"), "pollers after the daemon stopped")
-	waitFor(t, "the stopped daemon's peer connections closed", func() bool {
+	testenv.WaitFor(t, "the stopped daemon's peer connections closed", func() bool {
 		return goroutinesIn("net/http.(*persistConn)") <= baseConns
 	})
 }
@@ -380,12 +380,12 @@ func TestFleetConfigListingItselfAndAPeerTwice(t *testing.T) {
 		startDaemon(t, d, n)
 	}
 	for i := range hs {
-		waitFor(t, fmt.Sprintf("daemon %d adds the other", i), func() bool {
+		testenv.WaitFor(t, fmt.Sprintf("daemon %d adds the other", i), func() bool {
 			return testenv.Gauge(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": url(1 - i)}) == 1 &&
 				testenv.Gauge(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": url(1-i) + "/"}) == 1
 		})
 		for _, s := range []string{"s1", "s2"} {
-			waitFor(t, fmt.Sprintf("daemon %d sees both balancers' load on %s, once each", i, s), func() bool {
+			testenv.WaitFor(t, fmt.Sprintf("daemon %d sees both balancers' load on %s, once each", i, s), func() bool {
 				l := testenv.Gauge(t, regs[i], "haproxy_weighter_server_load", map[string]string{"backend": "be", "server": s})
 				return l > 22_500 && l < 27_500
 			})

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 // TestReloadKeepsReadiness: a SIGHUP must not turn /readyz to 503 (and
@@ -35,7 +36,7 @@ func TestReloadKeepsReadiness(t *testing.T) {
 		t.Fatalf("not ready before the reload: %s", why)
 	}
 	run.hup <- os.Interrupt
-	waitFor(t, "reload", func() bool { return d.current() != first })
+	testenv.WaitFor(t, "reload", func() bool { return d.current() != first })
 	if ok, why := d.Ready(); !ok {
 		t.Errorf("a reload made a ready daemon unready: %s", why)
 	}
@@ -57,7 +58,7 @@ func TestScrapeSeesReadinessExpire(t *testing.T) {
 	if got := scrapeReady(t, h); got != "1" {
 		t.Fatalf("ready %s after an ok cycle, want 1", got)
 	}
-	f.clock.advance(time.Hour) // no cycle for an hour
+	f.clock.Advance(time.Hour) // no cycle for an hour
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable {
@@ -100,7 +101,7 @@ func TestHealthzFailsWhenALoopIsStuck(t *testing.T) {
 	if code, body := healthz(); code != http.StatusOK {
 		t.Fatalf("/healthz %d %q while the loop turns (its cycles fail)", code, body)
 	}
-	f.clock.advance(time.Hour) // no cycle ended for an hour (2 intervals + timeout is 30s)
+	f.clock.Advance(time.Hour) // no cycle ended for an hour (2 intervals + timeout is 30s)
 	if code, body := healthz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "be") {
 		t.Errorf("/healthz %d %q with a stuck loop, want 503 naming the backend", code, body)
 	}

@@ -80,7 +80,7 @@ func TestReloadBurstCyclesOncePerInterval(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(cfg, Options{Log: slog.New(slog.NewJSONHandler(logs, nil)), Notifier: n, Reload: parse, Registry: reg})
 	r := startDaemon(t, d, n)
-	waitFor(t, "the first cycle", func() bool { return cyclesOf(t, reg, "be", "") >= 1 })
+	testenv.WaitFor(t, "the first cycle", func() bool { return cyclesOf(t, reg, "be", "") >= 1 })
 
 	// A cycle in flight when the burst starts ends in the window: the
 	// window starts a cycle timeout earlier.
@@ -91,7 +91,7 @@ func TestReloadBurstCyclesOncePerInterval(t *testing.T) {
 		r.hup <- syscall.SIGHUP
 		time.Sleep(10 * time.Millisecond) // a burst: ~100 a second, as a script in a loop sends them
 	}
-	waitFor(t, "every request answered by a reload", func() bool {
+	testenv.WaitFor(t, "every request answered by a reload", func() bool {
 		sum := 0
 		for _, rec := range reloadRecords(t, logs) {
 			sum += max(rec.Coalesced, 1)

@@ -30,7 +30,7 @@ func TestReloadKeepsTheListenAddressInForce(t *testing.T) {
 	r := startDaemon(t, d, n)
 	for i := 1; i <= 2; i++ {
 		r.hup <- syscall.SIGHUP
-		waitFor(t, "the reload", func() bool { return strings.Count(logs.String(), "config reloaded") == i })
+		testenv.WaitFor(t, "the reload", func() bool { return strings.Count(logs.String(), "config reloaded") == i })
 	}
 	if got := strings.Count(logs.String(), `msg="listen address changes need a restart"`); got != 2 {
 		t.Errorf("the pending listen change said %d times over 2 reloads, want 2:\n%s", got, logs.String())

@@ -41,10 +41,10 @@ func TestReloadDoesNotRepeatTheStartUpLines(t *testing.T) {
 		return c
 	}
 	const check = "backend check failed; each cycle retries it and writes nothing until it passes"
-	waitFor(t, "gone's first failed cycle", func() bool { return count("cycle failed", "gone", "") == 1 })
+	testenv.WaitFor(t, "gone's first failed cycle", func() bool { return count("cycle failed", "gone", "") == 1 })
 	for i := 1; i <= 3; i++ {
 		r.hup <- syscall.SIGHUP
-		waitFor(t, "the reload's start-up reads", func() bool {
+		testenv.WaitFor(t, "the reload's start-up reads", func() bool {
 			return count("current weights", "be", "") == i+1 && count(check, "gone", "") == i+1
 		})
 	}

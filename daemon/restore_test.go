@@ -28,7 +28,7 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 	r := startDaemon(t, d, n)
 
 	h.Restart()
-	waitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
+	testenv.WaitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
 		return d.startWeights.has("be")
 	})
 	hc, wctx := restoreClient(t, h.Socket)
@@ -52,13 +52,13 @@ func TestShutdownEndsWithHungHAProxy(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(restoreConfig(t, h.Socket, "1h", "100ms"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	r := startDaemon(t, d, n)
-	waitFor(t, "the start-up weights", func() bool {
+	testenv.WaitFor(t, "the start-up weights", func() bool {
 		return d.startWeights.has("be")
 	})
 	h.Freeze()
 	defer h.Thaw() // before t.Cleanup stops it
 	r.cancel()
-	waitFor(t, "Run to return", func() bool {
+	testenv.WaitFor(t, "Run to return", func() bool {
 		select {
 		case <-r.done:
 			return true
@@ -83,7 +83,7 @@ func TestRestoreFailureFailsTheExit(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(restoreConfig(t, h.Socket, "1h", "2s"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	r := startDaemon(t, d, n)
-	waitFor(t, "the start-up weights", func() bool {
+	testenv.WaitFor(t, "the start-up weights", func() bool {
 		return d.startWeights.has("be")
 	})
 	h.Kill()
@@ -178,7 +178,7 @@ func TestReloadRestoresRemovedBackend(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(parse("be", "kept"), Options{Notifier: n, Reload: func() (*config.Config, error) { return parse("kept"), nil }})
 	r := startDaemon(t, d, n)
-	waitFor(t, "start-up weights of both backends", func() bool {
+	testenv.WaitFor(t, "start-up weights of both backends", func() bool {
 		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
 
@@ -190,7 +190,7 @@ func TestReloadRestoresRemovedBackend(t *testing.T) {
 	r.hup <- syscall.SIGHUP
 	weights := func(backend string) map[string]int { return mustWeights(wctx, t, hc.Backend(backend)) }
 	// The snapshot is dropped just after the write: wait for both.
-	waitFor(t, "be's start-up weights back and its snapshot dropped after the reload removed it", func() bool {
+	testenv.WaitFor(t, "be's start-up weights back and its snapshot dropped after the reload removed it", func() bool {
 		kept := d.startWeights.has("be")
 		got := weights("be")
 		return !kept && got["s1"] == 10 && got["s2"] == 20

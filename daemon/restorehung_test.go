@@ -30,7 +30,7 @@ func TestHungHAProxyAtExitDoesNotStopTheOthersRestore(t *testing.T) {
 	n := &recordingNotifier{ready: make(chan struct{})}
 	d := New(cfg, Options{Notifier: n})
 	r := startDaemon(t, d, n)
-	waitFor(t, "the start-up weights of both backends", func() bool {
+	testenv.WaitFor(t, "the start-up weights of both backends", func() bool {
 		return d.startWeights.has("a") && d.startWeights.has("b")
 	})
 	hc, ctx := restoreClient(t, up.Socket)

@@ -27,7 +27,7 @@ func TestFailedRestoreOfRemovedBackendIsRetriedAtExit(t *testing.T) {
 	d := New(parse("be", "kept"), Options{Notifier: n, Log: slog.New(slog.NewTextHandler(&logs, nil)),
 		Reload: func() (*config.Config, error) { return parse("kept"), nil }})
 	r := startDaemon(t, d, n)
-	waitFor(t, "start-up weights of both backends", func() bool {
+	testenv.WaitFor(t, "start-up weights of both backends", func() bool {
 		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
 	hc, ctx := restoreClient(t, h.Socket)
@@ -39,7 +39,7 @@ func TestFailedRestoreOfRemovedBackendIsRetriedAtExit(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.hup <- syscall.SIGHUP
-	waitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "config reloaded") })
+	testenv.WaitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "config reloaded") })
 	if !strings.Contains(logs.String(), `msg="restore of a backend removed by the reload failed`) {
 		t.Fatalf("the restore at the reload did not fail:\n%s", logs.String())
 	}

@@ -29,20 +29,20 @@ func TestRestoreOnExitTurnedOnAgainKeepsTheWeightsOfThatMoment(t *testing.T) {
 			return cfg, nil
 		}})
 	r := startDaemon(t, d, n)
-	waitFor(t, "the start-up weights", func() bool { return d.startWeights.has("be") })
+	testenv.WaitFor(t, "the start-up weights", func() bool { return d.startWeights.has("be") })
 	reload := func(i int) {
 		r.hup <- syscall.SIGHUP
-		waitFor(t, "the reload", func() bool { return strings.Count(logs.String(), "config reloaded") == i })
+		testenv.WaitFor(t, "the reload", func() bool { return strings.Count(logs.String(), "config reloaded") == i })
 	}
 	reload(1) // off
 	// The new unit's start check writes a weight back as it read it: let it
 	// pass before the weights change.
-	waitFor(t, "the start-up read after the reload", func() bool { return strings.Count(logs.String(), `msg="current weights"`) == 2 })
+	testenv.WaitFor(t, "the start-up read after the reload", func() bool { return strings.Count(logs.String(), `msg="current weights"`) == 2 })
 	hc, ctx := restoreClient(t, h.Socket)
 	mustSetWeights(ctx, t, hc.Backend("be"), weighter.Change{Server: "s1", Weight: 5})
 	restore.Store(true)
 	reload(2) // on again: keeps s1=5 s2=20 at the backend's first read
-	waitFor(t, "the start-up weights kept again", func() bool { return d.startWeights.has("be") })
+	testenv.WaitFor(t, "the start-up weights kept again", func() bool { return d.startWeights.has("be") })
 	if err := r.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

@@ -13,38 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
-
-// fakeClock is set by the test; After hands out channels the test fires.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	waits  chan time.Duration // every After call's duration, in order
-	ticker chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Unix(1_800_000_000, 0), waits: make(chan time.Duration, 100), ticker: make(chan time.Time)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.waits <- d
-	return c.ticker
-}
 
 type fakeSource struct {
 	mu    sync.Mutex
@@ -95,7 +67,7 @@ func (f *fakeTarget) SetWeights(_ context.Context, ch []weighter.Change) error {
 
 type fixture struct {
 	r     *runner
-	clock *fakeClock
+	clock *testenv.Clock
 	src   *fakeSource
 	tgt   *fakeTarget
 	reg   *prometheus.Registry
@@ -110,7 +82,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{clock: newFakeClock(), src: &fakeSource{}, tgt: &fakeTarget{weights: map[string]int{"s1": 1, "s2": 1}},
+	f := &fixture{clock: testenv.NewClock(), src: &fakeSource{}, tgt: &fakeTarget{weights: map[string]int{"s1": 1, "s2": 1}},
 		reg: prometheus.NewRegistry(), logs: &strings.Builder{}}
 	u := &Unit{Backend: &weighter.Backend{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}}
 	log := slog.New(slog.NewTextHandler(f.logs, nil))
@@ -153,14 +125,14 @@ func TestStepReadinessAndMetrics(t *testing.T) {
 		t.Fatalf("after ok cycle: ready %v weights %v", f.r.ready(f.clock.Now()), f.tgt.weights)
 	}
 	f.src.setErr(errors.New("connection refused"))
-	f.clock.advance(20 * time.Second)
+	f.clock.Advance(20 * time.Second)
 	if c := f.r.step(ctx); c.Result != weighter.ResultSourceError {
 		t.Fatalf("result %s", c.Result)
 	}
 	if !f.r.ready(f.clock.Now()) {
 		t.Error("not ready 20s (2 intervals) after the last ok cycle")
 	}
-	f.clock.advance(11 * time.Second)
+	f.clock.Advance(11 * time.Second)
 	if f.r.ready(f.clock.Now()) {
 		t.Error("still ready 31s (> 3 intervals) after the last ok cycle")
 	}
@@ -187,11 +159,11 @@ func TestSlowOKCyclesStayReady(t *testing.T) {
 		t.Fatalf("cycle: %s %v", c.Result, c.Err)
 	}
 	// The next cycle starts after at most 11s and may succeed just before 30s.
-	f.clock.advance(41 * time.Second)
+	f.clock.Advance(41 * time.Second)
 	if !f.r.ready(f.clock.Now()) {
 		t.Error("unready between two ok cycles")
 	}
-	f.clock.advance(time.Second)
+	f.clock.Advance(time.Second)
 	if f.r.ready(f.clock.Now()) {
 		t.Error("still ready after the longest gap between two ok cycles")
 	}
@@ -233,7 +205,7 @@ func TestRunCyclesOnTicks(t *testing.T) {
 	done := make(chan struct{})
 	go func() { f.r.run(ctx, ctx); close(done) }()
 	for i := 1; i <= 3; i++ {
-		if d := <-f.clock.waits; d != 11*time.Second { // the loop waits only after its cycle ended
+		if d := <-f.clock.Waits(); d != 11*time.Second { // the loop waits only after its cycle ended
 			t.Fatalf("wait %s, want 11s", d)
 		}
 		f.src.mu.Lock()
@@ -243,8 +215,8 @@ func TestRunCyclesOnTicks(t *testing.T) {
 			t.Fatalf("%d fetches after %d cycles", calls, i)
 		}
 		if i < 3 {
-			f.clock.advance(11 * time.Second)
-			f.clock.ticker <- f.clock.Now()
+			f.clock.Advance(11 * time.Second)
+			f.clock.Fire()
 		}
 	}
 	cancel()

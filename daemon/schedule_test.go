@@ -139,7 +139,7 @@ func TestReloadedRunnerKeepsTheSchedule(t *testing.T) {
 	f := newFixture(t)
 	f.r.rand = func() float64 { return 0.5 } // no jitter: 10 s
 	f.r.step(context.Background())
-	f.clock.advance(3 * time.Second)
+	f.clock.Advance(3 * time.Second)
 
 	next := newFixture(t)
 	next.r.clock, next.r.rand = f.clock, f.r.rand
@@ -147,7 +147,7 @@ func TestReloadedRunnerKeepsTheSchedule(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { next.r.run(ctx, ctx); close(done) }()
-	if d := <-f.clock.waits; d != 7*time.Second {
+	if d := <-f.clock.Waits(); d != 7*time.Second {
 		t.Errorf("the reloaded runner's first wait %s, want the 7 s left of the interval since the last cycle", d)
 	}
 	cancel()

@@ -263,7 +263,7 @@ func TestShedMovesTheWhale(t *testing.T) {
 	// The cycle logs when it ends, after the close.
 	var recs []shedRecord
 	shedAt := -1
-	waitFor(t, "the shed in the log", func() bool {
+	testenv.WaitFor(t, "the shed in the log", func() bool {
 		recs = shedRecords(t, &logs)
 		shedAt = slices.IndexFunc(recs, func(r shedRecord) bool { return r.Msg == "session shed" })
 		return shedAt >= 0
@@ -299,7 +299,7 @@ func TestShedMovesTheWhale(t *testing.T) {
 
 	// Nothing else is touched, for several cycles more.
 	n := len(shedRecords(t, &logs))
-	waitFor(t, "three more cycles", func() bool { return len(shedRecords(t, &logs)) >= n+3 })
+	testenv.WaitFor(t, "three more cycles", func() bool { return len(shedRecords(t, &logs)) >= n+3 })
 	recs = shedRecords(t, &logs)
 	for _, r := range recs[shedAt+1:] {
 		if r.Msg != "no session shed" {

@@ -43,7 +43,7 @@ func TestHungBackendDelaysNoOther(t *testing.T) {
 		<-started
 		d.current().stop()
 	}()
-	waitFor(t, "the healthy backend's first cycle", func() bool {
+	testenv.WaitFor(t, "the healthy backend's first cycle", func() bool {
 		f.src.mu.Lock()
 		defer f.src.mu.Unlock()
 		return f.src.calls > 0
@@ -84,7 +84,7 @@ func (s signallingTarget) Servers(ctx context.Context) ([]weighter.ServerState, 
 // timeout, whether the backend's loop looks stuck.
 type slowTarget struct {
 	hangingTarget
-	clock   *fakeClock
+	clock   *testenv.Clock
 	timeout time.Duration
 	reads   int
 	check   func()
@@ -92,11 +92,11 @@ type slowTarget struct {
 
 func (s *slowTarget) Servers(context.Context) ([]weighter.ServerState, error) {
 	s.reads++
-	s.clock.advance(s.timeout - time.Second)
+	s.clock.Advance(s.timeout - time.Second)
 	if s.reads == 2 {
 		s.check()
 	}
-	s.clock.advance(time.Second)
+	s.clock.Advance(time.Second)
 	return nil, errors.New("timeout")
 }
 
@@ -105,7 +105,7 @@ func (s *slowTarget) Servers(context.Context) ([]weighter.ServerState, error) {
 // take up to two timeouts. The loop turns all along: neither the watchdog
 // nor /healthz may call it stuck (that gets the daemon killed at start).
 func TestSlowStartIsNotAStuckLoop(t *testing.T) {
-	clock := newFakeClock()
+	clock := testenv.NewClock()
 	cfg := testConfig(t, "be")
 	cfg.Interval, cfg.Timeout = duration.Duration(10*time.Second), duration.Duration(30*time.Second)
 	d := New(cfg, Options{Clock: clock})
@@ -115,7 +115,7 @@ func TestSlowStartIsNotAStuckLoop(t *testing.T) {
 		Controller: newFixture(t).r.unit.Backend.Controller}}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.start(ctx, []*Unit{u}, nil)
-	<-clock.waits // the first cycle has ended
+	<-clock.Waits() // the first cycle has ended
 	cancel()
 	d.current().stop()
 	if tgt.reads != 2 {

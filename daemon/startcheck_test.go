@@ -75,7 +75,7 @@ backend be_first
 	<-d.start(ctx, []*Unit{u}, nil)
 	t.Cleanup(func() { cancel(); d.current().stop() })
 
-	waitFor(t, "three failed cycles", func() bool { return cycles(t, reg, "be_first", weighter.ResultTargetError) >= 3 })
+	testenv.WaitFor(t, "three failed cycles", func() bool { return cycles(t, reg, "be_first", weighter.ResultTargetError) >= 3 })
 	if ok := cycles(t, reg, "be_first", weighter.ResultOK); ok != 0 {
 		t.Errorf("%v cycles counted ok", ok)
 	}

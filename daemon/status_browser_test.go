@@ -343,7 +343,7 @@ func storyDaemon(t *testing.T) (*Daemon, *prometheus.Registry, weighter.Plan) {
 	}
 	require.Equal(t, 4, kept, "round robin gave web-7 %d connections", kept)
 
-	clock := newFakeClock()
+	clock := testenv.NewClock()
 	start := clock.Now()
 	src := &storySource{b: target, clock: clock, start: start, whales: map[string]time.Duration{
 		"web-3": 3 * time.Minute, "web-5": 9 * time.Minute, "web-6": 15*time.Minute + 40*time.Second}}
@@ -371,9 +371,9 @@ func storyDaemon(t *testing.T) (*Daemon, *prometheus.Registry, weighter.Plan) {
 	for range 16 * 6 {
 		last = r.step(context.Background())
 		require.Contains(t, []string{weighter.ResultOK, weighter.ResultSkippedCoverage}, last.Result, "%v", last.Err)
-		clock.advance(10 * time.Second)
+		clock.Advance(10 * time.Second)
 	}
-	clock.advance(-8 * time.Second) // the page is read 2 s after the last cycle
+	clock.Advance(-8 * time.Second) // the page is read 2 s after the last cycle
 	require.NotEmpty(t, src.shed(), "no session was shed through HAProxy")
 	return d, reg, last.Plan
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -93,7 +94,7 @@ func TestStatusPage(t *testing.T) {
 
 	// The source fails: the page shows the error and keeps the last plan.
 	f.src.set(nil, errors.New("prometheus: connection refused"))
-	f.r.clock.(*fakeClock).advance(10 * time.Second)
+	f.r.clock.(*testenv.Clock).Advance(10 * time.Second)
 	f.r.step(context.Background())
 	_, _, body = getPage(t, srv, "/")
 	for _, want := range []string{`<span class="badge bad result">source_error</span>`, "fetch loads: prometheus: connection refused",
@@ -163,7 +164,7 @@ func TestStatusPageWhileCycling(t *testing.T) {
 	f.src.set(map[string]float64{"s1": 10, "s2": 20, "s3": 40}, nil)
 	srv := httptest.NewServer(f.d.handler(f.reg))
 	defer srv.Close()
-	clock := f.r.clock.(*fakeClock)
+	clock := f.r.clock.(*testenv.Clock)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.r.run(ctx, ctx); close(done) }()
@@ -179,14 +180,14 @@ func TestStatusPageWhileCycling(t *testing.T) {
 		})
 	}
 	for i := range 20 {
-		<-clock.waits // a cycle ended
+		<-clock.Waits() // a cycle ended
 		if i%2 == 0 {
 			f.src.set(map[string]float64{"s1": 40, "s2": 20, "s3": 10}, nil)
 		} else {
 			f.src.set(map[string]float64{"s1": 10, "s2": 20, "s3": 40}, nil)
 		}
-		clock.advance(10 * time.Second)
-		clock.ticker <- clock.Now()
+		clock.Advance(10 * time.Second)
+		clock.Fire()
 	}
 	readers.Wait()
 	cancel()
@@ -491,11 +492,11 @@ func TestStatusLoadUnit(t *testing.T) {
 // cycle, and the runner a reload starts goes on with it.
 func TestStatusPageHistory(t *testing.T) {
 	f := newDryFixture(t, true, "s1", "s2")
-	clock := f.r.clock.(*fakeClock)
+	clock := f.r.clock.(*testenv.Clock)
 	for _, loads := range []map[string]float64{{"s1": 10, "s2": 40}, {"s1": 10, "s2": 10}, {"s1": 10, "s2": 30}} {
 		f.src.set(loads, nil)
 		f.r.step(context.Background())
-		clock.advance(10 * time.Second)
+		clock.Advance(10 * time.Second)
 	}
 	next := newRunner(f.r.unit, f.r.timing, f.r.clock, f.d.metrics, slog.New(slog.DiscardHandler))
 	next.inherit(f.r)

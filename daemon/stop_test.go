@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -42,7 +43,7 @@ func TestStopDoesNotHangOnAWedgedBackend(t *testing.T) {
 	stopped := make(chan []string, 1)
 	go func() { stopped <- d.current().stop() }()
 	var stuck []string
-	waitFor(t, "stop to give up on the wedged backend", func() bool {
+	testenv.WaitFor(t, "stop to give up on the wedged backend", func() bool {
 		select {
 		case stuck = <-stopped:
 			return true

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 // The web configuration file is read at each request: one broken since the
@@ -28,7 +29,7 @@ func TestReloadSaysTheWebConfigFileIsBroken(t *testing.T) {
 	r := startDaemon(t, d, n)
 	// The listener reads the file once when it starts serving (for TLS): break
 	// the file only after it serves, or the start itself fails.
-	waitFor(t, "the listener serving", func() bool {
+	testenv.WaitFor(t, "the listener serving", func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
 		if err != nil {
 			return false
@@ -44,7 +45,7 @@ func TestReloadSaysTheWebConfigFileIsBroken(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, resp.StatusCode, "the broken file fails the request")
 
 	r.hup <- os.Interrupt
-	waitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "config reloaded") })
+	testenv.WaitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "config reloaded") })
 	assert.Contains(t, logs.String(), `level=ERROR msg="web configuration file broken: every request to the HTTP endpoints fails until it is fixed"`)
 	assert.Contains(t, logs.String(), "web config file "+web)
 	require.NoError(t, r.stop())

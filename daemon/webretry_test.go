@@ -63,7 +63,7 @@ func TestWebListenerThatStopsIsRetried(t *testing.T) {
 		return &failingAcceptListener{Listener: ln}, nil
 	}
 	r := startDaemon(t, d, n)
-	waitFor(t, "/healthz answering again", func() bool { return healthzOK(port) })
+	testenv.WaitFor(t, "/healthz answering again", func() bool { return healthzOK(port) })
 	require.NoError(t, r.stop())
 	out := logs.String()
 	assert.Equal(t, 1, strings.Count(out, `level=ERROR msg="http server stopped`), out)
@@ -100,7 +100,7 @@ func TestWebConfigBrokenAtServeIsRetried(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the listener was not opened again while the file was broken")
 	}
-	waitFor(t, "/healthz answering again", func() bool { return healthzOK(port) })
+	testenv.WaitFor(t, "/healthz answering again", func() bool { return healthzOK(port) })
 	require.NoError(t, r.stop())
 	out := logs.String()
 	assert.Equal(t, 1, strings.Count(out, `level=ERROR msg="http server stopped`), out)
