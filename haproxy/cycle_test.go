@@ -32,16 +32,6 @@ func cycleConfig(t testing.TB) string {
 	return cfg
 }
 
-// weightsOf reads the weights of be_cyc, by server.
-func weightsOf(t *testing.T, b *Backend) map[string]int {
-	t.Helper()
-	m := map[string]int{}
-	for name, s := range byName(t, b) {
-		m[name] = s.Weight
-	}
-	return m
-}
-
 // TestCycleSkipsMaintAndReappliesAfterRestart runs weighter.RunCycle against a
 // real HAProxy: a server the operator put in maint is left alone, and weights
 // lost when HAProxy restarts are written again on the next cycle.
@@ -64,20 +54,20 @@ func TestCycleSkipsMaintAndReappliesAfterRestart(t *testing.T) {
 			assert.Equal(t, weighter.ActionSkip, sp.Action, "maint server skipped: %+v", sp)
 		}
 	}
-	applied := weightsOf(t, be.Target.(*Backend))
+	applied := testenv.Weights(t, h.Socket, "be_cyc")
 	assert.Equal(t, 10, applied["s4"], "maint server's weight untouched")
 	assert.Equal(t, weighter.AdminMaint, byName(t, be.Target.(*Backend))["s4"].Admin)
 	assert.NotEqual(t, 10, applied["s1"], "a weight changed")
 
 	// A restart also forgets the runtime "disable server": s4 comes back ready.
 	h.Restart()
-	reset := weightsOf(t, be.Target.(*Backend))
+	reset := testenv.Weights(t, h.Socket, "be_cyc")
 	require.Equal(t, map[string]int{"s1": 10, "s2": 10, "s3": 10, "s4": 10}, reset, "restart resets runtime weights")
 
 	cyc = weighter.RunCycle(ctx, be, time.Now().Add(time.Minute), true)
 	require.NoError(t, cyc.Err)
 	require.Equal(t, weighter.ResultOK, cyc.Result)
-	after := weightsOf(t, be.Target.(*Backend))
+	after := testenv.Weights(t, h.Socket, "be_cyc")
 	for _, sp := range cyc.Plan.Servers {
 		if sp.Action == weighter.ActionSet {
 			assert.Equal(t, sp.New, after[sp.Server], "%s: HAProxy has what the plan set", sp.Server)

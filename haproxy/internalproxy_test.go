@@ -28,7 +28,7 @@ func TestSessionsWithInternalHTTPClientStream(t *testing.T) {
 	t.Cleanup(func() { cli.Close() })
 	_, err = fmt.Fprintf(cli, "expert-mode on; httpclient GET http://%s/\n", hanging)
 	require.NoError(t, err)
-	waitFor(t, "the internal HTTP client's stream", func() bool {
+	testenv.WaitFor(t, "the internal HTTP client's stream", func() bool {
 		return strings.Contains(rawDump(t, h.Socket, "show sess all"), "frontend=<HTTPCLIENT>")
 	})
 

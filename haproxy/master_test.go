@@ -81,7 +81,7 @@ func TestMasterCLI(t *testing.T) {
 	pid := h.Reload()
 	require.NotEqual(t, old, pid)
 	// The master refuses connections for a moment while it re-executes.
-	waitFor(t, "the new worker's weights", func() bool {
+	testenv.WaitFor(t, "the new worker's weights", func() bool {
 		servers, err := b.Servers(ctx)
 		return err == nil && len(servers) == 4 && servers[0].Name == "s1" && servers[0].Weight == 1
 	})

@@ -87,7 +87,7 @@ func TestMasterCLIReloadMidBatch(t *testing.T) {
 	direct, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
 	require.NoError(t, err)
 	var got map[string]weighter.ServerState
-	waitFor(t, "the current worker's weights", func() bool {
+	testenv.WaitFor(t, "the current worker's weights", func() bool {
 		servers, err := direct.Backend("be_big").Servers(testCtx(t))
 		got = map[string]weighter.ServerState{}
 		for _, s := range servers {

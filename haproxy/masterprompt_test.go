@@ -51,7 +51,7 @@ backend be
   server s1 127.0.0.1:%d weight 10 agent-check agent-port %d agent-inter 100ms
   server s2 127.0.0.1:%d weight 20
 `, testenv.FreePort(t), agent, testenv.FreePort(t)))
-	waitFor(t, "the agent's text in show stat", func() bool {
+	testenv.WaitFor(t, "the agent's text in show stat", func() bool {
 		return strings.Contains(h.Command("@1 show stat be 6 -1"), "master> injected")
 	})
 	c, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
@@ -78,7 +78,7 @@ func TestMasterCLIAfterFailedReload(t *testing.T) {
 	worker := h.Worker()
 	require.NoError(t, os.WriteFile(h.Config, []byte("backend broken\n  no-such-keyword\n"), 0o600))
 	h.SignalReload()
-	waitFor(t, "the reload to fail", func() bool {
+	testenv.WaitFor(t, "the reload to fail", func() bool {
 		// The master re-executes itself to reload: it may refuse or cut a
 		// connection meanwhile.
 		out, _ := tryMaster(h.Socket, "show proc")

@@ -16,21 +16,9 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// fakeClock is the time the source stamps its reads with, moved by the test.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(1_800_000_000, 0)} }
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-// at sets the clock to the start plus d seconds.
-func (c *fakeClock) at(start time.Time, d float64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = start.Add(time.Duration(d * float64(time.Second)))
+// at is start plus sec seconds.
+func at(start time.Time, sec float64) time.Time {
+	return start.Add(time.Duration(sec * float64(time.Second)))
 }
 
 func windowSource(t *testing.T, cfg StatsConfig, r StatsReader, clock func() time.Time) *StatsSource {
@@ -65,13 +53,13 @@ func TestHAProxyStatsRateWindow(t *testing.T) {
 		{stat("a", 2000, 2), stat("b", 50, 0)},
 		{stat("a", 2100, 2), stat("b", 50, 0)},
 	}}
-	clock := newFakeClock()
-	start := clock.now()
-	src := windowSource(t, StatsConfig{Counter: "bytes_in", PerConnection: true}, r, clock.now)
+	clock := testenv.NewClock()
+	start := clock.Now()
+	src := windowSource(t, StatsConfig{Counter: "bytes_in", PerConnection: true}, r, clock.Now)
 	ctx := context.Background()
 	fetch := func(sec float64) weighter.Loads {
 		t.Helper()
-		clock.at(start, sec)
+		clock.Set(at(start, sec))
 		loads, err := src.Fetch(ctx)
 		require.NoError(t, err)
 		return loads
@@ -88,7 +76,7 @@ func TestHAProxyStatsRateWindow(t *testing.T) {
 	// scur 2,2,4,4 at 0,3,6,9.5: (2·3 + 3·3 + 4·3.5)/9.5.
 	mean := (2*3 + 3*3 + 4*3.5) / 9.5
 	assert.InDelta(t, 950/9.5/mean, loads["a"][0].Value, 1e-9)
-	assert.Equal(t, clock.now(), loads["a"][0].Time)
+	assert.Equal(t, clock.Now(), loads["a"][0].Time)
 	// b: bytes, and sessions at one read of four.
 	// b: scur 0,0,1,0: (0.5·3 + 0.5·3.5)/9.5.
 	assert.InDelta(t, 50/9.5/(3.25/9.5), loads["b"][0].Value, 1e-9)
@@ -120,12 +108,12 @@ func TestHAProxyStatsRateWindowServersComeAndGo(t *testing.T) {
 		{stat("a", 200, 1), stat("b", 200, 1), stat("c", 57, 1), stat("d", 1100, 1)},  // 20
 		{stat("a", 250, 1), stat("b", 250, 1), stat("c", 107, 1), stat("d", 1150, 1)}, // 25
 	}}
-	clock := newFakeClock()
-	start := clock.now()
-	src := windowSource(t, StatsConfig{Counter: "bytes_in"}, r, clock.now)
+	clock := testenv.NewClock()
+	start := clock.Now()
+	src := windowSource(t, StatsConfig{Counter: "bytes_in"}, r, clock.Now)
 	got := map[float64][]string{}
 	for _, sec := range []float64{0, 5, 10, 15, 20, 25} {
-		clock.at(start, sec)
+		clock.Set(at(start, sec))
 		loads, err := src.Fetch(context.Background())
 		require.NoError(t, err)
 		for name, s := range loads {
@@ -184,9 +172,9 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 	h := testenv.StartHAProxy(t, cfg)
 	client, err := New(Config{Socket: h.Socket})
 	require.NoError(t, err)
-	clock := newFakeClock()
-	start := clock.now()
-	src := windowSource(t, StatsConfig{Counter: "bytes_in", PerConnection: true}, client.Backend("be"), clock.now)
+	clock := testenv.NewClock()
+	start := clock.Now()
+	src := windowSource(t, StatsConfig{Counter: "bytes_in", PerConnection: true}, client.Backend("be"), clock.Now)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -213,7 +201,7 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 		// the reference is the sinks, so wait until HAProxy agrees.
 		waitSessions(t, ctx, client, int(open[0]+open[1]+open[2]))
 		snaps = append(snaps, snapshot{sec, received(sinks), open})
-		clock.at(start, sec)
+		clock.Set(at(start, sec))
 		loads, err := src.Fetch(ctx)
 		require.NoError(t, err)
 		return loads
@@ -267,7 +255,7 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 		t.Helper()
 		waitStats(t, ctx, client, total)
 		waitSessions(t, ctx, client, 0) // the short sessions are closed, as the sinks see them
-		clock.at(start, sec)
+		clock.Set(at(start, sec))
 		loads, err := src.Fetch(ctx)
 		require.NoError(t, err)
 		return loads

@@ -3,7 +3,6 @@ package haproxy
 import (
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -105,38 +104,31 @@ func captureReplies(t *testing.T) map[string]string {
 	front := testenv.FreePort(t)
 	h := testenv.StartHAProxy(t, fmt.Sprintf(captureConfig, front, testenv.StartDiscardServer(t),
 		testenv.StartDiscardServer(t), testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)))
-	require.Equal(t, "\n", socketCommand(t, h.Socket, "set server be_app/s4 state drain"))
-	require.Equal(t, "\n", socketCommand(t, h.Socket, "set server be_app/s2 weight 0"))
+	require.Equal(t, "\n", testenv.Command(t, h.Socket, "set server be_app/s4 state drain"))
+	require.Equal(t, "\n", testenv.Command(t, h.Socket, "set server be_app/s2 weight 0"))
 	for range 2 {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", front), 5*time.Second)
 		require.NoError(t, err)
 		t.Cleanup(func() { c.Close() })
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		st := parseCapturedStat(t, socketCommand(t, h.Socket, "show stat be_app 6 -1"))
+		st := parseCapturedStat(t, testenv.Command(t, h.Socket, "show stat be_app 6 -1"))
 		assert.Equal(c, uint64(2), st.servers[0].CurrentSessions)
 	}, 10*time.Second, 20*time.Millisecond, "two connections open on s1")
-	require.Equal(t, "\n", socketCommand(t, h.Socket, "set server be_app/s2 weight 30"))
+	require.Equal(t, "\n", testenv.Command(t, h.Socket, "set server be_app/s2 weight 30"))
 	out := make(map[string]string)
 	for _, c := range capturedCommands {
-		out[c.file] = socketCommand(t, h.Socket, c.cmd)
+		out[c.file] = testenv.Command(t, h.Socket, c.cmd)
 	}
 	return out
 }
 
-// socketCommand sends one command in HAProxy's non-interactive mode: the reply
-// is everything until HAProxy closes the connection.
+// socketCommand is testenv.Command. TODO(issue 22): call testenv.Command
+// directly in capture_versions_test.go, which was being written by another
+// engineer when the helpers moved, then drop this.
 func socketCommand(t *testing.T, socket, cmd string) string {
 	t.Helper()
-	c, err := net.DialTimeout("unix", socket, 5*time.Second)
-	require.NoError(t, err)
-	defer c.Close()
-	require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
-	_, err = io.WriteString(c, cmd+"\n")
-	require.NoError(t, err)
-	b, err := io.ReadAll(c)
-	require.NoError(t, err, cmd)
-	return string(b)
+	return testenv.Command(t, socket, cmd)
 }
 
 // capturedStat is what the parsers make of a `show stat` reply, with the values

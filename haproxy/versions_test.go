@@ -92,9 +92,9 @@ func checkVersionStats(t *testing.T, c *Client, front int) {
 	before := liveStat(t, c)
 	conn := dialFront(t, front)
 	write(t, conn, 4_321)
-	waitFor(t, "the stream on l1", func() bool { return liveStat(t, c).CurrentSessions == before.CurrentSessions+1 })
+	testenv.WaitFor(t, "the stream on l1", func() bool { return liveStat(t, c).CurrentSessions == before.CurrentSessions+1 })
 	require.NoError(t, conn.Close())
-	waitFor(t, "the closed connection's bytes in show stat", func() bool {
+	testenv.WaitFor(t, "the closed connection's bytes in show stat", func() bool {
 		s := liveStat(t, c)
 		return s.CurrentSessions == before.CurrentSessions && s.BytesIn == before.BytesIn+4_321
 	})
@@ -133,12 +133,12 @@ func checkVersionShutdown(t *testing.T, c *Client, front int) {
 	require.False(t, errors.As(err, &ne) && ne.Timeout(), "read timed out: the connection is still open")
 	assertOpen(t, other)
 	require.ErrorIs(t, b.ShutdownStream(ctx, sa), ErrNoSession, "a gone stream")
-	waitFor(t, "one stream left", func() bool {
+	testenv.WaitFor(t, "one stream left", func() bool {
 		left, err := b.Sessions(ctx)
 		return err == nil && len(left) == 1 && left[0].ID == so.ID
 	})
 	require.NoError(t, other.Close())
-	waitFor(t, "no stream left", func() bool {
+	testenv.WaitFor(t, "no stream left", func() bool {
 		left, err := b.Sessions(ctx)
 		return err == nil && len(left) == 0
 	})
@@ -194,7 +194,7 @@ func checkVersionMaster(t *testing.T, version string) {
 	require.NoError(t, conn.Close())
 
 	pid := h.Reload()
-	waitFor(t, "the new worker's configured weights", func() bool {
+	testenv.WaitFor(t, "the new worker's configured weights", func() bool {
 		servers, err := b.Servers(ctx)
 		return err == nil && len(servers) == 4 && servers[0].Name == "s1" && servers[0].Weight == 1
 	})
