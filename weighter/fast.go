@@ -47,6 +47,10 @@ type LocalRead struct {
 	// bytes/s over the same span (NaN when not measured), when the reader
 	// lists them: what session shedding chooses from.
 	Open []ShedSession
+	// Reader names what was read ("kernel", "sessions", …; "" when the
+	// reader does not say): the plan's reason and the metrics name it, as a
+	// reader with fallbacks may change from one read to the next.
+	Reader string
 }
 
 // LocalReader reads the fast local signal of one backend (HAProxy's

@@ -65,6 +65,9 @@ type Signal struct {
 	// Peers says which other balancers' readings the fast signal includes
 	// ("" without peers).
 	Peers string `json:"peers,omitempty"`
+	// Reader is what the fast read read (LocalRead.Reader; "" when the
+	// reader does not say or the read failed).
+	Reader string `json:"reader,omitempty"`
 	// Uncalibrated counts the servers weighted by the fast signal alone
 	// although calibration is on (no usable external point, or expired).
 	Uncalibrated int `json:"uncalibrated"`
@@ -213,7 +216,7 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	cur, ok, ferr := f.readFast(ctx, names)
 	sig := f.signal()
 	if ok {
-		sig.Streams, sig.FastAge, sig.Peers = cur.Streams, cur.Age, cur.Peers
+		sig.Streams, sig.FastAge, sig.Peers, sig.Reader = cur.Streams, cur.Age, cur.Peers, cur.Reader
 		sig.FastAt = cur.At
 	}
 	live := f.state == FastLive
@@ -288,6 +291,9 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 			sig.Uncalibrated++
 		}
 		in.Note = fastNote(in, f.cfg.Calibrate, cur.Counts)
+		if cur.Reader != "" {
+			in.Note += "; read from " + cur.Reader
+		}
 		if cur.Peers != "" {
 			in.Note += "; " + cur.Peers
 		}

@@ -297,6 +297,20 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 	return plan
 }
 
+// Hot returns each server hot at the last Plan with its consecutive hot
+// cycles: a server at For-1 may be shed from at the next Plan. A reader
+// that must ask HAProxy for a session's identity before it can be closed
+// (the socket table's connections have no stream id) asks only for these.
+func (s *Shedder) Hot() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.streaks))
+	for name, st := range s.streaks {
+		out[name] = st.cycles
+	}
+	return out
+}
+
 // forget drops the commits older than a minute and the cooldowns that ended.
 func (s *Shedder) forget(now time.Time) {
 	keep := s.recent[:0]
