@@ -213,4 +213,3 @@ func (r *oneByteReader) Read(p []byte) (int, error) {
 	r.data = r.data[1:]
 	return 1, nil
 }
-
