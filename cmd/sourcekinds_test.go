@@ -88,8 +88,8 @@ func TestEverySourceKindWorksEverywhere(t *testing.T) {
 
 	for yml, want := range map[string]string{
 		"      prometheus: {url: http://x, quer: up}\n": `c.yml:7: unknown key "quer"`,
-		"      tock: {}\n":                             `c.yml:7: unknown key "tock"`,
-		"      {}\n":                                   "c.yml:6: backends[0] (be): source: missing (one of prometheus, graphite, haproxy)",
+		"      tock: {}\n": `c.yml:7: unknown key "tock"`,
+		"      {}\n":       "c.yml:6: backends[0] (be): source: missing (one of prometheus, graphite, haproxy)",
 		"      graphite: {url: http://x, target: t}\n      haproxy: {counter: bytes_in}\n": "c.yml:6: backends[0] (be): source: more than one of prometheus, graphite, haproxy",
 	} {
 		_, err := config.Parse("c.yml", []byte(head+yml), nil)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // A bare 0 is a zero duration wherever the configuration takes a duration
