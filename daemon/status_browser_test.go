@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,17 +56,16 @@ var sparkColour = color.RGBA{0x6a, 0x3f, 0xb5, 0xff}
 // sessions shed through it), as chromium shows it; then a page of hostile
 // names.
 func TestStatusPageInBrowser(t *testing.T) {
-	chromium := chromiumPath(t)
 	t.Run("realistic", func(t *testing.T) {
 		d, reg, plan := storyDaemon(t)
 		srv := httptest.NewServer(d.handler(reg))
 		defer srv.Close()
 
-		dom := chromiumRun(t, chromium, "--dump-dom", srv.URL+"/")
+		dom := testenv.ChromiumDOM(t, srv.URL+"/")
 		assert.Equal(t, len(plan.Servers), strings.Count(dom, `<svg class="bar"`), "one bar per server")
 		assert.Contains(t, dom, "<polyline", "the sparkline")
 
-		shot := chromiumScreenshot(t, chromium, srv.URL+"/")
+		shot := chromiumScreenshot(t, srv.URL+"/")
 		img := decodePNG(t, shot)
 		assertNotBlank(t, img)
 		bars := findBars(img)
@@ -104,7 +102,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		srv := httptest.NewServer(f.d.handler(f.reg))
 		defer srv.Close()
 
-		dom := chromiumRun(t, chromium, "--dump-dom", srv.URL+"/")
+		dom := testenv.ChromiumDOM(t, srv.URL+"/")
 		for _, h := range hostile {
 			assert.Contains(t, dom, `<td class="name">`+htmlText(h)+`</td>`, "the name as text in the DOM")
 		}
@@ -114,7 +112,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 		assert.Equal(t, 3, strings.Count(dom, `<svg class="bar"`), "one bar per server")
 
-		img := decodePNG(t, chromiumScreenshot(t, chromium, srv.URL+"/"))
+		img := decodePNG(t, chromiumScreenshot(t, srv.URL+"/"))
 		assertNotBlank(t, img)
 		bars := findBars(img)
 		require.Len(t, bars, 3, "%+v", bars)
@@ -130,36 +128,11 @@ func htmlText(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
 
-// chromiumPath returns Debian's chromium; without it the test fails.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	require.NoError(t, err, "chromium not found (apt-get install chromium)")
-	return path
-}
-
-// chromiumRun runs headless chromium on url with the flags a closed network
-// and a root user need, and returns what it printed.
-func chromiumRun(t *testing.T, chromium string, args ...string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-		"--no-first-run", "--disable-component-update", "--disable-sync", "--user-data-dir=" + t.TempDir(),
-		"--force-device-scale-factor=1", "--hide-scrollbars", "--window-size=1200,900"}, args...)
-	cmd := exec.CommandContext(ctx, chromium, all...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Run(), "chromium %v:\n%s", args, errb.String())
-	return out.String()
-}
-
 // chromiumScreenshot returns the PNG chromium takes of url at 1200×900.
-func chromiumScreenshot(t *testing.T, chromium, url string) []byte {
+func chromiumScreenshot(t *testing.T, url string) []byte {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "page.png")
-	chromiumRun(t, chromium, "--screenshot="+path, url)
+	testenv.Chromium(t, "--screenshot="+path, url)
 	shot, err := os.ReadFile(path)
 	require.NoError(t, err, "chromium wrote no screenshot")
 	return shot
