@@ -18,17 +18,11 @@ import (
 // server's counter growing at the same rate: the external metric says the
 // servers are equally loaded, before and after the change the test makes.
 func flatPromData(now time.Time) string {
-	start := now.Truncate(time.Minute).Add(-30 * time.Minute)
-	var b strings.Builder
-	b.WriteString("# TYPE datapoints_received counter\n")
+	d := testenv.PromHour(now, 5*time.Second).Type("datapoints_received", "counter")
 	for _, s := range servers {
-		for i := 0; i <= 720; i++ {
-			fmt.Fprintf(&b, "datapoints_received_total{server=%q} %v %d\n", s, float64(i)*5*40,
-				start.Add(time.Duration(i)*5*time.Second).Unix())
-		}
+		d.Rate("datapoints_received_total", fmt.Sprintf("server=%q", s), 40)
 	}
-	b.WriteString("# EOF\n")
-	return b.String()
+	return d.String()
 }
 
 // streamServer is a backend server that sends each connection `rate` bytes
@@ -159,18 +153,18 @@ func TestQuickStartRunsTheFreshPipeline(t *testing.T) {
 	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	d := startDaemon(t, listen, "--socket", h.Socket, "--backend", "be_ingest", "--prometheus-url", prom.URL,
 		"--query", "rate(datapoints_received_total[1m])", "--server-label", "server", "--listen", listen)
-	eventually(t, 10*time.Second, "the start line naming the fast signal", func() bool {
+	testenv.WaitWithin(t, 10*time.Second, "the start line naming the fast signal", func() bool {
 		return strings.Contains(d.logs.String(), "weighting by HAProxy's fast signal × a per-server calibration")
 	})
 	if logs := d.logs.String(); !strings.Contains(logs, `"window":"1m0s (the query's range [1m])"`) {
 		t.Errorf("the start line does not give the window from the query:\n%s", logs)
 	}
 	live := `haproxy_weighter_fast_signal_state{backend="be_ingest",state="live"}`
-	eventually(t, 10*time.Second, "fast signal live", func() bool { return d.metric(live) == 1 })
+	testenv.WaitWithin(t, 10*time.Second, "fast signal live", func() bool { return d.metric(live) == 1 })
 
 	// Equal per-connection loads: every server near the top weight.
-	eventually(t, 15*time.Second, "even weights", func() bool {
-		w := weights(t, h.Socket)
+	testenv.WaitWithin(t, 15*time.Second, "even weights", func() bool {
+		w := testenv.Weights(t, h.Socket, "be_ingest")
 		for _, s := range servers {
 			if w[s] < 200 {
 				return false
@@ -183,12 +177,12 @@ func TestQuickStartRunsTheFreshPipeline(t *testing.T) {
 	// show it (its data is flat); the fast signal does, the next cycle.
 	changed := time.Now()
 	srv[2].rate.Store(200_000)
-	eventually(t, 12*time.Second, "s3's weight down to a quarter of the others'", func() bool {
-		w := weights(t, h.Socket)
+	testenv.WaitWithin(t, 12*time.Second, "s3's weight down to a quarter of the others'", func() bool {
+		w := testenv.Weights(t, h.Socket, "be_ingest")
 		return w["s3"]*4 <= min(w["s1"], w["s2"], w["s4"])
 	})
 	t.Logf("s3's weight fell to a quarter of the others' %s after its load changed; weights %v",
-		time.Since(changed).Round(100*time.Millisecond), weights(t, h.Socket))
+		time.Since(changed).Round(100*time.Millisecond), testenv.Weights(t, h.Socket, "be_ingest"))
 	if f := d.metric(`haproxy_weighter_server_calibration_factor{backend="be_ingest",server="s3"}`); f != 1 {
 		t.Errorf("calibration factor of s3 = %v, want 1 (no point aligned with a minute of local history yet)", f)
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -34,10 +35,10 @@ backends:
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if got := planTable(t, r.stdout); !sameWeights(got, want) {
+	if got := planTable(t, r.stdout); !maps.Equal(got, want) {
 		t.Errorf("plan %v, want %v\n%s", got, want, r.stdout)
 	}
-	if got := weights(t, h.Socket); !sameWeights(got, want) {
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, want) {
 		t.Errorf("weights %v, want %v", got, want)
 	}
 }

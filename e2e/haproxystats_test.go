@@ -2,8 +2,7 @@ package e2e
 
 import (
 	"bufio"
-	"fmt"
-	"net"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,35 +16,16 @@ import (
 // plan with real rates (the daemon instead holds its first cycles), the heavy
 // server getting the lower weight, and write nothing.
 func TestHAProxyStatsOnce(t *testing.T) {
-	front := testenv.FreePort(t)
 	// leastconn, maxconn 1: the two connections go to different servers. Which
 	// one takes the heavy one is HAProxy's choice; the test reads it from the plan.
 	// (balance first, which would fix the order, ignores weights: once refuses it.)
-	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
-frontend fe
-  bind 127.0.0.1:%d
-  option contstats
-  default_backend be_ingest
-backend be_ingest
-  balance leastconn
-  server s1 %s maxconn 1 weight 100
-  server s2 %s maxconn 1 weight 100
-`, front, testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)))
-
-	send := func(bytesPerTick int) {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", front), 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		testenv.WriteEvery(t, c, bytesPerTick, 50*time.Millisecond)
-	}
-	send(20_000) // ~400 kB/s
+	h := testenv.StartTwoServers(t, [2]string{testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)}, "maxconn 1 weight 100")
+	h.Client(t, 20_000, 50*time.Millisecond) // ~400 kB/s
 	time.Sleep(200 * time.Millisecond)
-	send(1_000) // ~20 kB/s
+	h.Client(t, 1_000, 50*time.Millisecond) // ~20 kB/s
 
-	before := weights(t, h.Socket)
-	r := runCmd(t, "once", "--socket", h.Socket, "--backend", "be_ingest", "--haproxy-counter", "bytes_in")
+	before := testenv.Weights(t, h.Socket, "be")
+	r := runCmd(t, "once", "--socket", h.Socket, "--backend", "be", "--haproxy-counter", "bytes_in")
 	if r.code != 0 {
 		t.Fatalf("once exited %d:\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -76,7 +56,7 @@ backend be_ingest
 	if newW[heavy] >= newW[light] {
 		t.Fatalf("the heavy server %s must get the lower weight, got %v:\n%s", heavy, newW, r.stdout)
 	}
-	if after := weights(t, h.Socket); !sameWeights(before, after) {
+	if after := testenv.Weights(t, h.Socket, "be"); !maps.Equal(before, after) {
 		t.Fatalf("dry run changed weights: %v -> %v", before, after)
 	}
 }

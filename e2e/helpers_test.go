@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
@@ -44,50 +43,6 @@ var (
 	want    = map[string]int{"s1": 256, "s2": 128, "s3": 64, "s4": 32}
 	initial = map[string]int{"s1": 100, "s2": 100, "s3": 100, "s4": 100}
 )
-
-// weights reads the backend's weights from HAProxy itself.
-func weights(t *testing.T, socket string) map[string]int {
-	t.Helper()
-	c, err := haproxy.New(haproxy.Config{Socket: socket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	states, err := c.Backend("be_ingest").Servers(ctx)
-	if err != nil {
-		t.Fatalf("read weights: %v", err)
-	}
-	out := map[string]int{}
-	for _, s := range states {
-		out[s.Name] = s.Weight
-	}
-	return out
-}
-
-func sameWeights(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond) // polling period, not a wait for an outcome
-	}
-}
 
 // writeConfig writes a config file and returns its path.
 func writeConfig(t *testing.T, text string) string {

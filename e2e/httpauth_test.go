@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -36,15 +37,6 @@ var httpSecrets = []string{promPassword, wrongPassword, scrapePass,
 	base64.StdEncoding.EncodeToString([]byte(promUser + ":" + promPassword)),
 	base64.StdEncoding.EncodeToString([]byte(promUser + ":" + wrongPassword)),
 	base64.StdEncoding.EncodeToString([]byte(scrapeUser + ":" + scrapePass))}
-
-func assertNoSecret(t *testing.T, what, text string) {
-	t.Helper()
-	for _, s := range httpSecrets {
-		if strings.Contains(text, s) {
-			t.Errorf("%s shows a secret (%.6s…)", what, s)
-		}
-	}
-}
 
 // tlsFiles writes testenv.TestCA's CA and certificate for 127.0.0.1 into
 // dir as ca.pem, server.crt, server.key, and haproxy.pem (certificate then
@@ -112,7 +104,7 @@ backend be_prometheus
 func TestPrometheusBehindTLSAndBasicAuth(t *testing.T) {
 	dir := t.TempDir()
 	_, pool := tlsFiles(t, dir)
-	prom := testenv.StartPrometheus(t, promData(time.Now()))
+	prom := testenv.StartPrometheus(t, promData(time.Now()).String())
 	proxyPort := testenv.FreePort(t)
 	h := testenv.StartHAProxy(t, authProxy(t, dir, proxyPort, prom.URL))
 
@@ -155,35 +147,35 @@ backends:
 	if r.code != 0 {
 		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	assertNoSecret(t, "validate's output", r.stdout+r.stderr)
+	testenv.AssertNoSecret(t, "validate's output", r.stdout+r.stderr, httpSecrets...)
 
 	r = runCmd(t, "once", "--config", cfg)
 	if r.code == 0 || !strings.Contains(r.stderr, "401 Unauthorized") {
 		t.Fatalf("once with the wrong password: exit %d, want a failure naming HAProxy's 401\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	assertNoSecret(t, "once's output", r.stdout+r.stderr)
+	testenv.AssertNoSecret(t, "once's output", r.stdout+r.stderr, httpSecrets...)
 
 	d := startDaemon(t, listen, "--config", cfg)
 	web := &webClient{t: t, base: "https://" + listen,
 		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
 	srcErr := `haproxy_weighter_cycles_total{backend="be_ingest",result="source_error"}`
-	eventually(t, 20*time.Second, "the wrong password counted as a source error", func() bool { return web.metric(srcErr) >= 1 })
-	eventually(t, 5*time.Second, "the 401 in the daemon's log", func() bool {
+	testenv.WaitWithin(t, 20*time.Second, "the wrong password counted as a source error", func() bool { return web.metric(srcErr) >= 1 })
+	testenv.WaitWithin(t, 5*time.Second, "the 401 in the daemon's log", func() bool {
 		return strings.Contains(d.logs.String(), "401 Unauthorized")
 	})
-	if got := weights(t, h.Socket); !sameWeights(got, initial) {
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, initial) {
 		t.Errorf("weights changed without data: %v", got)
 	}
 
 	write("prometheus.password", promPassword+"\n")
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
-	eventually(t, 20*time.Second, "weights converge with the password from the file", func() bool {
-		return sameWeights(weights(t, h.Socket), want)
+	testenv.WaitWithin(t, 20*time.Second, "weights converge with the password from the file", func() bool {
+		return maps.Equal(testenv.Weights(t, h.Socket, "be_ingest"), want)
 	})
 	if v := web.metric("haproxy_weighter_config_reload_success"); v != 1 {
 		t.Errorf("config_reload_success = %v after SIGHUP", v)
 	}
-	eventually(t, 10*time.Second, "ready", func() bool { return web.status("/readyz", scrapeUser, scrapePass) == http.StatusOK })
+	testenv.WaitWithin(t, 10*time.Second, "ready", func() bool { return web.status("/readyz", scrapeUser, scrapePass) == http.StatusOK })
 
 	// The listener: TLS and basic auth on every path.
 	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
@@ -207,11 +199,11 @@ backends:
 	}
 
 	_, metrics := web.get("/metrics", scrapeUser, scrapePass)
-	assertNoSecret(t, "/metrics", metrics)
+	testenv.AssertNoSecret(t, "/metrics", metrics, httpSecrets...)
 	if code := d.stop(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
 	}
-	assertNoSecret(t, "the daemon's log", d.logs.String())
+	testenv.AssertNoSecret(t, "the daemon's log", d.logs.String(), httpSecrets...)
 }
 
 // webClient talks to the daemon's listener over TLS with basic auth.

@@ -134,14 +134,14 @@ func TestOversizedRepliesKeepMemoryBounded(t *testing.T) {
 
 	ok := `haproxy_weighter_cycles_total{backend="be_ingest",result="ok"}`
 	srcErr := `haproxy_weighter_cycles_total{backend="be_ingest",result="source_error"}`
-	eventually(t, 30*time.Second, "ten good cycles (steady state)", func() bool { return d.metric(ok) >= 10 })
+	testenv.WaitWithin(t, 30*time.Second, "ten good cycles (steady state)", func() bool { return d.metric(ok) >= 10 })
 	steady, steadyPeak := rssKB(t, pid)
 	t.Logf("steady state: VmRSS %d kB (peak %d kB)", steady, steadyPeak)
 
 	for m := int32(replyLength); m < replyOversizedLast; m++ {
 		mode.Store(m)
 		base := d.metric(srcErr)
-		eventually(t, 60*time.Second, fmt.Sprintf("three refused replies of kind %d", m), func() bool { return d.metric(srcErr) >= base+3 })
+		testenv.WaitWithin(t, 60*time.Second, fmt.Sprintf("three refused replies of kind %d", m), func() bool { return d.metric(srcErr) >= base+3 })
 		rss, peak := rssKB(t, pid)
 		t.Logf("after three 50 MB replies of kind %d: VmRSS %d kB (peak %d kB)", m, rss, peak)
 	}
@@ -152,6 +152,6 @@ func TestOversizedRepliesKeepMemoryBounded(t *testing.T) {
 
 	mode.Store(replyNormal)
 	base := d.metric(ok)
-	eventually(t, 30*time.Second, "good cycles again", func() bool { return d.metric(ok) >= base+2 })
+	testenv.WaitWithin(t, 30*time.Second, "good cycles again", func() bool { return d.metric(ok) >= base+2 })
 	t.Logf("summary: steady %d kB, after %d kB (%.2fx), peak %d kB", steady, after, float64(after)/float64(steady), peak)
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -16,19 +17,14 @@ const query = "rate(datapoints_received_total[1m])"
 
 // promData is an hour of counter samples every 5s around now (so that the
 // README's rate(...[15s]) sees three), each server's counter growing at its
-// load: rate() at "now" returns exactly the loads.
-func promData(now time.Time) string {
-	start := now.Truncate(time.Minute).Add(-30 * time.Minute)
-	var b strings.Builder
-	b.WriteString("# TYPE datapoints_received counter\n")
+// load: rate() at "now" returns exactly the loads. A test may add series of
+// the family before String.
+func promData(now time.Time) *testenv.PromData {
+	d := testenv.PromHour(now, 5*time.Second).Type("datapoints_received", "counter")
 	for _, s := range servers {
-		for i := 0; i <= 720; i++ {
-			fmt.Fprintf(&b, "datapoints_received_total{server=%q} %v %d\n", s,
-				float64(i)*5*loads[s], start.Add(time.Duration(i)*5*time.Second).Unix())
-		}
+		d.Rate("datapoints_received_total", fmt.Sprintf("server=%q", s), loads[s])
 	}
-	b.WriteString("# EOF\n")
-	return b.String()
+	return d
 }
 
 // promConfig turns the rate limit and deadband off so one cycle reaches the
@@ -57,7 +53,7 @@ backends:
 
 func TestPrometheus(t *testing.T) {
 	h := testenv.StartHAProxy(t, haproxyConfig(t))
-	prom := testenv.StartPrometheus(t, promData(time.Now()))
+	prom := testenv.StartPrometheus(t, promData(time.Now()).String())
 	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	cfg := writeConfig(t, promConfig(h.Socket, prom.URL, listen))
 
@@ -66,13 +62,13 @@ func TestPrometheus(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 		}
-		if got := planTable(t, r.stdout); !sameWeights(got, want) {
+		if got := planTable(t, r.stdout); !maps.Equal(got, want) {
 			t.Errorf("plan %v, want %v\n%s", got, want, r.stdout)
 		}
 		if !strings.Contains(r.stdout, "dry run") {
 			t.Errorf("no dry-run notice:\n%s", r.stdout)
 		}
-		if got := weights(t, h.Socket); !sameWeights(got, initial) {
+		if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, initial) {
 			t.Errorf("dry run changed weights: %v", got)
 		}
 	})
@@ -95,7 +91,7 @@ func TestPrometheus(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 		}
-		if got := weights(t, h.Socket); !sameWeights(got, want) {
+		if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, want) {
 			t.Errorf("weights %v, want %v", got, want)
 		}
 	})
@@ -105,8 +101,8 @@ func TestPrometheus(t *testing.T) {
 			"--query", "rate(datapoints_received_total[15s])", "--server-label", "server", "--interval", "5s",
 			"--listen", flagListen)
 		ok := `haproxy_weighter_cycles_total{backend="be_ingest",result="ok"}`
-		eventually(t, 15*time.Second, "a successful cycle", func() bool { return d.metric(ok) >= 1 })
-		if got := weights(t, h.Socket); !sameWeights(got, want) {
+		testenv.WaitWithin(t, 15*time.Second, "a successful cycle", func() bool { return d.metric(ok) >= 1 })
+		if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, want) {
 			t.Errorf("weights moved away from the balanced ones: %v", got)
 		}
 		if code := d.stop(); code != 0 {
@@ -114,7 +110,7 @@ func TestPrometheus(t *testing.T) {
 		}
 	})
 	h.Restart() // back to weight 100 everywhere for the daemon
-	if got := weights(t, h.Socket); !sameWeights(got, initial) {
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, initial) {
 		t.Fatalf("after restart: %v", got)
 	}
 	t.Run("run", func(t *testing.T) { testRun(t, h, prom, cfg, listen) })
@@ -123,8 +119,8 @@ func TestPrometheus(t *testing.T) {
 func testRun(t *testing.T, h *testenv.HAProxy, prom *testenv.Prometheus, cfg, listen string) {
 	d := startDaemon(t, listen, "--config", cfg)
 	const writes = `haproxy_weighter_weight_writes_total{backend="be_ingest"}`
-	eventually(t, 20*time.Second, "weights converge", func() bool { return sameWeights(weights(t, h.Socket), want) })
-	eventually(t, 5*time.Second, "ready", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
+	testenv.WaitWithin(t, 20*time.Second, "weights converge", func() bool { return maps.Equal(testenv.Weights(t, h.Socket, "be_ingest"), want) })
+	testenv.WaitWithin(t, 5*time.Second, "ready", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
 	// Converged in one cycle: each server was written exactly once.
 	if n := d.metric(writes); n != 4 {
 		t.Errorf("%s = %v, want 4 (one write per server)", writes, n)
@@ -139,25 +135,25 @@ func testRun(t *testing.T, h *testenv.HAProxy, prom *testenv.Prometheus, cfg, li
 	// Prometheus down: weights stay, the error shows, readiness goes.
 	prom.Stop()
 	srcErr := `haproxy_weighter_cycles_total{backend="be_ingest",result="source_error"}`
-	eventually(t, 10*time.Second, "source_error counted", func() bool { return d.metric(srcErr) >= 1 })
-	eventually(t, 15*time.Second, "/readyz failing", func() bool { c, _ := d.get("/readyz"); return c == http.StatusServiceUnavailable })
-	if got := weights(t, h.Socket); !sameWeights(got, want) {
+	testenv.WaitWithin(t, 10*time.Second, "source_error counted", func() bool { return d.metric(srcErr) >= 1 })
+	testenv.WaitWithin(t, 15*time.Second, "/readyz failing", func() bool { c, _ := d.get("/readyz"); return c == http.StatusServiceUnavailable })
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, want) {
 		t.Errorf("weights changed while Prometheus was down: %v", got)
 	}
-	eventually(t, 5*time.Second, "the source error in the logs", func() bool {
+	testenv.WaitWithin(t, 5*time.Second, "the source error in the logs", func() bool {
 		logs := d.logs.String()
 		return strings.Contains(logs, `"result":"source_error"`) && strings.Contains(logs, "cycle failed")
 	})
 
 	// Prometheus back: the daemon recovers by itself.
 	prom.Start()
-	eventually(t, 15*time.Second, "/readyz ok again", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
-	eventually(t, 5*time.Second, "the recovery in the logs", func() bool { return strings.Contains(d.logs.String(), "cycle ok again") })
+	testenv.WaitWithin(t, 15*time.Second, "/readyz ok again", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
+	testenv.WaitWithin(t, 5*time.Second, "the recovery in the logs", func() bool { return strings.Contains(d.logs.String(), "cycle ok again") })
 
 	// HAProxy restarted: runtime weights are lost and must be re-applied.
 	h.Restart()
-	eventually(t, 15*time.Second, "weights re-applied after HAProxy restart",
-		func() bool { return sameWeights(weights(t, h.Socket), want) })
+	testenv.WaitWithin(t, 15*time.Second, "weights re-applied after HAProxy restart",
+		func() bool { return maps.Equal(testenv.Weights(t, h.Socket, "be_ingest"), want) })
 
 	// SIGHUP with a broken file: rejected, the old configuration keeps running.
 	good, err := os.ReadFile(cfg)
@@ -169,21 +165,21 @@ func testRun(t *testing.T, h *testenv.HAProxy, prom *testenv.Prometheus, cfg, li
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
 	const reloadOK = "haproxy_weighter_config_reload_success"
-	eventually(t, 10*time.Second, "reload rejected", func() bool { return d.metric(reloadOK) == 0 })
-	eventually(t, 5*time.Second, "the rejected reload saying what is wrong", func() bool {
+	testenv.WaitWithin(t, 10*time.Second, "reload rejected", func() bool { return d.metric(reloadOK) == 0 })
+	testenv.WaitWithin(t, 5*time.Second, "the rejected reload saying what is wrong", func() bool {
 		return strings.Contains(d.logs.String(), `unknown key \"limiting_factr\"`)
 	})
 	if err := os.WriteFile(cfg, good, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGHUP)
-	eventually(t, 10*time.Second, "reload accepted", func() bool { return d.metric(reloadOK) == 1 })
-	eventually(t, 10*time.Second, "ready after reload", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
+	testenv.WaitWithin(t, 10*time.Second, "reload accepted", func() bool { return d.metric(reloadOK) == 1 })
+	testenv.WaitWithin(t, 10*time.Second, "ready after reload", func() bool { c, _ := d.get("/readyz"); return c == http.StatusOK })
 
 	if code := d.stop(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
 	}
-	if got := weights(t, h.Socket); !sameWeights(got, initial) {
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, initial) {
 		t.Errorf("restore_on_exit: weights %v, want %v", got, initial)
 	}
 }

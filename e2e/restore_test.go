@@ -23,7 +23,7 @@ backend be
 	cfg := writeConfig(t, fmt.Sprintf("listen: %q\ninterval: 1h\nrestore_on_exit: true\nhaproxy: {socket: %s, timeout: 2s}\n"+
 		"backends:\n  - name: be\n    source: {haproxy: {counter: bytes_in}}\n", listen, h.Socket))
 	d := startDaemon(t, listen, "--config", cfg)
-	eventually(t, 10*time.Second, "the start-up weights kept", func() bool {
+	testenv.WaitWithin(t, 10*time.Second, "the start-up weights kept", func() bool {
 		return strings.Contains(d.logs.String(), "start-up weights kept for restore_on_exit")
 	})
 	h.Kill()

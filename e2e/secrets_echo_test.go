@@ -23,20 +23,6 @@ import (
 // as a URL quotes it.
 var echoSecrets = []string{"secret", "dXNlcjpzZWNyZXQ=", "dXNlcjpzZWNyZXQ%3D"}
 
-// echoing502 is a Prometheus, or a proxy in front of it, that answers 502
-// with a body quoting the request: its Authorization header, and its URL
-// with the Basic credentials it decoded put back in. It is the fault
-// injected; nothing real answers like this on demand.
-func echoing502(w http.ResponseWriter, r *http.Request) {
-	u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
-	if user, pass, ok := r.BasicAuth(); ok {
-		u.User = url.UserPassword(user, pass)
-	}
-	w.Header().Set("Content-Type", "text/html")
-	w.WriteHeader(http.StatusBadGateway)
-	fmt.Fprintf(w, "<html>502 Bad Gateway auth=%s url=%s</html>", r.Header.Get("Authorization"), u.String())
-}
-
 // TestEchoedSecretsShowNowhere: with the password given in the URL, in
 // basic_auth's password_file, or as authorization's credentials, a 502
 // whose body quotes the request's Authorization header and URL shows no
@@ -44,7 +30,7 @@ func echoing502(w http.ResponseWriter, r *http.Request) {
 // page or in /metrics; each of them still shows the 502.
 func TestEchoedSecretsShowNowhere(t *testing.T) {
 	h := testenv.StartHAProxy(t, haproxyConfig(t))
-	prom := httptest.NewServer(http.HandlerFunc(echoing502))
+	prom := httptest.NewServer(http.HandlerFunc(testenv.EchoingProxy))
 	t.Cleanup(prom.Close)
 	withUser, err := url.Parse(prom.URL)
 	require.NoError(t, err)
@@ -74,14 +60,14 @@ func TestEchoedSecretsShowNowhere(t *testing.T) {
 
 			d := startDaemon(t, listen, "--config", cfg)
 			srcErr := `haproxy_weighter_cycles_total{backend="be_ingest",result="source_error"}`
-			eventually(t, 20*time.Second, "a source error counted", func() bool { return d.metric(srcErr) >= 1 })
-			eventually(t, 5*time.Second, "the 502 in run's log", func() bool { return strings.Contains(d.logs.String(), "502 Bad Gateway") })
+			testenv.WaitWithin(t, 20*time.Second, "a source error counted", func() bool { return d.metric(srcErr) >= 1 })
+			testenv.WaitWithin(t, 5*time.Second, "the 502 in run's log", func() bool { return strings.Contains(d.logs.String(), "502 Bad Gateway") })
 			code, page := d.get("/")
 			require.Equal(t, http.StatusOK, code, "status page")
 			assertShows502(t, "the status page", page)
 			code, metrics := d.get("/metrics")
 			require.Equal(t, http.StatusOK, code, "/metrics")
-			assertNoEchoedSecret(t, "/metrics", metrics)
+			testenv.AssertNoSecret(t, "/metrics", metrics, echoSecrets...)
 			assert.Zero(t, d.stop(), "exit code after SIGTERM")
 			assertShows502(t, "run's log", d.logs.String())
 		})
@@ -112,21 +98,5 @@ backends:
 func assertShows502(t *testing.T, what, text string) {
 	t.Helper()
 	assert.Contains(t, text, "502 Bad Gateway", "%s shows the reply", what)
-	assertNoEchoedSecret(t, what, text)
-}
-
-func assertNoEchoedSecret(t *testing.T, what, text string) {
-	t.Helper()
-	for _, s := range echoSecrets {
-		if strings.Contains(text, s) {
-			t.Errorf("%s shows %q:\n%s", what, s, excerpt(text, s))
-		}
-	}
-}
-
-// excerpt is the part of text around the first s, to show a leak without
-// a whole log.
-func excerpt(text, s string) string {
-	i := strings.Index(text, s)
-	return text[max(0, i-200):min(len(text), i+len(s)+100)]
+	testenv.AssertNoSecret(t, what, text, echoSecrets...)
 }

@@ -1,11 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
-	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -58,7 +57,7 @@ func planRow(server string, now, desired int, action string) *regexp.Regexp {
 // HAProxy, not even restore_on_exit's weights at SIGTERM.
 func TestDryRun(t *testing.T) {
 	h := testenv.StartHAProxy(t, haproxyConfig(t))
-	prom := testenv.StartPrometheus(t, promData(time.Now()))
+	prom := testenv.StartPrometheus(t, promData(time.Now()).String())
 	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	cfg := writeConfig(t, promConfig(h.Socket, prom.URL, listen)) // restore_on_exit: true
 
@@ -68,18 +67,18 @@ func TestDryRun(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "backend be_ingest: ok; dry run (dry_run: true), nothing written") {
 		t.Errorf("once --apply with dry_run: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if got := planTable(t, r.stdout); !sameWeights(got, want) {
+	if got := planTable(t, r.stdout); !maps.Equal(got, want) {
 		t.Errorf("once's plan %v, want %v\n%s", got, want, r.stdout)
 	}
-	if got := weights(t, h.Socket); !sameWeights(got, initial) {
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, initial) {
 		t.Fatalf("once --apply wrote to a dry_run backend: %v", got)
 	}
 
 	d := startDaemon(t, listen, "--config", cfg, "--dry-run")
 
 	ok := `haproxy_weighter_cycles_total{backend="be_ingest",result="ok"}`
-	eventually(t, 20*time.Second, "3 ok cycles", func() bool { return d.metric(ok) >= 3 })
-	if got := weights(t, h.Socket); !sameWeights(got, initial) {
+	testenv.WaitWithin(t, 20*time.Second, "3 ok cycles", func() bool { return d.metric(ok) >= 3 })
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, initial) {
 		t.Fatalf("a dry run changed HAProxy's weights: %v", got)
 	}
 	for _, s := range servers {
@@ -110,7 +109,7 @@ func TestDryRun(t *testing.T) {
 	// wants its own, and does not write it back.
 	setWeight(t, h.Socket, "s1", 50)
 	s1 := `haproxy_weighter_server_weight{backend="be_ingest",server="s1"}`
-	eventually(t, 10*time.Second, "s1's weight 50 exported", func() bool { return d.metric(s1) == 50 })
+	testenv.WaitWithin(t, 10*time.Second, "s1's weight 50 exported", func() bool { return d.metric(s1) == 50 })
 	code, page := d.get("/")
 	if code != http.StatusOK || !strings.Contains(page, "dry run: writes nothing") {
 		t.Errorf("status page %d:\n%s", code, page)
@@ -125,7 +124,7 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("exit code %d after SIGTERM", code)
 	}
 	wantAfter := map[string]int{"s1": 50, "s2": 100, "s3": 100, "s4": 100}
-	if got := weights(t, h.Socket); !sameWeights(got, wantAfter) {
+	if got := testenv.Weights(t, h.Socket, "be_ingest"); !maps.Equal(got, wantAfter) {
 		t.Errorf("after the dry run stopped (restore_on_exit on): weights %v, want the operator's %v", got, wantAfter)
 	}
 }
@@ -140,22 +139,18 @@ const hostileSeries = `<img src=x onerror="alert(1)">`
 // them), the links, the self-refresh, and a hostile series name as text,
 // not as an element.
 func TestStatusPageInChromium(t *testing.T) {
-	chromium := chromiumBinary(t)
 	h := testenv.StartHAProxy(t, haproxyConfig(t))
-	data := strings.TrimSuffix(promData(time.Now()), "# EOF\n")
-	start := time.Now().Truncate(time.Minute).Add(-30 * time.Minute)
-	for i := 0; i <= 720; i++ {
-		data += fmt.Sprintf("datapoints_received_total{server=%q} %d %d\n", hostileSeries, i*25, start.Add(time.Duration(i)*5*time.Second).Unix())
-	}
-	prom := testenv.StartPrometheus(t, data+"# EOF\n")
+	// The hostile series is in the servers' family, growing at 5/s.
+	data := promData(time.Now()).Rate("datapoints_received_total", fmt.Sprintf("server=%q", hostileSeries), 5)
+	prom := testenv.StartPrometheus(t, data.String())
 	listen := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	d := startDaemon(t, listen, "--config", writeConfig(t, promConfig(h.Socket, prom.URL, listen)))
-	eventually(t, 20*time.Second, "weights converge", func() bool { return sameWeights(weights(t, h.Socket), want) })
+	testenv.WaitWithin(t, 20*time.Second, "weights converge", func() bool { return maps.Equal(testenv.Weights(t, h.Socket, "be_ingest"), want) })
 	ok := `haproxy_weighter_cycles_total{backend="be_ingest",result="ok"}`
 	n := d.metric(ok)
-	eventually(t, 10*time.Second, "a cycle after the write", func() bool { return d.metric(ok) > n })
+	testenv.WaitWithin(t, 10*time.Second, "a cycle after the write", func() bool { return d.metric(ok) > n })
 
-	dom := dumpDOM(t, chromium, d.url+"/")
+	dom := testenv.ChromiumDOM(t, d.url+"/")
 	for _, s := range servers {
 		if re := planRow(s, want[s], want[s], ""); !re.MatchString(dom) {
 			t.Errorf("no row matching %s in the DOM:\n%s", re, dom)
@@ -185,38 +180,6 @@ func TestStatusPageInChromium(t *testing.T) {
 	if code := d.stop(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM", code)
 	}
-}
-
-// chromiumBinary returns Debian's chromium; without it the test fails.
-func chromiumBinary(t *testing.T) string {
-	t.Helper()
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (apt-get install chromium, as in the README's apt-get line): %v", err)
-	}
-	return path
-}
-
-// dumpDOM loads url in headless chromium and returns the DOM it built.
-func dumpDOM(t *testing.T, chromium, url string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := []string{"--headless", "--disable-gpu", "--no-first-run", "--user-data-dir=" + t.TempDir(), "--dump-dom", url}
-	if os.Geteuid() == 0 {
-		args = append([]string{"--no-sandbox"}, args...) // chromium refuses root without it
-	}
-	cmd := exec.CommandContext(ctx, chromium, args...)
-	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium --dump-dom %s: %v\n%s", url, err, errb.String())
-	}
-	if !strings.Contains(out.String(), "</html>") {
-		t.Fatalf("chromium dumped no page:\n%s\n%s", out.String(), errb.String())
-	}
-	return out.String()
 }
 
 // promtoolCheck runs Prometheus' linter over the daemon's /metrics as served.
