@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -26,35 +27,26 @@ const capturedAt = 1796036800
 // hour before capturedAt, a point every 15 s. The counters grow at 10, 20, 40
 // and 5 per second.
 func capturedPrometheus() string {
-	var b strings.Builder
-	b.WriteString("# TYPE datapoints_received counter\n")
+	d := testenv.PromSamples(time.Unix(capturedAt-3600, 0), 15*time.Second, 241).Type("datapoints_received", "counter")
 	for _, s := range []struct {
 		server string
 		rate   float64
 	}{{"node-1", 10}, {"node-2", 20}, {"node-3", 40}, {"other-host", 5}} {
-		for i := 0; i <= 240; i++ {
-			fmt.Fprintf(&b, "datapoints_received_total{server=%q} %v %d\n", s.server, s.rate*15*float64(i), capturedAt-3600+15*i)
-		}
+		d.Rate("datapoints_received_total", fmt.Sprintf("server=%q", s.server), s.rate)
 	}
-	b.WriteString("# TYPE node_load1 gauge\n")
+	d.Type("node_load1", "gauge")
 	for _, s := range []struct {
 		instance string
 		load     float64
 	}{{"node-1:9100", 0.5}, {"node-2:9100", 1.5}} {
-		for i := 0; i <= 240; i++ {
-			fmt.Fprintf(&b, "node_load1{instance=%q} %v %d\n", s.instance, s.load, capturedAt-3600+15*i)
-		}
+		d.Constant("node_load1", fmt.Sprintf("instance=%q", s.instance), s.load)
 	}
-	b.WriteString("# TYPE weighter_mixed gauge\n")
-	for _, s := range []struct{ labels, value string }{
-		{`server="node-1"`, "NaN"}, {`server="node-2",shard="a"`, "1"}, {`server="node-2",shard="b"`, "2"}, {`server="node-3"`, "3"},
-	} {
-		for i := 0; i <= 240; i++ {
-			fmt.Fprintf(&b, "weighter_mixed{%s} %s %d\n", s.labels, s.value, capturedAt-3600+15*i)
-		}
-	}
-	b.WriteString("# EOF\n")
-	return b.String()
+	return d.Type("weighter_mixed", "gauge").
+		Constant("weighter_mixed", `server="node-1"`, math.NaN()).
+		Constant("weighter_mixed", `server="node-2",shard="a"`, 1).
+		Constant("weighter_mixed", `server="node-2",shard="b"`, 2).
+		Constant("weighter_mixed", `server="node-3"`, 3).
+		String()
 }
 
 // capturedRequests are the API requests behind each reply, by file name.

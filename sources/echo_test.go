@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 // echoUser and echoPass are the credentials of the echo tests; echoToken is
@@ -29,32 +29,8 @@ const (
 	echoToken = "dXNlcjpzM2NyZXQtZWNoby1wdw==" // base64("user:s3cret-echo-pw")
 )
 
-// echoingProxy is a proxy (or a Prometheus behind one) that answers 502 with
-// a body quoting what it was sent: the Authorization header, the URL with the
-// Basic credentials it decoded put back in it, and the other headers. It
-// quotes them first, so that they fall within the snippet an error shows.
-func echoingProxy(w http.ResponseWriter, r *http.Request) {
-	u := url.URL{Scheme: "http", Host: r.Host, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
-	if user, pass, ok := r.BasicAuth(); ok {
-		u.User = url.UserPassword(user, pass)
-	}
-	w.Header().Set("Content-Type", "text/html")
-	w.WriteHeader(http.StatusBadGateway)
-	fmt.Fprintf(w, "<html>502 Bad Gateway: auth=%s url=%s decoded=%s raw=%s", r.Header.Get("Authorization"),
-		u.String(), decodedBasic(r), r.Header.Get("X-Api-Key"))
-	for k, v := range r.Header {
-		fmt.Fprintf(w, " %s=%s", k, strings.Join(v, ","))
-	}
-	fmt.Fprint(w, "</html>")
-}
-
-// decodedBasic is the user:pass of a Basic header, "" without one.
-func decodedBasic(r *http.Request) string {
-	if user, pass, ok := r.BasicAuth(); ok {
-		return user + ":" + pass
-	}
-	return ""
-}
+// echoSecrets is the echo tests' password in every form a reply may quote it.
+var echoSecrets = []string{echoPass, echoToken, url.QueryEscape(echoToken)}
 
 // echoStyles are the ways to give the source the credentials; each sets them
 // on the HTTP settings or returns the URL carrying them.
@@ -86,7 +62,7 @@ var echoStyles = map[string]func(t *testing.T, base string, h *promconfig.HTTPCl
 // a reply quoting what the client sent shows none of them, in any encoding,
 // in the source's error or its log; the reply itself is still shown.
 func TestEchoedCredentialsNeverShow(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(echoingProxy))
+	srv := httptest.NewServer(http.HandlerFunc(testenv.EchoingProxy))
 	t.Cleanup(srv.Close)
 	for style, set := range echoStyles {
 		for _, kind := range []string{"prometheus", "graphite"} {
@@ -110,19 +86,10 @@ func TestEchoedCredentialsNeverShow(t *testing.T) {
 				require.ErrorIs(t, err, ErrBadReply)
 				assert.Contains(t, err.Error(), "502 Bad Gateway", "the reply is shown")
 				assert.Contains(t, err.Error(), "REDACTED", "what it quoted of the credentials is replaced")
-				assertNoEchoedSecret(t, "error", err.Error())
-				assertNoEchoedSecret(t, "log", logs.String())
+				testenv.AssertNoSecret(t, "error", err.Error(), echoSecrets...)
+				testenv.AssertNoSecret(t, "log", logs.String(), echoSecrets...)
 			})
 		}
-	}
-}
-
-// assertNoEchoedSecret checks text for the echo tests' password in every
-// form a reply may quote it.
-func assertNoEchoedSecret(t *testing.T, what, text string) {
-	t.Helper()
-	for _, s := range []string{echoPass, echoToken, url.QueryEscape(echoToken)} {
-		assert.NotContains(t, text, s, "%s shows a credential", what)
 	}
 }
 
@@ -136,7 +103,7 @@ func TestEchoedOAuth2TokenNeverShows(t *testing.T) {
 		json.NewEncoder(w).Encode(map[string]any{"access_token": accessToken, "token_type": "Bearer", "expires_in": 3600})
 	}))
 	t.Cleanup(token.Close)
-	srv := httptest.NewServer(http.HandlerFunc(echoingProxy))
+	srv := httptest.NewServer(http.HandlerFunc(testenv.EchoingProxy))
 	t.Cleanup(srv.Close)
 	cfg := promAt(srv.URL, "up", func(c *PrometheusConfig) {
 		c.Timeout = duration.Duration(5 * time.Second)

@@ -3,10 +3,8 @@ package sources
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"log/slog"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,28 +21,20 @@ var promRates = map[string]float64{"node-1": 10, "node-2": 20, "node-3": 40, "ot
 
 // promData is an hour of samples every 15s around now, so queries at "now" see data.
 func promData(now time.Time) string {
-	start := now.Truncate(time.Minute).Add(-30 * time.Minute)
-	var b strings.Builder
-	series := func(name, labels string, value func(i int) string) {
-		for i := 0; i <= 240; i++ {
-			fmt.Fprintf(&b, "%s{%s} %s %d\n", name, labels, value(i), start.Add(time.Duration(i)*15*time.Second).Unix())
-		}
-	}
-	b.WriteString("# TYPE weighter_rx counter\n")
+	d := testenv.PromHour(now, 15*time.Second).Type("weighter_rx", "counter")
 	for _, s := range []string{"node-1", "node-2", "node-3", "other-host"} {
-		series("weighter_rx_total", `server="`+s+`"`, func(i int) string { return fmt.Sprint(float64(i) * 15 * promRates[s]) })
+		d.Rate("weighter_rx_total", `server="`+s+`"`, promRates[s])
 	}
-	b.WriteString("# TYPE node_load1 gauge\n")
+	d.Type("node_load1", "gauge")
 	for i, s := range []string{"node-1", "node-2"} {
-		series("node_load1", `instance="`+s+`:9100"`, func(int) string { return fmt.Sprint(0.5 + float64(i)) })
+		d.Constant("node_load1", `instance="`+s+`:9100"`, 0.5+float64(i))
 	}
-	b.WriteString("# TYPE weighter_mixed gauge\n")
-	series("weighter_mixed", `server="node-1"`, func(int) string { return "NaN" })
-	series("weighter_mixed", `server="node-2",shard="a"`, func(int) string { return "1" })
-	series("weighter_mixed", `server="node-2",shard="b"`, func(int) string { return "2" })
-	series("weighter_mixed", `server="node-3"`, func(int) string { return "3" })
-	b.WriteString("# EOF\n")
-	return b.String()
+	return d.Type("weighter_mixed", "gauge").
+		Constant("weighter_mixed", `server="node-1"`, math.NaN()).
+		Constant("weighter_mixed", `server="node-2",shard="a"`, 1).
+		Constant("weighter_mixed", `server="node-2",shard="b"`, 2).
+		Constant("weighter_mixed", `server="node-3"`, 3).
+		String()
 }
 
 func newProm(t *testing.T, url string, mod func(*PrometheusConfig)) (*Prometheus, *bytes.Buffer) {

@@ -17,11 +17,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
-	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 	promconfig "github.com/prometheus/common/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // Secrets put in the configuration; none may show in an error or a log line.
@@ -81,13 +83,6 @@ func faults(mode string, release <-chan struct{}) http.HandlerFunc {
 // secretURL puts an API key in the path and in the query string.
 func secretURL(base string) string {
 	return base + "/acct/" + secretPathKey + "/graphite?api_key=" + secretQueryKey
-}
-
-func assertNoSecret(t *testing.T, what, text string) {
-	t.Helper()
-	for _, s := range allSecrets {
-		assert.NotContains(t, text, s, "%s leaks a secret", what)
-	}
 }
 
 // fetcher builds a source against url with the given auth; the log goes to logs.
@@ -181,8 +176,8 @@ func TestSecretsNeverLeak(t *testing.T) {
 				require.Error(t, err)
 				assert.ErrorIs(t, err, c.kind)
 				assert.Contains(t, err.Error(), "REDACTED", "the URL is shown, its key redacted")
-				assertNoSecret(t, "error", err.Error())
-				assertNoSecret(t, "log", logs.String())
+				testenv.AssertNoSecret(t, "error", err.Error(), allSecrets...)
+				testenv.AssertNoSecret(t, "log", logs.String(), allSecrets...)
 				if c.mode == "prom-empty-warn" {
 					assert.Contains(t, logs.String(), `msg="query warnings"`)
 					assert.Contains(t, logs.String(), "server left out: no valid point")
