@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 // TestFilterKeepsOnlyTheServersSockets runs the kernel-side filter on a real
@@ -46,7 +49,7 @@ func TestFilterKeepsOnlyTheServersSockets(t *testing.T) {
 			got := waitRead(t, filtered, servers, func(g Reading) bool { return g.Servers["zz"].Open == 3 && connIn(g) == 300 })
 			assert.True(t, got.Filtered)
 			assert.Equal(t, 3, got.Dumped, "the kernel returned only the server connections")
-			all, err := unfiltered.Read(testCtx(t), servers)
+			all, err := unfiltered.Read(testenv.Context(t, 10*time.Second), servers)
 			require.NoError(t, err)
 			assert.GreaterOrEqual(t, all.Dumped, 12, "both ends of six connections")
 			assert.Equal(t, got.Conns[0].Local, all.Conns[0].Local)

@@ -14,12 +14,6 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // startReplyServer listens on host (127.0.0.1 or ::1), and on each
 // connection writes reply bytes, then reads the connection to EOF: a server
 // whose client→server and server→client bytes are both known.
@@ -89,7 +83,7 @@ func waitRead(t *testing.T, r *Reader, servers map[string]netip.AddrPort, done f
 	var prev Reading
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		got, err := r.Read(testCtx(t), servers)
+		got, err := r.Read(testenv.Context(t, 10*time.Second), servers)
 		require.NoError(t, err)
 		if !prev.At.IsZero() {
 			for name, s := range got.Servers {

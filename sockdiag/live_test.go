@@ -4,9 +4,12 @@ import (
 	"math"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 const replyBytes = 300
@@ -37,7 +40,7 @@ func TestLiveCountsOnlyHAProxysConnections(t *testing.T) {
 			first := waitRead(t, r, servers, func(Reading) bool { return true })
 			require.Equal(t, tc.want, first.Owner, first.OwnerWhy)
 			require.True(t, first.Servers["s1"].Reset)
-			_, err := any.Read(testCtx(t), servers)
+			_, err := any.Read(testenv.Context(t, 10*time.Second), servers)
 			require.NoError(t, err)
 
 			other := dial(t, srv.String(), 1<<20) // not HAProxy's

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -26,7 +27,7 @@ func TestLocalReaderServesTheWeighter(t *testing.T) {
 	in := NewLocalReader(New(Config{PIDs: pidOf(h)}), addrs, weighter.BytesIn)
 	out := NewLocalReader(New(Config{PIDs: pidOf(h)}), addrs, weighter.BytesOut)
 	for _, l := range []*LocalReader{in, out} {
-		first, err := l.ReadLocal(testCtx(t), []string{"s1", "s2"})
+		first, err := l.ReadLocal(testenv.Context(t, 10*time.Second), []string{"s1", "s2"})
 		require.NoError(t, err)
 		require.Len(t, first.Servers, 2)
 		assert.True(t, first.Servers["s1"].Reset)
@@ -43,7 +44,7 @@ func TestLocalReaderServesTheWeighter(t *testing.T) {
 		deadline := time.Now().Add(15 * time.Second)
 		for got.Servers["s1"].Bytes != tc.want {
 			var err error
-			got, err = tc.l.ReadLocal(testCtx(t), []string{"s1", "s2"})
+			got, err = tc.l.ReadLocal(testenv.Context(t, 10*time.Second), []string{"s1", "s2"})
 			require.NoError(t, err)
 			require.LessOrEqual(t, got.Servers["s1"].Bytes, tc.want)
 			require.False(t, time.Now().After(deadline), "never read %v bytes: %+v", tc.want, got)
@@ -57,6 +58,6 @@ func TestLocalReaderServesTheWeighter(t *testing.T) {
 	broken := NewLocalReader(New(Config{}), func(context.Context) (map[string]netip.AddrPort, error) {
 		return nil, errors.New("socket gone")
 	}, weighter.BytesIn)
-	_, err := broken.ReadLocal(testCtx(t), []string{"s1"})
+	_, err := broken.ReadLocal(testenv.Context(t, 10*time.Second), []string{"s1"})
 	require.ErrorContains(t, err, "socket gone")
 }

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
 // otherNetNS starts a process in a network namespace of its own (`unshare
@@ -58,7 +60,7 @@ func TestNotVisibleFromAnotherNetworkNamespace(t *testing.T) {
 	dial(t, fe, 1000)
 	ns := otherNetNS(t)
 
-	_, err := New(Config{PIDs: pidOf(h), NetNS: ns}).Read(testCtx(t), servers)
+	_, err := New(Config{PIDs: pidOf(h), NetNS: ns}).Read(testenv.Context(t, 10*time.Second), servers)
 	require.ErrorIs(t, err, ErrNotVisible)
 	var nv *NotVisibleError
 	require.ErrorAs(t, err, &nv)
@@ -71,7 +73,7 @@ func TestNotVisibleFromAnotherNetworkNamespace(t *testing.T) {
 
 	away := New(Config{NetNS: ns})
 	for i := 1; i <= notVisibleAfter; i++ {
-		got, err := away.Read(testCtx(t), servers)
+		got, err := away.Read(testenv.Context(t, 10*time.Second), servers)
 		require.NoError(t, err)
 		assert.Zero(t, got.Matched)
 		err = away.Check(got, scur())
@@ -83,7 +85,7 @@ func TestNotVisibleFromAnotherNetworkNamespace(t *testing.T) {
 		t.Log(err)
 	}
 	for range notVisibleAfter + 1 {
-		got, err := home.Read(testCtx(t), servers)
+		got, err := home.Read(testenv.Context(t, 10*time.Second), servers)
 		require.NoError(t, err)
 		require.NoError(t, home.Check(got, scur()))
 	}
