@@ -93,7 +93,9 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error
 			}
 			client = c
 		}
-		u, err := buildUnit(b, client, log.With("backend", b.Name), o)
+		bo := o
+		bo.master = client != nil && cfg.SocketOf(&b).Master
+		u, err := buildUnit(b, client, log.With("backend", b.Name), bo)
 		if err != nil {
 			closeAll(units)
 			return nil, fmt.Errorf("backend %s: %w", b.Name, err)
@@ -149,7 +151,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	case hb != nil && !on:
 		u.fastOff = why
 	case hb != nil:
-		u.fast, err = wrapFast(b, newLocalReader(hb, b.FastBytes()), src, o)
+		u.fast, err = wrapFast(b, newHAProxyFast(hb, client, o.master, b.FastBytes(), log), src, o)
 	case on: // IPVS: the kernel's live connection counts, calibrated by the source
 		u.fast, err = wrapFast(b, svc, src, buildOptions{firstWait: o.firstWait})
 	}

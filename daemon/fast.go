@@ -82,7 +82,10 @@ func (r *localReader) nextRead() time.Time {
 // Source (the Fresh): its parts, so that a reload can keep them and point
 // them at the new target, and what the start log says.
 type fastUnit struct {
-	fresh    *weighter.Fresh
+	fresh *weighter.Fresh
+	// chain is an HAProxy backend's readers (kernelfast.go), local its
+	// show sess all reader; both nil for IPVS's counts.
+	chain    *fastChain
 	local    *localReader
 	external weighter.Source // the configured source, which Fresh calibrates with (or falls back to)
 	// settings is what the Fresh was built from besides the source.
@@ -114,13 +117,26 @@ type buildOptions struct {
 	peers *peers.Set
 	// clients are the clients a reload keeps (sockets.go).
 	clients clientPool
+	// master: the backend's socket is HAProxy's master CLI (set per
+	// backend by build).
+	master bool
+}
+
+// newHAProxyFast builds an HAProxy backend's fast signal: the chain of
+// readers, the kernel's socket table first.
+func newHAProxyFast(hb *haproxy.Backend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *fastChain {
+	return newFastChain(hb.Name(), newKernelReader(hb, c, master, dir, log), newLocalReader(hb, dir), &statReader{hb: hb, bytes: dir}, log)
 }
 
 // wrapFast makes src the external side of a Fresh source over the
 // backend's fast signal, when the backend uses it.
 func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source, o buildOptions) (*fastUnit, error) {
 	policy, w := b.CalibrationPolicy()
-	local, _ := reader.(*localReader) // nil for IPVS's counts
+	chain, _ := reader.(*fastChain) // nil for IPVS's counts
+	var local *localReader
+	if chain != nil {
+		local = chain.sessions
+	}
 	ext := src
 	if b.Calibrates() {
 		// A remote metrics source answers in the background (asyncSource):
@@ -144,7 +160,7 @@ func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source
 	if !w.FromStep {
 		how = fmt.Sprintf("%s (%s)", w.Span, w.How)
 	}
-	f := &fastUnit{fresh: fresh, local: local, external: src, window: how, kind: b.Source.Kind(),
+	f := &fastUnit{fresh: fresh, chain: chain, local: local, external: src, window: how, kind: b.Source.Kind(),
 		settings: fastSettings{signal: b.FastSignal, calibration: b.Calibration}}
 	if b.Calibrates() {
 		f.calibration = &unitCalibration{policy: policy, assumed: w.Assumed}
@@ -174,7 +190,7 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 		live = slog.LevelDebug
 	}
 	if err := f.fresh.Prime(ctx, names); err != nil {
-		how := "show sess all on the admin socket"
+		how := "the kernel's socket table, show sess all, show stat"
 		if f.local == nil {
 			how = "IPVS connection counts"
 		}
@@ -187,9 +203,10 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 		log.Log(ctx, dead, "fast signal dead; weighting by the source alone until it moves", "source", f.kind, "reason", reason)
 		return state
 	}
+	read := f.readAttrs()
 	p := f.calibration
 	if p == nil {
-		log.Log(ctx, live, "weighting by HAProxy's fast signal (bytes per connection, live)", "fallback", f.kind)
+		log.Log(ctx, live, "weighting by HAProxy's fast signal (bytes per connection, live)", append(read, "fallback", f.kind)...)
 		return state
 	}
 	level := live
@@ -200,9 +217,28 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	if f.local == nil {
 		msg = "weighting by IPVS's live connection counts × each server's load per connection from the source"
 	}
-	log.Log(ctx, level, msg, "source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
-		"max_factor", p.policy.MaxFactor, "refresh", f.settings.calibration.Refresh)
+	log.Log(ctx, level, msg, append(read, "source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
+		"max_factor", p.policy.MaxFactor, "refresh", f.settings.calibration.Refresh)...)
 	return state
+}
+
+// readAttrs say, for the start log, which reader the fast signal reads and,
+// for the socket table, how it tells HAProxy's sockets from others' (and
+// why not more precisely).
+func (f *fastUnit) readAttrs() []any {
+	if f.chain == nil {
+		return nil
+	}
+	reader := f.chain.reader()
+	out := []any{"reader", reader}
+	if reader == readerKernel {
+		own, why := f.chain.kernel.owner()
+		out = append(out, "ownership", own)
+		if why != "" {
+			out = append(out, "ownership_why", why)
+		}
+	}
+	return out
 }
 
 // unitCalibration is a calibrating unit's policy, for the start log.

@@ -25,6 +25,12 @@ func askOpenStreams(u *Unit) {
 	if u.fast != nil && u.fast.local != nil {
 		u.fast.local.open.Store(u.Backend.Shedder != nil)
 	}
+	if u.fast != nil && u.fast.chain != nil && u.fast.chain.kernel != nil {
+		// The socket table's connections are listed only when shedding
+		// (each with its rate), and their streams looked up only for a
+		// server about to be shed from.
+		u.fast.chain.kernel.shedder.Store(u.Backend.Shedder)
+	}
 }
 
 // keepShedder hands the new unit of a backend the old unit's Shedder when
