@@ -29,6 +29,7 @@ type Metrics struct {
 	reloadStatus prometheus.Gauge
 	// The fast signal and its calibration (weighter.Signal).
 	fastState    *prometheus.GaugeVec
+	fastReader   *prometheus.GaugeVec
 	fastStreams  *prometheus.GaugeVec
 	fastAge      *prometheus.GaugeVec
 	factor       *prometheus.GaugeVec
@@ -48,7 +49,13 @@ type Metrics struct {
 	mu      sync.Mutex
 	servers map[string]map[string]bool // backend → servers whose series are exported
 	factors map[string]map[string]bool // backend → servers whose calibration factor is exported
+	readers map[string]bool            // backends whose fast signal says its reader
 }
+
+// fastReaders are the values of fast_signal_reader's reader label: an
+// HAProxy backend's fast signal reads the first of them that works, none
+// when every one fails (the source alone).
+var fastReaders = []string{"kernel", "sessions", "stat", "none"}
 
 // fastStates are the values of fast_signal_state's state label.
 var fastStates = []weighter.FastState{weighter.FastLive, weighter.FastIdle, weighter.FastStarting,
@@ -87,10 +94,14 @@ func New(reg prometheus.Registerer) *Metrics {
 		fastState: gaugeVec("fast_signal_state",
 			"1 for the state of the backend's fast signal (HAProxy's live per-server bytes): live (weights from it), "+
 				"idle (nothing open or moving: the source alone), starting, dead (the source alone), off.", "backend", "state"),
+		fastReader: gaugeVec("fast_signal_reader",
+			"1 for what an HAProxy backend's fast signal reads: kernel (the kernel's socket table, every cycle, no cost to HAProxy), "+
+				"sessions (show sess all, spaced by the stream count), stat (show stat byte counters), none (every reader failed: the source alone).",
+			"backend", "reader"),
 		fastStreams: gaugeVec("fast_signal_streams",
-			"Streams of the whole HAProxy process in the newest show sess all dump (what a dump costs).", "backend"),
+			"Streams of the whole HAProxy process in the newest show sess all dump (what a dump costs); absent while the fast signal reads something else.", "backend"),
 		fastAge: gaugeVec("fast_signal_age_seconds",
-			"Age of the fast signal read the last cycle used (dumps are spaced by the stream count).", "backend"),
+			"Age of the fast signal read the last cycle used (show sess all dumps are spaced by the stream count).", "backend"),
 		factor: gaugeVec("server_calibration_factor",
 			"Calibration of the server's fast load by the source (true load per local byte, mean 1; 1 when uncalibrated).",
 			"backend", "server"),
@@ -101,6 +112,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Age of the newest point read from the source that calibrates the fast signal; absent before the first.", "backend"),
 		servers:   map[string]map[string]bool{},
 		factors:   map[string]map[string]bool{},
+		readers:   map[string]bool{},
 		sockets:   newSocketCollector(),
 		addresses: newAddressCollector(),
 	}
@@ -108,7 +120,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.sockets, m.addresses)
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
-		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
+		m.fastState, m.fastReader, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
 		m.desired, m.dryRun, m.dryRunWrites,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		// haproxy_weighter_build_info{version,revision,goversion,…} 1, from
@@ -141,11 +153,12 @@ func (m *Metrics) Forget(backend string) {
 	m.mu.Lock()
 	delete(m.servers, backend)
 	delete(m.factors, backend)
+	delete(m.readers, backend)
 	m.mu.Unlock()
 	l := prometheus.Labels{"backend": backend}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes, m.lastSuccess,
-		m.fastState, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
+		m.fastState, m.fastReader, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
 		m.desired, m.dryRun, m.dryRunWrites} {
 		v.DeletePartialMatch(l)
 	}
@@ -236,8 +249,13 @@ func (m *Metrics) SetFastState(backend string, st weighter.FastState) {
 // alone) keeps none, so no factor outlives its use.
 func (m *Metrics) setSignal(backend string, sig *weighter.Signal) {
 	m.SetFastState(backend, sig.Fast)
+	m.setReader(backend, sig)
 	if sig.Streams > 0 {
 		m.fastStreams.WithLabelValues(backend).Set(float64(sig.Streams))
+	} else if sig.Reader != "" {
+		m.fastStreams.DeleteLabelValues(backend) // not a dump: no stream count
+	}
+	if sig.Streams > 0 || !sig.FastAt.IsZero() {
 		m.fastAge.WithLabelValues(backend).Set(sig.FastAge.Seconds())
 	}
 	if sig.ExternalAge >= 0 {
@@ -262,6 +280,28 @@ func (m *Metrics) setSignal(backend string, sig *weighter.Signal) {
 		}
 	}
 	m.factors[backend] = now
+}
+
+// setReader exports what the fast signal read: sig.Reader, or none when a
+// backend that said its reader before has none (its read failed). A
+// backend whose reader never says (IPVS) has no series.
+func (m *Metrics) setReader(backend string, sig *weighter.Signal) {
+	reader := sig.Reader
+	m.mu.Lock()
+	if reader != "" {
+		m.readers[backend] = true
+	}
+	known := m.readers[backend]
+	m.mu.Unlock()
+	if !known {
+		return
+	}
+	if reader == "" {
+		reader = "none"
+	}
+	for _, r := range fastReaders {
+		m.fastReader.WithLabelValues(backend, r).Set(b2f(r == reader))
+	}
 }
 
 // planned reports whether the cycle got as far as a plan, so that its list of
