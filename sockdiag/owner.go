@@ -180,6 +180,9 @@ func (s *inodeSet) scan(ctx context.Context, procRoot string, pids []int) error 
 	for _, pid := range pids {
 		dir := filepath.Join(procRoot, strconv.Itoa(pid), "fd")
 		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // an old worker that exited since its pid was read: its sockets are gone too
+		}
 		if err != nil {
 			return fmt.Errorf("list HAProxy's descriptors: %w", err)
 		}
