@@ -33,12 +33,11 @@ import (
 // ServerStreams is one read of a server's streams, by HAProxy's side of
 // their server connection.
 type ServerStreams struct {
-	// Streams maps HAProxy's address and port towards the server to the
-	// stream (only streams whose backend line printed an address: those
-	// with a server connection).
-	Streams map[netip.AddrPort]Session
-	// Remote is the server address each stream's server line printed.
-	Remote map[netip.AddrPort]netip.AddrPort
+	// Streams maps each stream's server connection to the stream (only
+	// streams whose backend and server lines printed an address: those
+	// with a server connection). HAProxy's side alone is not unique: one
+	// source port may serve connections to two servers.
+	Streams map[ServerConn]Session
 	// Command is what was sent; Bytes the reply's size; Total the streams
 	// the reply held (the whole process's with `show sess all`).
 	Command string
@@ -47,22 +46,32 @@ type ServerStreams struct {
 	Took    time.Duration
 }
 
+// ServerConn is a stream's server connection: HAProxy's side (its source
+// address and port) and the server's.
+type ServerConn struct {
+	Local, Remote netip.AddrPort
+}
+
 // FilteredDumpFrom is the first HAProxy version whose `show sess all`
 // takes a `server <backend>/<server>` filter (seen in 3.2's management.txt;
 // 3.0's has none; 3.1 was not tried).
 const FilteredDumpFrom = 302
 
-// ServerStreams reads the streams of one server of the backend with
-// HAProxy's side of each one's server connection, so that a connection the
-// socket table lists can be closed by its stream id. It sends as little as
-// the running version allows (see above). Errors as Sessions' (and
-// ErrStreamDumpUnsafe on a version the dump guard holds back).
+// ServerStreams reads the streams of one server of the backend ("": of
+// every server of it) with HAProxy's side of each one's server connection,
+// so that a connection the socket table lists can be closed by its stream
+// id. It sends as little as the running version allows (see above; for the
+// whole backend, `backend <b>` in place of `server <b/s>`). Errors as
+// Sessions' (and ErrStreamDumpUnsafe on a version the dump guard holds
+// back).
 func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStreams, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return ServerStreams{}, err
 	}
-	if err := checkName("server", server); err != nil {
-		return ServerStreams{}, err
+	if server != "" {
+		if err := checkName("server", server); err != nil {
+			return ServerStreams{}, err
+		}
 	}
 	began := time.Now()
 	replies, err := b.c.exchange(ctx, []string{"show info"})
@@ -71,24 +80,25 @@ func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStrea
 	}
 	cmd := "show sess all"
 	if info, err := parseInfo(replies[0]); err == nil && info.major*100+info.minor >= FilteredDumpFrom {
-		cmd = fmt.Sprintf("show sess all server %s/%s", b.name, server)
+		cmd = "show sess all backend " + b.name
+		if server != "" {
+			cmd = fmt.Sprintf("show sess all server %s/%s", b.name, server)
+		}
 	}
 	tap := &addrTap{backend: []byte(b.name)}
 	d, err := b.c.dumpTapped(ctx, cmd, tap, func(s *Session) bool {
-		return s.Backend == b.name && s.Server == server && !s.Internal
+		return s.Backend == b.name && s.Server != "" && (server == "" || s.Server == server) && !s.Internal
 	})
 	if err != nil {
 		return ServerStreams{}, fmt.Errorf("backend %s: server streams (%s): %w", b.name, cmd, err)
 	}
-	out := ServerStreams{Streams: map[netip.AddrPort]Session{}, Remote: map[netip.AddrPort]netip.AddrPort{},
-		Command: cmd, Bytes: d.bytes, Total: d.streams + d.skipped}
+	out := ServerStreams{Streams: map[ServerConn]Session{}, Command: cmd, Bytes: d.bytes, Total: d.streams + d.skipped}
 	for _, s := range d.sessions {
 		side, ok := tap.side[s.ID]
-		if !ok || !side.local.IsValid() {
+		if !ok || !side.Local.IsValid() || !side.Remote.IsValid() {
 			continue
 		}
-		out.Streams[side.local] = s
-		out.Remote[side.local] = side.remote
+		out.Streams[side] = s
 	}
 	out.Took = time.Since(began)
 	return out, nil
@@ -126,12 +136,6 @@ func (c *Client) dumpTapped(ctx context.Context, cmd string, tap *addrTap, keep 
 	return d, nil
 }
 
-// streamSide is a stream's server connection: HAProxy's side and the
-// server's, as its backend and server lines print them.
-type streamSide struct {
-	local, remote netip.AddrPort
-}
-
 // addrTap passes a session dump through unchanged and notes, for each
 // stream block of backend, the addresses of its backend and server lines,
 // which the dump parser does not keep. A later block at the same stream
@@ -139,7 +143,7 @@ type streamSide struct {
 type addrTap struct {
 	r       io.Reader
 	backend []byte
-	side    map[string]streamSide
+	side    map[string]ServerConn
 	line    []byte // the current line so far
 	id      string // the current block's stream id
 	mine    bool   // the current block is backend's
@@ -184,12 +188,12 @@ func (t *addrTap) endLine() {
 			return
 		}
 		if t.side == nil {
-			t.side = map[string]streamSide{}
+			t.side = map[string]ServerConn{}
 		}
-		t.side[t.id] = streamSide{local: lineAddr(line)}
+		t.side[t.id] = ServerConn{Local: lineAddr(line)}
 	case t.mine && bytes.HasPrefix(line, []byte("  server=")):
 		s := t.side[t.id]
-		s.remote = lineAddr(line)
+		s.Remote = lineAddr(line)
 		t.side[t.id] = s
 	}
 }

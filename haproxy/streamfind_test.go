@@ -119,14 +119,19 @@ backend be_other
 				clientOf[conn.LocalAddr().String()] = true
 			}
 			for _, peer := range s1.seen() {
-				s, ok := got.Streams[peer]
+				s, ok := got.Streams[ServerConn{Local: peer, Remote: netip.MustParseAddrPort(s1.addr)}]
 				if assert.True(t, ok, "no stream for s1's peer %s in %v", peer, got.Streams) {
 					assert.Equal(t, "s1", s.Server)
 					assert.Equal(t, "be_app", s.Backend)
 					assert.True(t, clientOf[s.Client], "stream %s: client %s is not one of the test's", s.ID, s.Client)
 					assert.NotZero(t, s.Serial)
-					assert.Equal(t, netip.MustParseAddrPort(s1.addr), got.Remote[peer])
 				}
+			}
+			all, err := b.ServerStreams(testCtx(t), "")
+			require.NoError(t, err)
+			assert.Len(t, all.Streams, 6, "every server's streams of the backend, not be_other's")
+			if version >= "3.2" {
+				assert.Equal(t, "show sess all backend be_app", all.Command)
 			}
 
 			pids, err := c.Processes(testCtx(t))
@@ -186,8 +191,8 @@ func TestAddrTapOnCaptures(t *testing.T) {
 			require.NotEmpty(t, d.sessions)
 			for _, s := range d.sessions {
 				side := tap.side[s.ID]
-				assert.True(t, side.local.IsValid() && side.remote.IsValid(), "stream %s: %+v", s.ID, side)
-				assert.True(t, side.local.Addr().IsLoopback())
+				assert.True(t, side.Local.IsValid() && side.Remote.IsValid(), "stream %s: %+v", s.ID, side)
+				assert.True(t, side.Local.Addr().IsLoopback())
 			}
 			for id := range tap.side {
 				assert.Contains(t, string(raw), id+": ")
