@@ -292,7 +292,7 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 		}
 		in.Note = fastNote(in, f.cfg.Calibrate, cur.Counts)
 		if cur.Reader != "" {
-			in.Note += "; read from " + cur.Reader
+			in.Note += "; reader " + cur.Reader
 		}
 		if cur.Peers != "" {
 			in.Note += "; " + cur.Peers
