@@ -62,6 +62,10 @@ var readerText = map[string]string{
 // restarted, a capability granted) is noticed within a minute.
 const retryBetter = time.Minute
 
+// minRateSpan is the least span the first rate after the start-up read
+// should cover: as show sess all's dumps are spaced by (LocalBudget.Share).
+var minRateSpan = haproxy.DefaultLocalBudget.Share
+
 // fastRung is one reader of the chain.
 type fastRung struct {
 	name string
@@ -139,6 +143,12 @@ func (c *fastChain) ReadLocal(ctx context.Context, servers []string) (weighter.L
 			continue
 		}
 		c.recovered(ctx, rung)
+		if rung.name != readerSessions {
+			// The runner's first cycle waits for this before it reads
+			// again (waitForSecondRead): a rate over the few milliseconds
+			// after the start-up read is noise.
+			c.sessions.next.Store(got.At.Add(minRateSpan).UnixNano())
+		}
 		return c.continued(rung.name, got), nil
 	}
 	if c.cur != readerNone {
