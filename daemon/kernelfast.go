@@ -102,17 +102,20 @@ var (
 	_ peers.ServerAddresses = (*fastChain)(nil)
 )
 
-// newFastChain builds the chain over the backend's readers: kernel may be
-// nil (not built), stat too.
-func newFastChain(backend string, kernel *kernelReader, sessions *localReader, stat weighter.LocalReader, log *slog.Logger) *fastChain {
-	c := &fastChain{backend: backend, log: log, now: time.Now, sessions: sessions, kernel: kernel,
-		last: map[string]float64{}, base: map[string]float64{}}
-	if kernel != nil {
-		c.rungs = append(c.rungs, &fastRung{name: readerKernel, r: kernel})
-	}
-	c.rungs = append(c.rungs, &fastRung{name: readerSessions, r: sessions})
-	if stat != nil {
-		c.rungs = append(c.rungs, &fastRung{name: readerStat, r: stat})
+// newFastChain builds the chain over a backend's readers, in order: the
+// socket table (kernel, nil when not built), show sess all, show stat (nil
+// when not built).
+func newFastChain(backend string, kernel, sessions, stat weighter.LocalReader, log *slog.Logger) *fastChain {
+	c := &fastChain{backend: backend, log: log, now: time.Now, last: map[string]float64{}, base: map[string]float64{}}
+	c.kernel, _ = kernel.(*kernelReader)
+	c.sessions, _ = sessions.(*localReader)
+	for _, r := range []struct {
+		name string
+		r    weighter.LocalReader
+	}{{readerKernel, kernel}, {readerSessions, sessions}, {readerStat, stat}} {
+		if r.r != nil {
+			c.rungs = append(c.rungs, &fastRung{name: r.name, r: r.r})
+		}
 	}
 	return c
 }
@@ -131,7 +134,7 @@ func (c *fastChain) ReadLocal(ctx context.Context, servers []string) (weighter.L
 			continue
 		}
 		got, err := rung.r.ReadLocal(ctx, servers)
-		if err == nil && rung.probe && !c.kernel.sees() {
+		if err == nil && rung.probe && !sees(rung.r) {
 			err = rung.why // still nothing to show it sees HAProxy's connections
 		}
 		if err != nil {
@@ -143,7 +146,7 @@ func (c *fastChain) ReadLocal(ctx context.Context, servers []string) (weighter.L
 			continue
 		}
 		c.recovered(ctx, rung)
-		if rung.name != readerSessions {
+		if rung.name != readerSessions && c.sessions != nil {
 			// The runner's first cycle waits for this before it reads
 			// again (waitForSecondRead): a rate over the few milliseconds
 			// after the start-up read is noise.
@@ -175,7 +178,7 @@ func (c *fastChain) failed(ctx context.Context, rung *fastRung, now time.Time, e
 			next = c.rungs[i+1].name
 		}
 	}
-	c.log.Log(ctx, slog.LevelWarn, fmt.Sprintf("fast signal: %s cannot be read (%s); reading %s, trying again every %s",
+	c.log.Log(ctx, slog.LevelWarn, fmt.Sprintf("fast signal: %s cannot be read (%s); reading %s, trying it again every %s",
 		readerText[rung.name], why(rung.name, err), readerText[next], retryBetter), "reader", next, "err", err)
 }
 
@@ -191,11 +194,11 @@ func (c *fastChain) recovered(ctx context.Context, rung *fastRung) {
 func why(reader string, err error) string {
 	switch {
 	case errors.Is(err, sockdiag.ErrNotVisible):
-		return "HAProxy's connections are not in this process's socket table: the daemon is not in HAProxy's network namespace"
+		return "not visible: the daemon is not in HAProxy's network namespace"
 	case errors.Is(err, haproxy.ErrStreamDumpUnsafe):
 		return "this HAProxy version crashes on the dump while a Lua socket exists"
-	case reader == readerKernel && strings.Contains(err.Error(), "netlink"):
-		return "no NETLINK_SOCK_DIAG socket (a seccomp profile or a kernel without inet_diag?)"
+	case reader == readerKernel && strings.Contains(err.Error(), "NETLINK_SOCK_DIAG"):
+		return "no NETLINK_SOCK_DIAG socket: a seccomp profile, or a kernel without inet_diag"
 	}
 	return "the read failed"
 }
@@ -234,6 +237,9 @@ func (c *fastChain) reader() string {
 
 // ServerAddresses are the servers' addresses for the peers (peers.ServerAddresses).
 func (c *fastChain) ServerAddresses() map[string]string {
+	if c.sessions == nil {
+		return map[string]string{}
+	}
 	return c.sessions.ServerAddresses()
 }
 
@@ -302,11 +308,15 @@ func (k *kernelReader) ReadLocal(ctx context.Context, servers []string) (weighte
 	return out, nil
 }
 
+// sees reports whether r's last read found one of HAProxy's connections
+// (a reader that cannot say does not).
+func sees(r weighter.LocalReader) bool {
+	v, ok := r.(interface{ sees() bool })
+	return ok && v.sees()
+}
+
 // sees reports whether the last read found a socket to one of the servers.
 func (k *kernelReader) sees() bool {
-	if k == nil {
-		return false
-	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.visible
