@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -234,6 +235,9 @@ func runWindow(ctx context.Context, rd reader, hp *haproxyProc, length, interval
 	}
 	w.haproxyCPU = cpu1 - cpu0
 	w.load = loadAverage()
+	// Hand the freed heap back now, outside any window: the runtime's background scavenger
+	// would otherwise do it during the next method's window, on its account.
+	debug.FreeOSMemory()
 	return w, nil
 }
 

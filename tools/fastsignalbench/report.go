@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -78,7 +79,7 @@ func report(w io.Writer, o options, env environment, results []sizeResult) {
 		var seen []string
 		for _, m := range s.methods {
 			if m.seen >= 0 {
-				seen = append(seen, fmt.Sprintf("%s %d", m.method, m.seen))
+				seen = append(seen, m.method+" "+thousands(m.seen))
 			}
 		}
 		fmt.Fprintf(w, "- %s connections: first read saw %s; %d failed client writes.\n", connsLabel(s), strings.Join(seen, ", "), s.writeErrors)
@@ -89,9 +90,18 @@ func report(w io.Writer, o options, env environment, results []sizeResult) {
 
 func connsLabel(s sizeResult) string {
 	if s.asked != s.conns {
-		return fmt.Sprintf("%d (asked %d)", s.conns, s.asked)
+		return fmt.Sprintf("%s (asked %s)", thousands(s.conns), thousands(s.asked))
 	}
-	return fmt.Sprint(s.conns)
+	return thousands(s.conns)
+}
+
+// thousands writes n with comma separators, as the docs do.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 func (s sizeResult) method(name string) *methodResult {
@@ -278,8 +288,8 @@ func extrapolate(w io.Writer, results []sizeResult) {
 			}
 			return linearAt(xs, ys, extrapolateTo)
 		}
-		fmt.Fprintf(w, "- %s at %d connections (a straight line through the %d sizes measured): reader %.0f ms CPU, %.0f ms wall, %.1f MB and %.0f allocations per read; HAProxy %.1f ms CPU per read over none.\n",
-			name, extrapolateTo, len(pts), at(func(p point) float64 { return p.readerCPU }), at(func(p point) float64 { return p.wall }),
+		fmt.Fprintf(w, "- %s at %s connections (a straight line through the %d sizes measured): reader %.0f ms CPU, %.0f ms wall, %.1f MB and %.0f allocations per read; HAProxy %.1f ms CPU per read over none.\n",
+			name, thousands(extrapolateTo), len(pts), at(func(p point) float64 { return p.readerCPU }), at(func(p point) float64 { return p.wall }),
 			at(func(p point) float64 { return p.bytes })/1e6, at(func(p point) float64 { return p.allocs }),
 			at(func(p point) float64 { return p.haproxyCPU }))
 	}
