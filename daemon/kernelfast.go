@@ -428,12 +428,23 @@ func (k *kernelReader) findStreams(ctx context.Context, r sockdiag.Reading, sh *
 // through the master CLI every worker `show proc` lists; through a worker's
 // socket that worker and, when its parent is an HAProxy master (-W, -Ws:
 // Debian's unit), the master's other children, the old workers still
-// serving the connections they had at a reload.
+// serving the connections they had at a reload. None (every socket to a
+// server counts) when the unix socket's listener is not the worker or its
+// master as this pid namespace numbers them: HAProxy's pids are then its own
+// namespace's and name other processes here (a sidecar without
+// shareProcessNamespace).
 func haproxyPIDs(c *haproxy.Client, master bool, proc string) func(ctx context.Context) ([]int, error) {
 	return func(ctx context.Context) ([]int, error) {
 		pids, err := c.Processes(ctx)
 		if err != nil {
 			return nil, err
+		}
+		peer, known, err := c.SocketPeer(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if parent, _ := procParent(proc, pids[0]); known && peer != pids[0] && (peer == 0 || peer != parent) {
+			return nil, nil
 		}
 		if !master {
 			pids = append(pids, oldWorkers(proc, pids[0])...)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // What the kernel's socket table reader (package sockdiag) needs of HAProxy:
@@ -151,4 +154,42 @@ func (c *Client) masterCommand(ctx context.Context, cmd string) (string, error) 
 		return "", fmt.Errorf("haproxy: master CLI %s: %w", c.cfg.Socket, err)
 	}
 	return replies[0], nil
+}
+
+// SocketPeer returns the pid of the process that listens on the runtime
+// socket, as this process's pid namespace numbers it (SO_PEERCRED): HAProxy's
+// master in master-worker mode (it binds the listeners), else its one
+// process. 0 when HAProxy runs in a pid namespace this process does not
+// see (a sidecar without shareProcessNamespace): the pids HAProxy reports
+// (show info, show proc) are then its own namespace's, and name other
+// processes here. ok is false for a TCP socket, which carries no
+// credentials.
+func (c *Client) SocketPeer(ctx context.Context) (pid int, ok bool, err error) {
+	if c.cfg.network() != "unix" {
+		return 0, false, nil
+	}
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	defer conn.Close()
+	uc, isUnix := conn.(*net.UnixConn)
+	if !isUnix {
+		return 0, false, nil
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return 0, false, fmt.Errorf("haproxy: %s: %w", c.cfg.Socket, err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, false, fmt.Errorf("haproxy: %s: %w", c.cfg.Socket, err)
+	}
+	if credErr != nil {
+		return 0, false, fmt.Errorf("haproxy: %s: SO_PEERCRED: %w", c.cfg.Socket, credErr)
+	}
+	return int(cred.Pid), true, nil
 }

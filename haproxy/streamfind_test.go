@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -137,6 +139,10 @@ backend be_other
 			pids, err := c.Processes(testCtx(t))
 			require.NoError(t, err)
 			assert.Equal(t, []int{h.PID()}, pids)
+			peer, ok, err := c.SocketPeer(testCtx(t))
+			require.NoError(t, err)
+			assert.True(t, ok)
+			assert.Equal(t, h.PID(), peer, "the socket's listener, HAProxy itself without a master")
 		})
 	}
 }
@@ -160,6 +166,10 @@ backend be
 	pids, err := c.Processes(testCtx(t))
 	require.NoError(t, err)
 	assert.Equal(t, []int{first}, pids)
+	peer, ok, err := c.SocketPeer(testCtx(t))
+	require.NoError(t, err)
+	assert.True(t, ok)
+	assert.Equal(t, parentOf(t, first), peer, "the master CLI's listener is the master, the worker's parent")
 
 	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", fe))
 	require.NoError(t, err)
@@ -217,4 +227,16 @@ func (r *oneByteReader) Read(p []byte) (int, error) {
 	p[0] = r.data[0]
 	r.data = r.data[1:]
 	return 1, nil
+}
+
+// parentOf is pid's parent, from /proc.
+func parentOf(t *testing.T, pid int) int {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ppid, err := strconv.Atoi(f[1])
+	require.NoError(t, err)
+	return ppid
 }
