@@ -136,6 +136,7 @@ type buffers struct {
 	// shareFactor's bounds b_i/step and b_i·step, and the function's weights
 	shareLo, shareHi, shareR []float64
 	loads                    []float64 // function input
+	exact                    []float64 // per active server, its new weight before rounding
 	estimate                 []estimateInput
 	current                  []int // function input
 }

@@ -39,6 +39,11 @@ type Policy struct {
 	// a server's share of the backend's weight (its share of new connections),
 	// computed before rounding to integers: see shareOut.
 	MaxStep float64 `yaml:"max_step" json:"max_step"`
+	// MaxRun (>= 0, 0 = off) bounds how many new connections in a row one
+	// server takes under leastconn before the least favoured server takes
+	// one: at most 1 + MaxRun, from the servers' open connections (see
+	// boundRuns in maxrun.go).
+	MaxRun float64 `yaml:"max_run" json:"max_run"`
 	// Smoothing is the half-life of the per-server EWMA of the load (0 = off).
 	Smoothing duration.Duration `yaml:"smoothing" json:"smoothing"`
 	// PanicThreshold (> 1, 0 = off): a raw load above this multiple of the mean
@@ -129,6 +134,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxStep != 0 && (!(p.MaxStep > 1) || isInf(p.MaxStep)) {
 		add("max_step", "max_step must be > 1 (or 0 = off), got %v", p.MaxStep)
+	}
+	if !(p.MaxRun >= 0) || isInf(p.MaxRun) {
+		add("max_run", "max_run must be >= 0 (0 = off), got %v", p.MaxRun)
 	}
 	if p.Smoothing < 0 {
 		add("smoothing", "smoothing must be >= 0, got %v", p.Smoothing)

@@ -45,12 +45,22 @@ func (c *Controller) shareOut(active, held []*work, raw []int) float64 {
 		top = topShared(active, held, pinned, raw, k, step)
 		scale = c.backendScale(active, raw, k, top)
 	}
+	exact := c.buf.exact[:0]
 	for i, w := range active {
-		want := float64(raw[i]) * k
-		c.decideShared(w, want*scale, sharedWeight(w, want, pinned[i], step, top)*scale, pinned[i], scale)
+		exact = append(exact, sharedWeight(w, float64(raw[i])*k, pinned[i], step, top)*scale)
+	}
+	c.buf.exact = exact
+	if c.p.MaxRun > 0 {
+		scale *= c.boundRuns(active, held, exact, scale)
+	}
+	for i, w := range active {
+		c.decideShared(w, float64(raw[i])*k*scale, exact[i], pinned[i], scale)
 	}
 	for _, w := range held {
 		c.rescaleHeld(w, scale)
+	}
+	if c.p.MaxRun > 0 {
+		c.enforceRuns(active, held)
 	}
 	return scale
 }

@@ -1,0 +1,126 @@
+package weighter
+
+import (
+	"fmt"
+	"math"
+)
+
+// The run bound (Policy.MaxRun): how many new connections in a row one
+// server may take under HAProxy's weighted leastconn before the least
+// favoured server takes one.
+//
+// Leastconn gives a new connection to the server with the lowest
+// (active+1)/weight (src/lb_fwlc.c). With r_i = w_i/(n_i+1), n_i the
+// server's open connections (scur), the least favoured server m has the
+// lowest r, and a server i takes arrivals while (n_i+k)/w_i ≤ (n_m+1)/w_m:
+// k_i ≤ w_i/r_m − n_i. Weights are written every cycle but placed by for as
+// long as they stand; with connections that live for hours, arrivals are
+// rare and nothing repairs a pile-up: a server whose weight says it is light
+// takes every arrival of a burst (three heavy clients connecting together
+// all land on it). The run bound caps every weight at
+//
+//	w_i ≤ (n_i + 1 + H) · r_m        (H = MaxRun)
+//
+// so that before the least favoured server takes one new connection, no
+// server takes more than 1 + H; and over any burst of arrivals, server i
+// takes k_i ≤ 1 + H + (n_i+1+H)/(n_m+1) · k_m, its share of the burst
+// at most its share of the open connections (plus H) times the least
+// favoured server's. H is counted in connections, fresh each cycle: in a
+// world of many short connections a server still gains H a cycle beyond
+// its share, in one of rare long ones that is all it can gain before the
+// next cycle sees where the arrivals went.
+//
+// The bound is applied after max_step (it may move a share further: it is
+// a safety bound, as a drain is), on the weights before rounding, the
+// backend rescaled so that its largest weight is max_weight again; then on
+// the written integers, lowering any that rounding took past it. Weight 1,
+// HAProxy's smallest, is never lowered further: the bound can be exceeded
+// there only when the least favoured server has more than (n_i+1+H)
+// connections per unit of its weight.
+
+// ReasonMaxRun is the note of a weight the run bound lowered.
+const ReasonMaxRun = "run bound (max_run)"
+
+// boundRuns caps the weights before rounding, exact[i] for active[i] (held
+// servers at base × scale), and returns the factor every weight was then
+// multiplied by so that the largest is max_weight (1 when none was capped).
+func (c *Controller) boundRuns(active, held []*work, exact []float64, scale float64) float64 {
+	rMin := math.Inf(1)
+	for i, w := range active {
+		if exact[i] > 0 {
+			rMin = min(rMin, exact[i]/float64(w.sessions+1))
+		}
+	}
+	for _, w := range held {
+		if b := float64(w.base()) * scale; b > 0 {
+			rMin = min(rMin, b/float64(w.sessions+1))
+		}
+	}
+	if math.IsInf(rMin, 1) {
+		return 1
+	}
+	capped, top := false, 0.0
+	for i, w := range active {
+		if limit := float64(w.sessions+1) * rMin * (1 + c.p.MaxRun/float64(w.sessions+1)); exact[i] > limit {
+			exact[i], capped = limit, true
+			c.noteRun(w)
+		}
+		top = max(top, exact[i])
+	}
+	if !capped {
+		return 1
+	}
+	for _, w := range held {
+		top = max(top, float64(w.base())*scale)
+	}
+	if !(top > 0) {
+		return 1
+	}
+	f := float64(c.p.MaxWeight) / top
+	for i := range exact {
+		exact[i] *= f
+	}
+	return f
+}
+
+// enforceRuns keeps the bound on the integer weights the plan writes:
+// rounding can take a weight past (n_i+1+H) · r_m by up to half a unit, and
+// the least favoured server's own rounding moves r_m.
+func (c *Controller) enforceRuns(active, held []*work) {
+	rMin := math.Inf(1)
+	for _, ws := range [][]*work{active, held} {
+		for _, w := range ws {
+			if w.New > 0 {
+				rMin = min(rMin, float64(w.New)/float64(w.sessions+1))
+			}
+		}
+	}
+	if math.IsInf(rMin, 1) {
+		return
+	}
+	for _, w := range active {
+		limit := int(math.Floor((float64(w.sessions+1)+c.p.MaxRun)*rMin + 1e-9))
+		if w.New <= limit || w.New <= 1 {
+			continue
+		}
+		nw := max(limit, 1)
+		if w.note == "" {
+			c.noteRun(w)
+		}
+		switch {
+		case nw == w.Current:
+			w.decide(ActionKeep, nw, ReasonUnchanged+"; "+w.note)
+		default:
+			w.decide(ActionSet, nw, ReasonRebalance+"; "+w.note)
+		}
+	}
+}
+
+// noteRun records on w that the run bound lowered its weight.
+func (c *Controller) noteRun(w *work) {
+	note := fmt.Sprintf("%s: at most %g new connections in a row", ReasonMaxRun, 1+c.p.MaxRun)
+	if w.note != "" && w.note != note {
+		note = w.note + "; " + note
+	}
+	w.note = note
+}
