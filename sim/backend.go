@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // conn is one open (or closed) connection.
@@ -25,6 +26,7 @@ type backend struct {
 	pick      picker
 	seq       uint64 // leastconn requeue order
 	fallbacks int    // connections placed while no server had a weight
+	drifts    []drift // changes of rate to come, by time
 }
 
 func newBackend(n, weight int, pick picker) *backend {
@@ -177,6 +179,46 @@ func (b *backend) serverLoad() float64 {
 		sum += s.load
 	}
 	return sum
+}
+
+// drift is a connection's change of rate at a time.
+type drift struct {
+	at, rate float64
+	id       int
+}
+
+// scheduleDrift sets connection id's rate to rate at at.
+func (b *backend) scheduleDrift(id int, at, rate float64) {
+	i, _ := slices.BinarySearchFunc(b.drifts, at, func(d drift, at float64) int {
+		if d.at <= at { // equal times keep the order they were scheduled in
+			return -1
+		}
+		return 1
+	})
+	b.drifts = slices.Insert(b.drifts, i, drift{at: at, rate: rate, id: id})
+}
+
+// nextDrift is when the next change of rate of an open connection falls
+// (+Inf when none); the changes of closed connections are dropped.
+func (b *backend) nextDrift() float64 {
+	for len(b.drifts) > 0 && !b.conns[b.drifts[0].id].open {
+		b.drifts = b.drifts[1:]
+	}
+	if len(b.drifts) == 0 {
+		return math.Inf(1)
+	}
+	return b.drifts[0].at
+}
+
+// applyDrift changes the rate of the next drifting connection.
+func (b *backend) applyDrift() {
+	d := b.drifts[0]
+	b.drifts = b.drifts[1:]
+	c := &b.conns[d.id]
+	s := b.servers[c.server]
+	b.account(s, d.at)
+	s.load += d.rate - c.rate
+	c.rate = d.rate
 }
 
 type departure struct {

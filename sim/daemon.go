@@ -519,6 +519,9 @@ func (pl Pipeline) daemonSettings(sc Scenario) (weighter.FreshSettings, weighter
 	if pl.Shipped {
 		policy = b.Policy
 	}
+	if pl.Adjust != nil {
+		pl.Adjust(&policy)
+	}
 	return s, policy, nil
 }
 

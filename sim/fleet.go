@@ -143,10 +143,15 @@ type fleet struct {
 	omni    *omniState      // nil unless the pipeline has an omniscient shedder
 	whales  []int           // arrival indices of the whales
 	whaleAt map[int]connRef // whale arrival → its current connection
+	// pending are the clients coming back (shed, or their balancer
+	// restarted), by time; restartRng draws a restart's reconnect times.
+	pending    []reconnect
+	restartRng *rand.Rand
 }
 
 func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error) {
-	f := &fleet{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal(), interval: pl.interval(sc)}
+	f := &fleet{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal(), interval: pl.interval(sc),
+		restartRng: rand.New(rand.NewPCG(sc.Seed, 0x7e57a27))}
 	if pl.Signal != "" {
 		f.signal = pl.Signal
 	}
@@ -164,7 +169,7 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 		f.agentCap = sc.AgentCapacity * (mean*c + b)
 	}
 	for _, ev := range sc.Events {
-		if ev.Kind == EventAdd || ev.Kind == EventRemove {
+		if ev.Kind == EventAdd || ev.Kind == EventRemove || ev.Kind == EventRestart {
 			f.events = append(f.events, ev)
 		}
 	}
@@ -173,8 +178,12 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 	if pl.Kind == KindOracle {
 		pick = f.pickOracle
 	}
-	for range sc.shares() {
-		f.lbs = append(f.lbs, &balancer{b: newBackend(sc.Servers, initialWeight, pick)})
+	for k := range sc.shares() {
+		b := newBackend(sc.Servers, initialWeight, pick)
+		if pl.Placement == PlacementRandom2 && pl.Kind != KindOracle {
+			b.pick = pickRandom2(rand.New(rand.NewPCG(sc.Seed, 0x2a2d0+uint64(k))))
+		}
+		f.lbs = append(f.lbs, &balancer{b: b})
 	}
 	if pl.Kind == KindWeighter {
 		if err := f.newDaemons(); err != nil {
@@ -274,14 +283,19 @@ func (f *fleet) run() (trace, error) {
 	return f.tr, nil
 }
 
-// advance processes, in time order, every arrival, departure and server event up to t.
+// advance processes, in time order, every arrival, departure, change of
+// rate and server event up to t.
 func (f *fleet) advance(t float64) error {
 	for {
 		arr, ev, rec := math.Inf(1), math.Inf(1), f.nextReconnect()
 		dep, which := math.Inf(1), -1
+		drift, drifting := math.Inf(1), -1
 		for j, lb := range f.lbs {
 			if e := lb.b.nextEnd(); e < dep {
 				dep, which = e, j
+			}
+			if d := lb.b.nextDrift(); d < drift {
+				drift, drifting = d, j
 			}
 		}
 		if f.nextArr < len(f.str.arrivals) {
@@ -291,33 +305,81 @@ func (f *fleet) advance(t float64) error {
 			ev = f.events[0].At.Seconds()
 		}
 		switch {
-		case ev <= t && ev <= arr && ev <= dep && ev <= rec:
+		case ev <= t && ev <= arr && ev <= dep && ev <= rec && ev <= drift:
 			if err := f.serverEvent(f.events[0], ev); err != nil {
 				return err
 			}
 			f.events = f.events[1:]
-		case dep <= t && dep <= arr && dep <= rec:
+		case dep <= t && dep <= arr && dep <= rec && dep <= drift:
 			f.lbs[which].b.closeUntil(dep)
+		case drift <= t && drift <= arr && drift <= rec:
+			f.lbs[drifting].b.applyDrift()
 		case rec <= t && rec <= arr:
 			f.reconnect()
 		case arr <= t:
 			a := f.str.arrivals[f.nextArr]
-			k := f.owner[f.nextArr]
-			lb := f.lbs[k]
 			f.nextArr++
-			lb.b.open(a.Rate, a.At+a.Life, a.At)
-			lb.since = append(lb.since, a.At)
-			lb.client = append(lb.client, f.nextArr-1)
-			if a.Whale {
-				f.whaleAt[f.nextArr-1] = connRef{lb: k, id: len(lb.b.conns) - 1}
-			}
+			f.place(f.owner[f.nextArr-1], f.nextArr-1, a.At, a.At+a.Life)
 		default:
 			return nil
 		}
 	}
 }
 
+// place connects client (an arrival's index) through balancer k at now
+// until end, at its rate of that moment, with its change of rate to come
+// (Scenario.Drift) if it falls before end.
+func (f *fleet) place(k, client int, now, end float64) {
+	a := f.str.arrivals[client]
+	lb := f.lbs[k]
+	lb.b.open(a.rateAt(now), end, now)
+	id := len(lb.b.conns) - 1
+	if a.DriftAt > now && a.DriftAt < end {
+		lb.b.scheduleDrift(id, a.DriftAt, a.rateAt(a.DriftAt))
+	}
+	lb.since = append(lb.since, now)
+	lb.client = append(lb.client, client)
+	if a.Whale {
+		f.whaleAt[client] = connRef{lb: k, id: id}
+	}
+}
+
+// restart is the restart of a balancer's HAProxy: its runtime weights go
+// back to the configuration's (a reload without a server-state file), and
+// every client it carries reconnects within the event's over (5 s when 0),
+// placed by the weights of that moment.
+func (f *fleet) restart(ev Event, now float64) {
+	over := ev.Over.Seconds()
+	if over == 0 {
+		over = defaultRestartOver
+	}
+	lb := f.lbs[ev.Balancer]
+	for i := range lb.b.servers {
+		lb.b.setWeight(i, initialWeight)
+	}
+	var open []int
+	for _, d := range lb.b.departing {
+		open = append(open, d.id)
+	}
+	slices.Sort(open)
+	lb.b.departing = lb.b.departing[:0] // every one of them closes
+	for _, id := range open {
+		c := &lb.b.conns[id]
+		c.open = false
+		lb.b.detach(c.server, c.rate, now)
+		f.queueReconnect(lb, id, now+over*f.restartRng.Float64(), now)
+	}
+}
+
+// defaultRestartOver is the span a restarted balancer's clients reconnect
+// within, seconds, when the event does not say.
+const defaultRestartOver = 5.0
+
 func (f *fleet) serverEvent(ev Event, now float64) error {
+	if ev.Kind == EventRestart {
+		f.restart(ev, now)
+		return nil
+	}
 	if ev.Kind == EventAdd {
 		for _, lb := range f.lbs {
 			lb.b.addServer(initialWeight, now)

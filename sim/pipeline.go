@@ -11,6 +11,9 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
+// PlacementRandom2 is HAProxy's `balance random(2)`.
+const PlacementRandom2 = "random(2)"
+
 // Pipeline inputs: what the weighter is fed each cycle.
 const (
 	// InputExternal is the external metric alone (plain load), as the README's
@@ -61,6 +64,13 @@ type Pipeline struct {
 	// Refresh is how often a calibrating daemon asks the external source
 	// while the fast signal is live; 0 = the configuration's default.
 	Refresh time.Duration
+	// Placement is the balancers' algorithm: "" (leastconn) or
+	// PlacementRandom2 (`balance random(2)`, weighted power of two choices).
+	Placement string
+	// Adjust, when set, changes the policy the pipeline's daemons run (on
+	// top of the shipped one's, for a shipped pipeline): the candidates of
+	// the production world are the shipped daemon with one factor changed.
+	Adjust func(p *weighter.Policy)
 	// Shipped: the daemon as a configuration that sets nothing but its
 	// source runs it (interval, calibration, refresh and policy: config's
 	// defaults). The pipeline the default run stars.

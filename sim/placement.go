@@ -1,5 +1,7 @@
 package sim
 
+import "math/rand/v2"
+
 // HAProxy's weight scale: an effective weight is the user weight times
 // BE_WEIGHT_SCALE, and SRV_EWGHT_MAX = 256 × BE_WEIGHT_SCALE (src/lb_fwlc.c).
 const (
@@ -82,4 +84,43 @@ func pickOracle(servers []*server) int {
 		}
 	}
 	return best
+}
+
+// pickRandom2 is HAProxy's `balance random(2)` (get_server_rnd in
+// src/backend.c): two draws, each a server with probability proportional to
+// its weight (the consistent-hash ring holds points in proportion to the
+// effective weight), and of the two the one with fewer connections per
+// weight (served × other's eweight compared); on a tie, or when both draws
+// are the same server, the second draw. -1 when no server has a weight.
+func pickRandom2(rng *rand.Rand) picker {
+	return func(servers []*server) int {
+		total := 0
+		for _, s := range servers {
+			if s.up && s.weight > 0 {
+				total += s.weight
+			}
+		}
+		if total == 0 {
+			return -1
+		}
+		draw := func() int {
+			u := rng.IntN(total)
+			for i, s := range servers {
+				if !s.up || s.weight <= 0 {
+					continue
+				}
+				if u < s.weight {
+					return i
+				}
+				u -= s.weight
+			}
+			return -1
+		}
+		prev := draw()
+		cur := draw()
+		if prev != cur && servers[cur].active*servers[prev].weight > servers[prev].active*servers[cur].weight {
+			cur = prev
+		}
+		return cur
+	}
 }

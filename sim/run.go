@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -41,17 +42,21 @@ type runner struct {
 	tr      trace
 	onStep  func(b *backend, now float64) // test hook
 	nextArr int
+	client  []int             // per connection, the arrival (client) it carries
 	now     float64           // the model's time
 	daemon  *weighter.Backend // the weighter's cycle (weighter strategies)
+	// back are the clients of a restart coming back, by time.
+	back       []reconnect
+	restartRng *rand.Rand
 }
 
 func newRunner(sc Scenario, st Strategy, str *stream) (*runner, error) {
-	r := &runner{sc: sc, st: st, str: str, mon: newMonitor(sc)}
+	r := &runner{sc: sc, st: st, str: str, mon: newMonitor(sc), restartRng: rand.New(rand.NewPCG(sc.Seed, 0x7e57a27))}
 	r.mon.perConn = st.PerConn
 	r.b = newBackend(sc.Servers, initialWeight, st.picker())
 	r.joined = make([]float64, sc.Servers)
 	for _, ev := range sc.Events {
-		if ev.Kind == EventAdd || ev.Kind == EventRemove {
+		if ev.Kind == EventAdd || ev.Kind == EventRemove || ev.Kind == EventRestart {
 			r.events = append(r.events, ev)
 		}
 	}
@@ -108,32 +113,87 @@ func (r *runner) run() (trace, error) {
 // advance processes, in time order, every arrival, departure and server event up to t.
 func (r *runner) advance(t float64) error {
 	for {
-		arr, dep, ev := math.Inf(1), r.b.nextEnd(), math.Inf(1)
+		arr, dep, ev, drift, rec := math.Inf(1), r.b.nextEnd(), math.Inf(1), r.b.nextDrift(), math.Inf(1)
 		if r.nextArr < len(r.str.arrivals) {
 			arr = r.str.arrivals[r.nextArr].At
 		}
 		if len(r.events) > 0 {
 			ev = r.events[0].At.Seconds()
 		}
+		if len(r.back) > 0 {
+			rec = r.back[0].at
+		}
 		switch {
-		case ev <= t && ev <= arr && ev <= dep:
+		case ev <= t && ev <= arr && ev <= dep && ev <= drift && ev <= rec:
 			if err := r.serverEvent(r.events[0], ev); err != nil {
 				return err
 			}
 			r.events = r.events[1:]
-		case dep <= t && dep <= arr:
+		case dep <= t && dep <= arr && dep <= drift && dep <= rec:
 			r.b.closeUntil(dep)
+		case drift <= t && drift <= arr && drift <= rec:
+			r.b.applyDrift()
+		case rec <= t && rec <= arr:
+			c := r.back[0]
+			r.back = r.back[1:]
+			r.place(c.client, c.at, c.at+c.remaining)
 		case arr <= t:
 			a := r.str.arrivals[r.nextArr]
 			r.nextArr++
-			r.b.open(a.Rate, a.At+a.Life, a.At)
+			r.place(r.nextArr-1, a.At, a.At+a.Life)
 		default:
 			return nil
 		}
 	}
 }
 
+// place connects client (an arrival's index) at now until end, at its
+// rate of that moment, with its change of rate to come if before end.
+func (r *runner) place(client int, now, end float64) {
+	a := r.str.arrivals[client]
+	r.b.open(a.rateAt(now), end, now)
+	if a.DriftAt > now && a.DriftAt < end {
+		r.b.scheduleDrift(len(r.b.conns)-1, a.DriftAt, a.rateAt(a.DriftAt))
+	}
+	r.client = append(r.client, client)
+}
+
+// restart is the balancer's HAProxy restarting (fleet.restart): weights
+// back to the configuration's, every client reconnecting within over.
+func (r *runner) restart(ev Event, now float64) {
+	over := ev.Over.Seconds()
+	if over == 0 {
+		over = defaultRestartOver
+	}
+	for i := range r.b.servers {
+		r.b.setWeight(i, initialWeight)
+	}
+	var open []int
+	for _, d := range r.b.departing {
+		open = append(open, d.id)
+	}
+	slices.Sort(open)
+	for _, id := range open {
+		c := &r.b.conns[id]
+		c.open = false
+		r.b.detach(c.server, c.rate, now)
+		back := reconnect{at: now + over*r.restartRng.Float64(), remaining: c.end - now, client: r.client[id]}
+		i, _ := slices.BinarySearchFunc(r.back, back.at, func(p reconnect, at float64) int {
+			if p.at <= at {
+				return -1
+			}
+			return 1
+		})
+		r.back = slices.Insert(r.back, i, back)
+	}
+	r.b.departing = r.b.departing[:0]
+}
+
 func (r *runner) serverEvent(ev Event, now float64) error {
+	if ev.Kind == EventRestart {
+		r.restart(ev, now)
+		return nil
+	}
 	if ev.Kind == EventAdd {
 		r.b.addServer(initialWeight, now)
 		r.joined = append(r.joined, now)

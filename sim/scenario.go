@@ -51,6 +51,17 @@ type Scenario struct {
 	// ExternalOutage is when the external source answers nothing (down,
 	// unreachable): the calibration is held, then expires.
 	ExternalOutage *Outage `yaml:"external_outage,omitempty"`
+	// Drift makes a share of the clients change their rate once in mid-life
+	// (a customer's traffic grows or shrinks while it stays connected).
+	Drift *Drift `yaml:"drift,omitempty"`
+}
+
+// Drift is a change of rate in mid-life: each client, with probability
+// Share, multiplies its rate by Factor (half of them) or divides it by
+// Factor (the other half) at a uniformly drawn point of its lifetime.
+type Drift struct {
+	Share  float64 `yaml:"share"`
+	Factor float64 `yaml:"factor"`
 }
 
 // Outage is a span of simulated time.
@@ -75,6 +86,15 @@ const (
 	EventAdd    = "add"    // an empty server joins
 	EventRemove = "remove" // Server leaves; its clients reconnect at once
 	EventRamp   = "ramp"   // arrival rate moves linearly to Factor× over Over
+	// EventBurst: Count heavy clients of Rate connect within Over (a
+	// deploy, a restart of a customer's agents), each living Life (0: drawn
+	// as any client's, exponential with the mean life). They are tracked as
+	// whales (recovery figures).
+	EventBurst = "burst"
+	// EventRestart: a balancer's HAProxy restarts: its runtime weights go
+	// back to the configuration's, and every client it carries reconnects
+	// within Over (0: 5 s), keeping its rate and the rest of its lifetime.
+	EventRestart = "restart"
 )
 
 // Event is something that happens to the backend at a given time.
@@ -86,7 +106,9 @@ type Event struct {
 	Life   time.Duration `yaml:"life"`   // whale
 	Server string        `yaml:"server"` // remove
 	Factor float64       `yaml:"factor"` // ramp
-	Over   time.Duration `yaml:"over"`   // ramp
+	Over   time.Duration `yaml:"over"`   // ramp, burst, restart
+	// Balancer is the restarting balancer's index (0: the first).
+	Balancer int `yaml:"balancer,omitempty"`
 }
 
 // DefaultScenario is the scenario haproxy-weighter-sim runs without arguments:

@@ -44,18 +44,17 @@ func bytesInFlight(rate float64) float64 {
 // connRef names one connection of one balancer.
 type connRef struct{ lb, id int }
 
-// reconnect is a shed client coming back.
+// reconnect is a client coming back (shed, or its balancer restarted).
 type reconnect struct {
-	at, rate, remaining float64
-	lb, client          int
+	at, remaining float64
+	lb, client    int
 }
 
-// shedState is a shedding pipeline's reconnect queue and counts.
+// shedState is a shedding pipeline's reconnect delays and counts.
 type shedState struct {
-	rng     *rand.Rand
-	pending []reconnect // by time
-	count   map[string]int
-	bytes   []float64 // in flight at each shed after the warmup
+	rng   *rand.Rand
+	count map[string]int
+	bytes []float64 // in flight at each shed after the warmup
 }
 
 // ShedFigures are a shedding pipeline's costs over the scored time (after the warmup).
@@ -102,51 +101,55 @@ func whaleArrivals(str *stream) []arrival {
 	return out
 }
 
-// nextReconnect is when the next shed client reconnects (+Inf when none).
+// nextReconnect is when the next client (shed, or of a restarted
+// balancer) reconnects (+Inf when none).
 func (f *fleet) nextReconnect() float64 {
-	if f.shed == nil || len(f.shed.pending) == 0 {
+	if len(f.pending) == 0 {
 		return math.Inf(1)
 	}
-	return f.shed.pending[0].at
+	return f.pending[0].at
 }
 
-// reconnect places the next shed client again through its balancer.
+// reconnect places the next reconnecting client again through its balancer,
+// at its rate of that moment (a drift may have fallen while it was away).
 func (f *fleet) reconnect() {
-	r := f.shed.pending[0]
-	f.shed.pending = f.shed.pending[1:]
-	lb := f.lbs[r.lb]
-	lb.b.open(r.rate, r.at+r.remaining, r.at)
-	lb.since = append(lb.since, r.at)
-	lb.client = append(lb.client, r.client)
-	if f.str.arrivals[r.client].Whale {
-		f.whaleAt[r.client] = connRef{lb: r.lb, id: len(lb.b.conns) - 1}
-	}
+	r := f.pending[0]
+	f.pending = f.pending[1:]
+	f.place(r.lb, r.client, r.at, r.at+r.remaining)
 }
 
 // shedConn closes connection id of lb at now; its client comes back after a delay.
 func (f *fleet) shedConn(lb *balancer, id int, now float64) {
+	c := lb.b.conns[id]
+	f.closeConn(lb, id, now)
+	if now >= f.sc.Warmup.Seconds() {
+		f.shed.count[lb.b.servers[c.server].name]++
+		f.shed.bytes = append(f.shed.bytes, bytesInFlight(c.rate))
+	}
+	f.queueReconnect(lb, id, now+reconnectMin+(reconnectMax-reconnectMin)*f.shed.rng.Float64(), now)
+}
+
+// closeConn ends connection id of lb at now, before its time.
+func (f *fleet) closeConn(lb *balancer, id int, now float64) {
 	c := &lb.b.conns[id]
 	c.open = false
 	if i := slices.IndexFunc(lb.b.departing, func(d departure) bool { return d.id == id }); i >= 0 {
 		heap.Remove(&lb.b.departing, i)
 	}
 	lb.b.detach(c.server, c.rate, now)
-	if now >= f.sc.Warmup.Seconds() {
-		f.shed.count[lb.b.servers[c.server].name]++
-		f.shed.bytes = append(f.shed.bytes, bytesInFlight(c.rate))
-	}
-	k := slices.Index(f.lbs, lb)
-	r := reconnect{
-		at: now + reconnectMin + (reconnectMax-reconnectMin)*f.shed.rng.Float64(), rate: c.rate,
-		remaining: c.end - now, lb: k, client: lb.client[id],
-	}
-	i, _ := slices.BinarySearchFunc(f.shed.pending, r.at, func(p reconnect, at float64) int {
-		if p.at <= at { // equal times keep the order they were shed in
+}
+
+// queueReconnect brings the client of lb's closed connection id back at
+// at, with the rest of its lifetime (counted from now, when it was closed).
+func (f *fleet) queueReconnect(lb *balancer, id int, at, now float64) {
+	r := reconnect{at: at, remaining: lb.b.conns[id].end - now, lb: slices.Index(f.lbs, lb), client: lb.client[id]}
+	i, _ := slices.BinarySearchFunc(f.pending, r.at, func(p reconnect, at float64) int {
+		if p.at <= at { // equal times keep the order they were queued in
 			return -1
 		}
 		return 1
 	})
-	f.shed.pending = slices.Insert(f.shed.pending, i, r)
+	f.pending = slices.Insert(f.pending, i, r)
 }
 
 // whaleServers is the server each whale is on now (-1 while it is not connected).
@@ -276,6 +279,10 @@ type ShedCell struct {
 	// (seconds), and the slowest of all; NaN without whales; +Inf: a whale's
 	// server never came under 1.5 × the mean.
 	WhaleMean, WhaleWorst float64
+	// Herd: the most heavy clients of one burst on one server right after
+	// it (burstHerd), mean over the bursts and seeds, and the most in any;
+	// NaN without bursts.
+	Herd, HerdWorst float64
 }
 
 // ShedResult is a shedding comparison: per pipeline, per scenario.
@@ -308,12 +315,21 @@ func CompareShed(scenarios []Scenario, seeds []uint64, pipelines []Pipeline) (*S
 			if acc == nil {
 				acc = make([]ShedCell, len(rep.Strategies))
 				for i := range acc {
-					acc[i].WhaleWorst = math.NaN()
+					acc[i].WhaleWorst, acc[i].Herd, acc[i].HerdWorst = math.NaN(), math.NaN(), math.NaN()
 				}
 			}
 			w := 1 / float64(len(seeds))
 			for i, f := range rep.Strategies {
 				c := &acc[i]
+				if herd := burstHerd(sc, rep.traces[i], rep.whales); len(herd) > 0 {
+					if math.IsNaN(c.Herd) {
+						c.Herd, c.HerdWorst = 0, 0
+					}
+					for _, h := range herd {
+						c.Herd += float64(h) * w / float64(len(herd))
+						c.HerdWorst = math.Max(c.HerdWorst, float64(h))
+					}
+				}
 				rec := whaleRecovery(sc, rep.traces[i], rep.whales)
 				slow := math.NaN()
 				for _, r := range rec {

@@ -57,7 +57,7 @@ func TestShedConservation(t *testing.T) {
 				t.Errorf("balancer %d t=%.1fs: %v", k, now, err)
 			}
 		}
-		for _, r := range f.shed.pending {
+		for _, r := range f.pending {
 			if r.at < now-1e-9 || r.at > now+reconnectMax+1e-9 {
 				failures++
 				t.Errorf("t=%.1fs: reconnect at %.2f", now, r.at)

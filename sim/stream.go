@@ -12,7 +12,18 @@ type arrival struct {
 	At    float64
 	Rate  float64
 	Life  float64
-	Whale bool // one of a whale event's connections
+	Whale bool // one of a whale (or burst) event's connections
+	// DriftAt is when the client's rate changes to Rate × DriftFactor
+	// (Scenario.Drift); 0 = never.
+	DriftAt, DriftFactor float64
+}
+
+// rateAt is the client's rate at time t.
+func (a arrival) rateAt(t float64) float64 {
+	if a.DriftAt > 0 && t >= a.DriftAt {
+		return a.Rate * a.DriftFactor
+	}
+	return a.Rate
 }
 
 // stream is the connection stream every strategy of a run shares, so their figures
@@ -47,15 +58,58 @@ func newStream(sc Scenario) *stream {
 		}
 	}
 	s.meanRate = sum / float64(len(s.arrivals))
-	for _, ev := range sc.Events {
-		if ev.Kind == EventWhale {
+	s.addEventClients(sc)
+	slices.SortStableFunc(s.arrivals, func(a, b arrival) int { return cmpFloat(a.At, b.At) })
+	s.drift(sc)
+	return s
+}
+
+// addEventClients adds the whales and the bursts' heavy clients. A burst
+// draws its arrival times and lifetimes from its own random stream, so that
+// the ordinary clients stay those of a scenario without it.
+func (s *stream) addEventClients(sc Scenario) {
+	for k, ev := range sc.Events {
+		switch ev.Kind {
+		case EventWhale:
 			for range ev.Count {
 				s.arrivals = append(s.arrivals, arrival{At: ev.At.Seconds(), Rate: ev.Rate, Life: ev.Life.Seconds(), Whale: true})
 			}
+		case EventBurst:
+			rng := rand.New(rand.NewPCG(sc.Seed, 0xb0257+uint64(k)))
+			for range ev.Count {
+				life := ev.Life.Seconds()
+				if life == 0 {
+					life = rng.ExpFloat64() * sc.MeanLife.Seconds()
+				}
+				at := ev.At.Seconds() + rng.Float64()*ev.Over.Seconds()
+				s.arrivals = append(s.arrivals, arrival{At: at, Rate: ev.Rate, Life: life, Whale: true})
+			}
 		}
 	}
-	slices.SortStableFunc(s.arrivals, func(a, b arrival) int { return cmpFloat(a.At, b.At) })
-	return s
+}
+
+// drift gives a share of the clients (Scenario.Drift) a change of rate at a
+// uniform point of their lifetime, from its own random stream.
+func (s *stream) drift(sc Scenario) {
+	d := sc.Drift
+	if d == nil || d.Share == 0 || d.Factor == 1 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(sc.Seed, 0xd21f7))
+	for i := range s.arrivals {
+		a := &s.arrivals[i]
+		u, at, up := rng.Float64(), rng.Float64(), rng.Float64() < 0.5
+		if u >= d.Share {
+			continue
+		}
+		a.DriftAt, a.DriftFactor = a.At+at*a.Life, d.Factor
+		if !up {
+			a.DriftFactor = 1 / d.Factor
+		}
+		if a.DriftAt <= 0 { // 0 means never: a client of the initial population drifting at once
+			a.DriftAt = 1e-9
+		}
+	}
 }
 
 // rampFactor is the product of every ramp's factor at time t.

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -37,6 +38,9 @@ func (sc Scenario) Validate() error {
 	if err := sc.validateFleet(); err != nil {
 		return err
 	}
+	if d := sc.Drift; d != nil && (!(d.Share >= 0 && d.Share <= 1) || !(d.Factor >= 1) || math.IsInf(d.Factor, 0)) {
+		return errors.New("scenario: drift needs a share in 0..1 and a finite factor >= 1")
+	}
 	for i, ev := range sc.Events {
 		if err := ev.validate(sc); err != nil {
 			return fmt.Errorf("scenario: event %d (%s): %w", i+1, ev.Kind, err)
@@ -54,6 +58,14 @@ func (ev Event) validate(sc Scenario) error {
 		if ev.Count < 1 || ev.Rate <= 0 || ev.Life <= 0 {
 			return errors.New("whale needs count, rate and life")
 		}
+	case EventBurst:
+		if ev.Count < 1 || ev.Rate <= 0 || ev.Life < 0 || ev.Over < 0 {
+			return errors.New("burst needs count and rate, and a non-negative life and over")
+		}
+	case EventRestart:
+		if ev.Balancer < 0 || ev.Balancer >= len(sc.shares()) || ev.Over < 0 {
+			return fmt.Errorf("restart needs a balancer in 0..%d and a non-negative over", len(sc.shares())-1)
+		}
 	case EventAdd:
 	case EventRemove:
 		if ev.Server == "" {
@@ -64,7 +76,7 @@ func (ev Event) validate(sc Scenario) error {
 			return errors.New("ramp needs a positive factor and a non-negative over")
 		}
 	default:
-		return fmt.Errorf("unknown kind (want %s, %s, %s or %s)", EventWhale, EventAdd, EventRemove, EventRamp)
+		return fmt.Errorf("unknown kind (want %s, %s, %s, %s, %s or %s)", EventWhale, EventBurst, EventAdd, EventRemove, EventRamp, EventRestart)
 	}
 	return nil
 }

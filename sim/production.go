@@ -1,0 +1,329 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// The production world (docs/production-world.md): connections that live
+// for hours, heavy clients that connect together, balancers that restart,
+// rates that drift while a connection lives, and many connections. The lab
+// world (FreshScenarios) has 240 connections living 30 s that arrive one by
+// one, where churn repairs any pile-up within a lifetime; here nothing does
+// but the next arrivals, or shedding.
+
+// Worlds a comparison runs on (haproxy-weighter-sim --world).
+const (
+	WorldProduction = "production"
+	WorldLab        = "lab"
+	WorldAll        = "all"
+)
+
+// WorldScenarios are the scenarios of a world: production
+// (ProductionScenarios), lab (the six of FreshScenarios) or all.
+func WorldScenarios(world string) ([]Scenario, error) {
+	switch world {
+	case WorldProduction:
+		return ProductionScenarios(), nil
+	case WorldLab:
+		return FreshScenarios(), nil
+	case WorldAll:
+		return append(FreshScenarios(), ProductionScenarios()...), nil
+	}
+	return nil, fmt.Errorf("unknown world %q (want %s, %s or %s)", world, WorldProduction, WorldLab, WorldAll)
+}
+
+// LongLivedScenario is the base of the production world: the lab's 8
+// servers and 240 clients of lognormal rates (median 35/s, sigma 1.5, cap
+// 5,000/s), each living an hour on average, simulated 4 h after a 20 min
+// warmup; the daemon every 2 s, Prometheus every 15 s with rate over 30 s.
+// No events.
+func LongLivedScenario() Scenario {
+	sc := DefaultScenario()
+	sc.Name = "long-lived"
+	sc.MeanLife = time.Hour
+	sc.Duration = 4*time.Hour + 20*time.Minute
+	sc.Warmup = 20 * time.Minute
+	sc.Interval = 2 * time.Second
+	sc.Events = nil
+	Externals()[0].Apply(&sc)
+	return sc
+}
+
+// BurstScenario is the long-lived world with seven bursts of heavy clients
+// (10-50× the median rate of 35/s), each burst connecting within one second,
+// every 30 min from minute 40: 3 × 25×, 2 × 50×, 4 × 20×, 5 × 15×, 6 × 12×,
+// 8 × 10×, 3 × 40×. The heavy clients live as long as any (1 h on average).
+func BurstScenario() Scenario {
+	sc := LongLivedScenario()
+	sc.Name = "burst"
+	med := sc.Rate.Median
+	for i, b := range []struct {
+		count int
+		times float64
+	}{{3, 25}, {2, 50}, {4, 20}, {5, 15}, {6, 12}, {8, 10}, {3, 40}} {
+		sc.Events = append(sc.Events, Event{At: 40*time.Minute + time.Duration(i)*30*time.Minute, Kind: EventBurst,
+			Count: b.count, Rate: b.times * med, Over: time.Second})
+	}
+	return sc
+}
+
+// QuickBurstScenario is the issue's bench on a real HAProxy as a
+// simulation: the long-lived world's 240 clients, all connected at the
+// start, three heavy clients of 25× the median rate connecting together at
+// 180 s, 6 min scored from the start. Weights that have had three minutes to
+// spread apart, and no arrival since to test them, meet the burst.
+func QuickBurstScenario() Scenario {
+	sc := LongLivedScenario()
+	sc.Name = "burst-6m"
+	sc.Duration, sc.Warmup = 6*time.Minute, 0
+	sc.Events = []Event{{At: 3 * time.Minute, Kind: EventBurst, Count: 3, Rate: 25 * sc.Rate.Median, Over: time.Second}}
+	return sc
+}
+
+// RestartScenario is the long-lived world behind three balancers (50/30/20 %
+// of the clients), the first of which restarts at minute 60 and at minute
+// 150: its weights go back to the configuration's and every client it
+// carries reconnects within 5 s (a reconnect storm).
+func RestartScenario() Scenario {
+	sc := LongLivedScenario()
+	sc.Name = "restart"
+	sc.Balancers = []float64{0.5, 0.3, 0.2}
+	sc.Events = []Event{
+		{At: 60 * time.Minute, Kind: EventRestart, Over: 5 * time.Second},
+		{At: 150 * time.Minute, Kind: EventRestart, Over: 5 * time.Second},
+	}
+	return sc
+}
+
+// DriftScenario is the long-lived world where 30 % of the clients change
+// rate once in mid-life, half ×10, half ÷10.
+func DriftScenario() Scenario {
+	sc := LongLivedScenario()
+	sc.Name = "drift"
+	sc.Drift = &Drift{Share: 0.3, Factor: 10}
+	return sc
+}
+
+// ManyScenario is 20,000 connections on 32 servers, living 20 min on
+// average, simulated 1 h after a 20 min warmup (shorter than the other
+// production scenarios: a cycle with shedding lists every open session).
+func ManyScenario() Scenario {
+	sc := LongLivedScenario()
+	sc.Name = "many"
+	sc.Servers, sc.Connections = 32, 20000
+	sc.MeanLife = 20 * time.Minute
+	sc.Duration = 80 * time.Minute
+	return sc
+}
+
+// ProductionScenarios are the production world's scenarios (files in
+// examples/scenarios/production/).
+func ProductionScenarios() []Scenario {
+	return []Scenario{LongLivedScenario(), QuickBurstScenario(), BurstScenario(), RestartScenario(), DriftScenario(), ManyScenario()}
+}
+
+// Names of the production world's arms.
+const (
+	ShippedShedName = ShippedName + " + shed"
+	Random2Suffix   = " random(2)"
+)
+
+// ShippedShedPipeline is the shipped daemon with shedding by p.
+func ShippedShedPipeline(name string, p weighter.ShedPolicy) Pipeline {
+	pl := ShippedPipeline()
+	pl.Name, pl.Default, pl.Shed = name, false, &p
+	return pl
+}
+
+// ProductionArms are the arms of the production world side by side: plain
+// leastconn, the placement oracle, the shipped default (starred) and the
+// shipped default with shedding at weighter.DefaultShed.
+func ProductionArms() []Pipeline {
+	return []Pipeline{
+		{Name: "leastconn", Kind: KindLeastconn},
+		{Name: "oracle", Kind: KindOracle},
+		ShippedPipeline(),
+		ShippedShedPipeline(ShippedShedName, weighter.DefaultShed()),
+	}
+}
+
+// Random2Arms are HAProxy's `balance random(2)` without weights and under
+// the shipped daemon's weights.
+func Random2Arms() []Pipeline {
+	sh := ShippedPipeline()
+	sh.Name, sh.Default, sh.Placement = ShippedName+Random2Suffix, false, PlacementRandom2
+	return []Pipeline{{Name: "random(2)", Kind: KindLeastconn, Placement: PlacementRandom2}, sh}
+}
+
+// WriteWorld writes the world comparison as Markdown: per scenario p50 /
+// p90 (gap closed on p50); then per pipeline whether it is never less even
+// than leastconn (p50 and p90 on every scenario) and its sheds per hour per
+// server (mean over the scenarios, most in one).
+func (r *ShedResult) WriteWorld(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("| p50 / p90 (gap p50) |")
+	for _, sc := range r.Scenarios {
+		fmt.Fprintf(&b, " %s |", strings.TrimPrefix(sc.Name, "fresh-"))
+	}
+	b.WriteString(" ≤ leastconn everywhere |\n|---|" + strings.Repeat("---|", len(r.Scenarios)+1) + "\n")
+	lc := r.Cell("leastconn")
+	for i, name := range r.Names {
+		label := name
+		if name == ShippedName {
+			label = "**" + name + "** *"
+		}
+		fmt.Fprintf(&b, "| %s |", label)
+		ok := lc != nil
+		for si, c := range r.Cells[i] {
+			fmt.Fprintf(&b, " %.3f / %.3f (%s) |", c.P50, c.P90, pct(c.GapP50))
+			if lc != nil && (c.P50 > lc[si].P50 || c.P90 > lc[si].P90) {
+				ok = false
+			}
+		}
+		verdict := "no"
+		switch {
+		case name == "leastconn":
+			verdict = "–"
+		case ok:
+			verdict = "yes"
+		}
+		fmt.Fprintf(&b, " %s |\n", verdict)
+	}
+	r.writeHerd(&b)
+	shedding := slices.ContainsFunc(r.Cells, func(cs []ShedCell) bool { return len(cs) > 0 && cs[0].Sheds })
+	if shedding {
+		b.WriteString("\n| sheds/h/server (busiest) · slowest heavy client back under 1.5× mean, s (mean / worst) |")
+		for _, sc := range r.Scenarios {
+			fmt.Fprintf(&b, " %s |", strings.TrimPrefix(sc.Name, "fresh-"))
+		}
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(r.Scenarios)) + "\n")
+		for i, name := range r.Names {
+			if len(r.Cells[i]) == 0 || !r.Cells[i][0].Sheds && name != ShippedName {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s |", name)
+			for _, c := range r.Cells[i] {
+				rate := "–"
+				if c.Sheds {
+					rate = fmt.Sprintf("%.2f (%.1f)", c.PerHour, c.MaxPerHour)
+				}
+				fmt.Fprintf(&b, " %s · %s / %s |", rate, secs(c.WhaleMean), secs(c.WhaleWorst))
+			}
+			b.WriteString("\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WorldPipelines are the rows --world accepts in --pipelines besides its
+// arms: random(2) (Random2Arms), the anti-herding candidates
+// (HerdCandidates) and the fresh-data candidates (CandidatePipelines).
+func WorldPipelines() []Pipeline {
+	out := append(Random2Arms(), HerdCandidates()...)
+	return append(out, CandidatePipelines()...)
+}
+
+// SelectWorldPipelines returns the WorldPipelines named in list
+// (comma-separated; "all" = every one).
+func SelectWorldPipelines(list string) ([]Pipeline, error) {
+	all := WorldPipelines()
+	if list == "all" {
+		return all, nil
+	}
+	var out []Pipeline
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(all, func(p Pipeline) bool { return p.Name == name })
+		if i < 0 {
+			var names []string
+			for _, p := range all {
+				names = append(names, p.Name)
+			}
+			return nil, fmt.Errorf("unknown pipeline %q (want all or some of: %s)", name, strings.Join(names, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// HerdCandidates are the anti-herding mechanisms measured side by side
+// (docs/production-world.md).
+func HerdCandidates() []Pipeline {
+	var out []Pipeline
+	for _, h := range []float64{1, 2, 4, 8, 16} {
+		pl := ShippedPipeline()
+		pl.Name, pl.Default = fmt.Sprintf("%s max_run=%g", ShippedName, h), false
+		pl.Adjust = func(p *weighter.Policy) { p.MaxRun = h }
+		out = append(out, pl)
+	}
+	return out
+}
+
+// burstHerd is, per burst event, the most of its heavy clients on one
+// server at the end of the first window that ends after the burst: 1 when
+// they were spread, the burst's count when all landed together.
+func burstHerd(sc Scenario, tr trace, whales []arrival) []int {
+	var out []int
+	for _, ev := range sc.Events {
+		if ev.Kind != EventBurst {
+			continue
+		}
+		from, to := ev.At.Seconds(), (ev.At + ev.Over).Seconds()
+		var mine []int // indices into whales of this burst's clients
+		for k, a := range whales {
+			if a.At >= from-1e-9 && a.At <= to+1e-9 && a.Rate == ev.Rate {
+				mine = append(mine, k)
+			}
+		}
+		for _, w := range tr.windows {
+			if w.end < to || len(w.whales) == 0 {
+				continue
+			}
+			on := map[int]int{}
+			most := 0
+			for _, k := range mine {
+				if k < len(w.whales) && w.whales[k] >= 0 {
+					on[w.whales[k]]++
+					most = max(most, on[w.whales[k]])
+				}
+			}
+			out = append(out, most)
+			break
+		}
+	}
+	return out
+}
+
+// writeHerd writes, for the scenarios with bursts, the most heavy clients of
+// one burst that landed on one server (mean over bursts and seeds, most).
+func (r *ShedResult) writeHerd(b *strings.Builder) {
+	var cols []int
+	for si, sc := range r.Scenarios {
+		if slices.ContainsFunc(sc.Events, func(ev Event) bool { return ev.Kind == EventBurst }) {
+			cols = append(cols, si)
+		}
+	}
+	if len(cols) == 0 {
+		return
+	}
+	b.WriteString("\n| heavy clients of one burst on one server (mean / most) |")
+	for _, si := range cols {
+		fmt.Fprintf(b, " %s |", r.Scenarios[si].Name)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
+	for i, name := range r.Names {
+		fmt.Fprintf(b, "| %s |", name)
+		for _, si := range cols {
+			c := r.Cells[i][si]
+			fmt.Fprintf(b, " %.2f / %.0f |", c.Herd, c.HerdWorst)
+		}
+		b.WriteString("\n")
+	}
+}

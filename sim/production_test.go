@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+func TestProductionScenarioFiles(t *testing.T) {
+	files, err := filepath.Glob("../examples/scenarios/production/*.yaml")
+	require.NoError(t, err)
+	require.Len(t, files, len(ProductionScenarios()))
+	for _, want := range ProductionScenarios() {
+		sc, err := LoadScenario("../examples/scenarios/production/" + want.Name + ".yaml")
+		require.NoError(t, err)
+		assert.Equal(t, want, sc, "production scenario %s has its file", want.Name)
+	}
+}
+
+// shortProduction is 12 minutes of long-lived clients (5 min) behind three
+// balancers, half of them drifting ×4 or ÷4, a burst of four heavy clients
+// at 3 min and the first balancer restarting at 6 min.
+func shortProduction() Scenario {
+	sc := shortFleet()
+	sc.MeanLife = 5 * time.Minute
+	sc.Drift = &Drift{Share: 0.5, Factor: 4}
+	sc.Events = []Event{
+		{At: 3 * time.Minute, Kind: EventBurst, Count: 4, Rate: 1000, Over: time.Second},
+		{At: 6 * time.Minute, Kind: EventRestart, Balancer: 0, Over: 5 * time.Second},
+	}
+	return sc
+}
+
+// TestProductionEventsKeepTheBooks: with bursts, drifts, a restart and
+// shedding, every balancer's servers carry exactly its open connections at
+// every step, every open connection has its client's rate of the moment,
+// the burst's clients arrive within its second, and the restarted balancer
+// is empty at once and has all its clients back within its 5 s.
+func TestProductionEventsKeepTheBooks(t *testing.T) {
+	sc := shortProduction()
+	str := newStream(sc)
+	var burst []arrival
+	for _, a := range str.arrivals {
+		if a.Whale {
+			burst = append(burst, a)
+		}
+	}
+	require.Len(t, burst, 4)
+	for _, a := range burst {
+		assert.True(t, a.At >= 180 && a.At <= 181, "burst client at %v", a.At)
+	}
+	drifting := 0
+	for _, a := range str.arrivals {
+		if a.DriftAt > 0 {
+			drifting++
+			assert.Contains(t, []float64{4, 0.25}, a.DriftFactor)
+		}
+	}
+	assert.InDelta(t, 0.5, float64(drifting)/float64(len(str.arrivals)), 0.05)
+
+	pipelines := []Pipeline{{Name: "leastconn", Kind: KindLeastconn}, ShippedShedPipeline("eager", eager())}
+	pipelines = append(pipelines, Random2Arms()...)
+	for _, pl := range pipelines {
+		t.Run(pl.Name, func(t *testing.T) {
+			f, err := newFleet(sc, pl, str, owners(sc, str))
+			require.NoError(t, err)
+			failures, before := 0, 0
+			fail := func(format string, args ...any) {
+				if failures < 3 {
+					t.Errorf(format, args...)
+				}
+				failures++
+			}
+			f.onStep = func(f *fleet, now float64) {
+				for k, lb := range f.lbs {
+					if err := checkConserved(lb.b); err != nil {
+						fail("balancer %d t=%.1fs: %v", k, now, err)
+					}
+					for _, d := range lb.b.departing {
+						c := lb.b.conns[d.id]
+						if want := f.str.arrivals[lb.client[d.id]].rateAt(now); math.Abs(c.rate-want) > 1e-9 {
+							fail("t=%.1fs: connection %d at %g/s, its client at %g/s", now, d.id, c.rate, want)
+						}
+					}
+				}
+				restarted := f.lbs[0].b.departing.Len()
+				switch {
+				case math.Abs(now-359.9) < 1e-6:
+					before = restarted
+				case math.Abs(now-360) < 1e-6 && restarted != 0:
+					fail("the restarted balancer still carries %d connections", restarted)
+				case math.Abs(now-365) < 1e-6 && math.Abs(float64(restarted-before)) > 2:
+					fail("5 s after the restart %d connections, %d before", restarted, before)
+				}
+			}
+			_, err = f.run()
+			require.NoError(t, err)
+			assert.Positive(t, before)
+		})
+	}
+}
+
+// TestRunnerProductionEvents: the one-balancer model (Run) keeps the books
+// through the same events.
+func TestRunnerProductionEvents(t *testing.T) {
+	sc := shortProduction()
+	sc.Balancers, sc.Costs, sc.Background = nil, nil, nil
+	str := newStream(sc)
+	for _, st := range modelStrategies() {
+		r, err := newRunner(sc, st, str)
+		require.NoError(t, err)
+		failures := 0
+		r.onStep = func(b *backend, now float64) {
+			if err := checkConserved(b); err != nil && failures < 3 {
+				failures++
+				t.Errorf("%s t=%.1fs: %v", st.Name, now, err)
+			}
+			if math.Abs(now-360) < 1e-6 && b.departing.Len() != 0 {
+				t.Errorf("%s: %d connections left at the restart", st.Name, b.departing.Len())
+			}
+		}
+		_, err = r.run()
+		require.NoError(t, err)
+	}
+}
+
+// TestRandom2 is HAProxy's random(2): weights 256/1/1/1 put about 99 of 100
+// connections on s1 (as a real HAProxy 2.6.12 does with runtime weights), and
+// of two draws the one with fewer connections per weight wins.
+func TestRandom2(t *testing.T) {
+	pick := pickRandom2(rand.New(rand.NewPCG(1, 2)))
+	servers := []*server{{name: "s1", up: true, weight: 256}, {name: "s2", up: true, weight: 1},
+		{name: "s3", up: true, weight: 1}, {name: "s4", up: true, weight: 1}}
+	onS1 := 0
+	for range 10000 {
+		if pick(servers) == 0 {
+			onS1++
+		}
+	}
+	assert.InDelta(t, 0.99, float64(onS1)/10000, 0.01)
+
+	equal := []*server{{name: "a", up: true, weight: 1, active: 5}, {name: "b", up: true, weight: 1, active: 0}}
+	onB := 0
+	for range 10000 {
+		if pick(equal) == 1 {
+			onB++
+		}
+	}
+	assert.InDelta(t, 0.75, float64(onB)/10000, 0.02, "b wins unless both draws are a")
+	assert.Equal(t, -1, pick([]*server{{up: true, weight: 0}, {up: false, weight: 5}}))
+}
+
+func TestBurstHerd(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Events = []Event{{At: 100 * time.Second, Kind: EventBurst, Count: 3, Rate: 50, Over: time.Second}}
+	whales := []arrival{{At: 100, Rate: 50}, {At: 100.5, Rate: 50}, {At: 101, Rate: 50}}
+	tr := trace{windows: []window{
+		{end: 100, whales: []int{-1, -1, -1}},
+		{end: 110, whales: []int{2, 2, 5}},
+		{end: 120, whales: []int{2, 3, 5}},
+	}}
+	assert.Equal(t, []int{2}, burstHerd(sc, tr, whales))
+}
+
+func TestMaxRunCandidatesChangeOnlyMaxRun(t *testing.T) {
+	for _, pl := range HerdCandidates() {
+		_, p, err := pl.daemonSettings(LongLivedScenario())
+		require.NoError(t, err)
+		assert.Positive(t, p.MaxRun, pl.Name)
+		p.MaxRun = weighter.DefaultPolicy().MaxRun
+		assert.Equal(t, weighter.DefaultPolicy(), p, pl.Name)
+	}
+}
