@@ -24,8 +24,8 @@ type backend struct {
 	conns     []conn
 	departing departures
 	pick      picker
-	seq       uint64 // leastconn requeue order
-	fallbacks int    // connections placed while no server had a weight
+	seq       uint64  // leastconn requeue order
+	fallbacks int     // connections placed while no server had a weight
 	drifts    []drift // changes of rate to come, by time
 }
 
