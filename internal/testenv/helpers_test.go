@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -185,4 +186,28 @@ func scur(t *testing.T, csv, server string) int {
 		}
 	}
 	return -1
+}
+
+// Counter sums the series its labels select; Gauge tells a missing series
+// (NaN) from one at 0; Exposition is the text format.
+func TestMetricReaders(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cycles := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cycles_total", Help: "h"}, []string{"backend", "result"})
+	up := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "up", Help: "h"}, []string{"socket"})
+	reg.MustRegister(cycles, up)
+	cycles.WithLabelValues("a", "ok").Add(3)
+	cycles.WithLabelValues("a", "error").Add(2)
+	cycles.WithLabelValues("b", "ok").Add(7)
+	up.WithLabelValues("/s").Set(0)
+
+	assert.Equal(t, 3.0, Counter(t, reg, "cycles_total", map[string]string{"backend": "a", "result": "ok"}))
+	assert.Equal(t, 5.0, Counter(t, reg, "cycles_total", map[string]string{"backend": "a"}))
+	assert.Equal(t, 12.0, Counter(t, reg, "cycles_total", nil))
+	assert.Zero(t, Counter(t, reg, "cycles_total", map[string]string{"backend": "c"}))
+	assert.Len(t, Series(t, reg, "cycles_total", map[string]string{"result": "ok"}), 2)
+	assert.Equal(t, map[string]string{"socket": "/s"}, Labels(Series(t, reg, "up", nil)[0]))
+
+	assert.Equal(t, 0.0, Gauge(t, reg, "up", map[string]string{"socket": "/s"}))
+	assert.True(t, math.IsNaN(Gauge(t, reg, "up", map[string]string{"socket": "/other"})))
+	assert.Contains(t, Exposition(t, reg), `cycles_total{backend="b",result="ok"} 7`)
 }
