@@ -123,21 +123,10 @@ func TestReloadKeepsOldConfigOnError(t *testing.T) {
 // backendsIn lists the backend label values of one metric family.
 func backendsIn(t *testing.T, reg *prometheus.Registry, name string) map[string]bool {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]bool{}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "backend" {
-					out[l.GetValue()] = true
-				}
-			}
+	for _, m := range testenv.Series(t, reg, name, nil) {
+		if b, ok := testenv.Labels(m)["backend"]; ok {
+			out[b] = true
 		}
 	}
 	return out

@@ -121,32 +121,18 @@ func (w *lockedWriter) Write(p []byte) (int, error) {
 
 func (f *dryFixture) gauge(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	want := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		want[labels[i]] = labels[i+1]
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || (l.GetName() == labels[i] && l.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue next
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
+	s := testenv.Series(t, f.reg, name, want)
+	if len(s) == 0 {
+		return -1
 	}
-	return -1
+	if s[0].GetCounter() != nil {
+		return s[0].GetCounter().GetValue()
+	}
+	return s[0].GetGauge().GetValue()
 }
 
 // TestDryRunPlansExportsAndNeverWrites: a dry run's cycles are ok and exported

@@ -52,19 +52,8 @@ func mustWeights(ctx context.Context, t *testing.T, target weighter.Target) map[
 // socketUp is haproxy_weighter_haproxy_socket_up of socket, or -1 when absent.
 func socketUp(t *testing.T, reg *prometheus.Registry, socket string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "haproxy_weighter_haproxy_socket_up" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == socket {
-				return m.GetGauge().GetValue()
-			}
-		}
+	if s := testenv.Series(t, reg, "haproxy_weighter_haproxy_socket_up", map[string]string{"socket": socket}); len(s) > 0 {
+		return s[0].GetGauge().GetValue()
 	}
 	return -1
 }
@@ -72,22 +61,10 @@ func socketUp(t *testing.T, reg *prometheus.Registry, socket string) float64 {
 // socketInfo is the backend → socket of haproxy_weighter_backend_socket_info.
 func socketInfo(t *testing.T, reg *prometheus.Registry) map[string]string {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, mf := range mfs {
-		if mf.GetName() != "haproxy_weighter_backend_socket_info" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			out[labels["backend"]] = labels["socket"]
-		}
+	for _, m := range testenv.Series(t, reg, "haproxy_weighter_backend_socket_info", nil) {
+		l := testenv.Labels(m)
+		out[l["backend"]] = l["socket"]
 	}
 	return out
 }

@@ -96,5 +96,5 @@ func TestFirstCyclesBeforeTheSourceHasDataWeighByTheFastSignal(t *testing.T) {
 	assert.Equal(t, 1, count["calibration waiting for the source's first data; weighting by the fast signal alone"], logs.String())
 	assert.Equal(t, 1, count[starts], logs.String())
 	assert.Zero(t, count["calibrating source failing; calibration held, then the fast signal alone"], logs.String())
-	assert.Zero(t, cyclesOf(t, reg, "be", weighter.ResultSourceError))
+	assert.Zero(t, testenv.Counter(t, reg, "haproxy_weighter_cycles_total", map[string]string{"backend": "be", "result": weighter.ResultSourceError}))
 }

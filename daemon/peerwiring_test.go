@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
@@ -62,19 +61,6 @@ func webConfigFile(t *testing.T, files testenv.TLSFiles, user, password string) 
 	require.NoError(t, os.WriteFile(path, []byte(fmt.Sprintf("tls_server_config: {cert_file: %s, key_file: %s}\n"+
 		"basic_auth_users: {%s: %q}\n", files.Cert, files.Key, user, hash)), 0o600))
 	return path
-}
-
-// gathered is the registry's metrics as the exposition format shows them.
-func gathered(t *testing.T, reg *prometheus.Registry) string {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	var b strings.Builder
-	for _, mf := range mfs {
-		_, err := expfmt.MetricFamilyToText(&b, mf)
-		require.NoError(t, err)
-	}
-	return b.String()
 }
 
 // goroutinesIn counts the goroutines whose stack mentions fn.
@@ -269,7 +255,7 @@ func TestPeersBehindTLSAndBasicAuth(t *testing.T) {
 	})
 	assert.Equal(t, 2, leftOut(), logA.String())
 
-	all := logA.String() + logB.String() + gathered(t, reg)
+	all := logA.String() + logB.String() + testenv.Exposition(t, reg)
 	for _, secret := range []string{password, wrong, base64.StdEncoding.EncodeToString([]byte(user + ":" + password)),
 		base64.StdEncoding.EncodeToString([]byte(user + ":" + wrong))} {
 		assert.NotContains(t, all, secret, "no log line nor metric shows a password")

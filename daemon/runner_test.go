@@ -93,23 +93,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) counter(t *testing.T, result string) float64 {
 	t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "haproxy_weighter_cycles_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return cycles(t, f.reg, "", result)
 }
 
 func TestStepReadinessAndMetrics(t *testing.T) {

@@ -356,24 +356,9 @@ func recordsText(recs []shedRecord) string {
 // counterValue returns the value of the counter name for backend be and server.
 func counterValue(t *testing.T, reg *prometheus.Registry, name, server string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	s := testenv.Series(t, reg, name, map[string]string{"backend": "be", "server": server})
+	if len(s) == 0 {
+		t.Fatalf("no %s{backend=be,server=%s}", name, server)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["backend"] == "be" && labels["server"] == server {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no %s{backend=be,server=%s}", name, server)
-	return 0
+	return s[0].GetCounter().GetValue()
 }

@@ -16,28 +16,17 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// cycles is the value of cycles_total for one backend and result.
+// cycles is the value of cycles_total for one backend and result; a
+// backend or result "" is any, summed.
 func cycles(t *testing.T, reg *prometheus.Registry, backend, result string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "haproxy_weighter_cycles_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["backend"] == backend && labels["result"] == result {
-				return m.GetCounter().GetValue()
-			}
+	labels := map[string]string{}
+	for k, v := range map[string]string{"backend": backend, "result": result} {
+		if v != "" {
+			labels[k] = v
 		}
 	}
-	return 0
+	return testenv.Counter(t, reg, "haproxy_weighter_cycles_total", labels)
 }
 
 // A `balance first` backend ignores weights. The start check said so in the
