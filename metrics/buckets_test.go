@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -46,22 +47,9 @@ func TestCycleDurationBuckets(t *testing.T) {
 
 func histogramOf(t *testing.T, reg *prometheus.Registry, backend string) *dto.Histogram {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	s := testenv.Series(t, reg, "haproxy_weighter_cycle_duration_seconds", map[string]string{"backend": backend})
+	if len(s) == 0 {
+		t.Fatalf("no cycle_duration_seconds histogram for backend %q", backend)
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != "haproxy_weighter_cycle_duration_seconds" {
-			continue
-		}
-		for _, mt := range mf.GetMetric() {
-			for _, l := range mt.GetLabel() {
-				if l.GetName() == "backend" && l.GetValue() == backend {
-					return mt.GetHistogram()
-				}
-			}
-		}
-	}
-	t.Fatalf("no cycle_duration_seconds histogram for backend %q", backend)
-	return nil
+	return s[0].GetHistogram()
 }

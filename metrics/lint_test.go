@@ -1,16 +1,16 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -41,20 +41,11 @@ func TestPromtoolLint(t *testing.T) {
 	m.WatchAddresses(func() []AddressState {
 		return []AddressState{{Backend: "be", Servers: map[string]string{"s1": "10.0.0.1:80"}, ByAddress: true, Ambiguous: 1}}
 	})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text bytes.Buffer
-	for _, mf := range mfs {
-		if _, err := expfmt.MetricFamilyToText(&text, mf); err != nil {
-			t.Fatal(err)
-		}
-	}
+	text := testenv.Exposition(t, reg)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, promtool, "check", "metrics")
-	cmd.Stdin = &text
+	cmd.Stdin = strings.NewReader(text)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		var exit *exec.ExitError
