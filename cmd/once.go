@@ -147,8 +147,10 @@ type signalJSON struct {
 	Pipeline   string `json:"pipeline"`
 	Fast       string `json:"fast"`
 	FastReason string `json:"fast_reason,omitempty"`
-	Streams    int    `json:"streams,omitempty"`
-	Calibrate  bool   `json:"calibrate"`
+	// Reader is what the fast signal read: kernel, sessions or stat.
+	Reader    string `json:"reader,omitempty"`
+	Streams   int    `json:"streams,omitempty"`
+	Calibrate bool   `json:"calibrate"`
 	// WindowSeconds is the span each external point averages over.
 	WindowSeconds float64 `json:"window_seconds,omitempty"`
 	// ExternalAgeSeconds is the age of the newest external point; null before the first.
@@ -163,7 +165,7 @@ func newSignalJSON(s *weighter.Signal) *signalJSON {
 	if s == nil {
 		return nil
 	}
-	out := &signalJSON{Pipeline: s.Pipeline, Fast: string(s.Fast), FastReason: s.FastReason, Streams: s.Streams,
+	out := &signalJSON{Pipeline: s.Pipeline, Fast: string(s.Fast), FastReason: s.FastReason, Reader: s.Reader, Streams: s.Streams,
 		Calibrate: s.Calibrate, WindowSeconds: s.Window.Seconds(), ExternalError: s.ExternalError,
 		Uncalibrated: s.Uncalibrated, Servers: s.Servers}
 	if s.ExternalAge >= 0 {
