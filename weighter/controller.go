@@ -19,6 +19,7 @@ type Controller struct {
 	mu     sync.Mutex
 	roster roster    // the servers of the last cycle and their memory
 	newest time.Time // newest valid data point any earlier cycle saw
+	runs   runState  // the run bound's memory (max_run)
 	buf    buffers
 }
 
@@ -60,6 +61,9 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	ws, found := c.newWork(now, loads, servers, plan.Servers)
 	if found < len(loads) {
 		plan.Unknown = unknownServers(loads, c.roster.sorted)
+	}
+	if c.p.MaxRun > 0 {
+		c.runAllowance(ws)
 	}
 	st := statsOf(ws)
 	plan.Coverage, plan.Imbalance = st.coverage(), st.imbalance()

@@ -38,6 +38,64 @@ import (
 // there only when the least favoured server has more than (n_i+1+H)
 // connections per unit of its weight.
 
+// runState is what the run bound remembers between cycles: each server's
+// open connections at the last cycle and the EWMA of the new connections a
+// server gains per cycle (RunChurn).
+type runState struct {
+	seen  map[string]int
+	churn float64 // per server per cycle; NaN before two cycles
+	h     float64 // this cycle's H
+}
+
+// runAlpha is the weight of one cycle in the churn's EWMA: a half-life of
+// about 30 cycles (a minute at 2 s), so that a burst barely moves it.
+const runAlpha = 0.0228
+
+// runAllowance sets this cycle's H: MaxRun, or with RunChurn > 0, at least
+// RunChurn times the new connections a server gains per cycle on average
+// (the EWMA of the mean over the servers of max(0, n_i − n_i before)). A
+// server's gains are a lower bound of its arrivals (a departure in the same
+// cycle hides one), which the factor absorbs. Where connections are many
+// and short a server gains a few every cycle and H grows with them, so the
+// weights keep the reach they need; where they are rare and long H stays at
+// MaxRun, and a burst cannot follow the weights onto one server.
+func (c *Controller) runAllowance(ws []work) {
+	st := &c.runs
+	st.h = c.p.MaxRun
+	if c.p.RunChurn <= 0 {
+		return
+	}
+	if st.seen == nil {
+		st.seen, st.churn = map[string]int{}, math.NaN()
+	}
+	gained, known := 0, 0
+	for i := range ws {
+		w := &ws[i]
+		if before, ok := st.seen[w.Server]; ok {
+			gained += max(0, w.sessions-before)
+			known++
+		}
+		st.seen[w.Server] = w.sessions
+	}
+	if len(st.seen) > 2*len(ws) { // servers come and go: forget the gone
+		clear(st.seen)
+		for i := range ws {
+			st.seen[ws[i].Server] = ws[i].sessions
+		}
+	}
+	if known > 0 {
+		x := float64(gained) / float64(known)
+		if math.IsNaN(st.churn) {
+			st.churn = x
+		} else {
+			st.churn += runAlpha * (x - st.churn)
+		}
+	}
+	if !math.IsNaN(st.churn) {
+		st.h = max(st.h, c.p.RunChurn*st.churn)
+	}
+}
+
 // ReasonMaxRun is the note of a weight the run bound lowered.
 const ReasonMaxRun = "run bound (max_run)"
 
@@ -61,17 +119,23 @@ func (c *Controller) boundRuns(active, held []*work, exact []float64, scale floa
 	}
 	capped, top := false, 0.0
 	for i, w := range active {
-		if limit := float64(w.sessions+1) * rMin * (1 + c.p.MaxRun/float64(w.sessions+1)); exact[i] > limit {
+		if limit := (float64(w.sessions+1) + c.runs.h) * rMin; exact[i] > limit {
 			exact[i], capped = limit, true
 			c.noteRun(w)
 		}
 		top = max(top, exact[i])
 	}
+	for _, w := range held {
+		// A held server keeps its share (missing data moves no traffic)
+		// unless the bound says otherwise: enforceRuns lowers it.
+		b := float64(w.base()) * scale
+		if limit := (float64(w.sessions+1) + c.runs.h) * rMin; b > limit {
+			b, capped = limit, true
+		}
+		top = max(top, b)
+	}
 	if !capped {
 		return 1
-	}
-	for _, w := range held {
-		top = max(top, float64(w.base())*scale)
 	}
 	if !(top > 0) {
 		return 1
@@ -85,8 +149,21 @@ func (c *Controller) boundRuns(active, held []*work, exact []float64, scale floa
 
 // enforceRuns keeps the bound on the integer weights the plan writes:
 // rounding can take a weight past (n_i+1+H) · r_m by up to half a unit, and
-// the least favoured server's own rounding moves r_m.
+// the least favoured server's own rounding moves r_m. A weight lowered to
+// its integer limit can itself fall below r_m (when H · r_m < 1) and become
+// the least favoured, so the pass repeats until nothing changes; it only
+// lowers weights, which are integers of at least 1, so it ends.
 func (c *Controller) enforceRuns(active, held []*work) {
+	for range 1000 {
+		if !c.enforceRunsOnce(active, held) {
+			return
+		}
+	}
+}
+
+// enforceRunsOnce lowers every weight above its limit and reports whether
+// it lowered any.
+func (c *Controller) enforceRunsOnce(active, held []*work) bool {
 	rMin := math.Inf(1)
 	for _, ws := range [][]*work{active, held} {
 		for _, w := range ws {
@@ -96,29 +173,35 @@ func (c *Controller) enforceRuns(active, held []*work) {
 		}
 	}
 	if math.IsInf(rMin, 1) {
-		return
+		return false
 	}
-	for _, w := range active {
-		limit := int(math.Floor((float64(w.sessions+1)+c.p.MaxRun)*rMin + 1e-9))
-		if w.New <= limit || w.New <= 1 {
-			continue
-		}
-		nw := max(limit, 1)
-		if w.note == "" {
+	lowered := false
+	for _, ws := range [][]*work{active, held} {
+		for _, w := range ws {
+			limit := int(math.Floor((float64(w.sessions+1)+c.runs.h)*rMin + 1e-9))
+			if w.New <= limit || w.New <= 1 {
+				continue
+			}
+			nw, reason := max(limit, 1), ReasonRebalance
+			if !w.valid() {
+				reason = ReasonMissing
+			}
+			lowered = true
 			c.noteRun(w)
-		}
-		switch {
-		case nw == w.Current:
-			w.decide(ActionKeep, nw, ReasonUnchanged+"; "+w.note)
-		default:
-			w.decide(ActionSet, nw, ReasonRebalance+"; "+w.note)
+			switch {
+			case nw == w.Current:
+				w.decide(ActionKeep, nw, ReasonUnchanged+"; "+w.note)
+			default:
+				w.decide(ActionSet, nw, reason+"; "+w.note)
+			}
 		}
 	}
+	return lowered
 }
 
 // noteRun records on w that the run bound lowered its weight.
 func (c *Controller) noteRun(w *work) {
-	note := fmt.Sprintf("%s: at most %g new connections in a row", ReasonMaxRun, 1+c.p.MaxRun)
+	note := fmt.Sprintf("%s: at most %.3g new connections in a row", ReasonMaxRun, 1+c.runs.h)
 	if w.note != "" && w.note != note {
 		note = w.note + "; " + note
 	}

@@ -44,6 +44,11 @@ type Policy struct {
 	// one: at most 1 + MaxRun, from the servers' open connections (see
 	// boundRuns in maxrun.go).
 	MaxRun float64 `yaml:"max_run" json:"max_run"`
+	// RunChurn (>= 0, 0 = off) raises the run bound's H, per cycle, to this
+	// many times the new connections a server gains per cycle on average
+	// (runAllowance in maxrun.go): backends of many short connections keep
+	// the weights' reach, backends of rare long ones keep H at MaxRun.
+	RunChurn float64 `yaml:"run_churn" json:"run_churn"`
 	// Smoothing is the half-life of the per-server EWMA of the load (0 = off).
 	Smoothing duration.Duration `yaml:"smoothing" json:"smoothing"`
 	// PanicThreshold (> 1, 0 = off): a raw load above this multiple of the mean
@@ -137,6 +142,9 @@ func (p Policy) Validate() error {
 	}
 	if !(p.MaxRun >= 0) || isInf(p.MaxRun) {
 		add("max_run", "max_run must be >= 0 (0 = off), got %v", p.MaxRun)
+	}
+	if !(p.RunChurn >= 0) || isInf(p.RunChurn) {
+		add("run_churn", "run_churn must be >= 0 (0 = off), got %v", p.RunChurn)
 	}
 	if p.Smoothing < 0 {
 		add("smoothing", "smoothing must be >= 0, got %v", p.Smoothing)
