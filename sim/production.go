@@ -227,7 +227,20 @@ func (r *ShedResult) WriteWorld(w io.Writer) error {
 // (HerdCandidates) and the fresh-data candidates (CandidatePipelines).
 func WorldPipelines() []Pipeline {
 	out := append(Random2Arms(), HerdCandidates()...)
+	out = append(out, RefreshCandidates()...)
 	return append(out, CandidatePipelines()...)
+}
+
+// RefreshCandidates are the shipped daemon asking its source every 2, 5
+// or 10 s instead of config's calibration.refresh.
+func RefreshCandidates() []Pipeline {
+	var out []Pipeline
+	for _, r := range []time.Duration{2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second} {
+		pl := ShippedPipeline()
+		pl.Name, pl.Default, pl.Refresh = fmt.Sprintf("%s refresh=%v", ShippedName, r), false, r
+		out = append(out, pl)
+	}
+	return out
 }
 
 // SelectWorldPipelines returns the WorldPipelines named in list
@@ -262,6 +275,14 @@ func HerdCandidates() []Pipeline {
 		pl.Name, pl.Default = fmt.Sprintf("%s max_run=%g", ShippedName, h), false
 		pl.Adjust = func(p *weighter.Policy) { p.MaxRun = h }
 		out = append(out, pl)
+	}
+	for _, h := range []float64{1, 2} {
+		for _, churn := range []float64{4, 8, 16, 32} {
+			pl := ShippedPipeline()
+			pl.Name, pl.Default = fmt.Sprintf("%s max_run=%g run_churn=%g", ShippedName, h, churn), false
+			pl.Adjust = func(p *weighter.Policy) { p.MaxRun, p.RunChurn = h, churn }
+			out = append(out, pl)
+		}
 	}
 	return out
 }
@@ -326,4 +347,38 @@ func (r *ShedResult) writeHerd(b *strings.Builder) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// WorldShedGoalScenarios are the production scenarios the shedding goal is
+// judged on: long-lived, burst and drift.
+func WorldShedGoalScenarios() []Scenario {
+	return []Scenario{LongLivedScenario(), BurstScenario(), DriftScenario()}
+}
+
+// WorldShedGrid is the grid of shed factors swept on the production world:
+// above 1.2-2, for 1-2 cycles, 4 or 8 per minute, with weighter.DefaultShed's
+// max_share, min_age, cooldown and progress.
+func WorldShedGrid() []weighter.ShedPolicy {
+	var out []weighter.ShedPolicy
+	for _, above := range []float64{1.2, 1.3, 1.5, 1.75, 2} {
+		for _, n := range []int{1, 2} {
+			for _, pm := range []int{4, 8} {
+				p := weighter.DefaultShed()
+				p.Above, p.For, p.MaxPerMinute = above, n, pm
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// WorldShedSweep is what --world --shed-sweep compares: the arms without
+// shedding and the shipped daemon with each point of WorldShedGrid.
+func WorldShedSweep() []Pipeline {
+	arms := ProductionArms()
+	out := slices.DeleteFunc(arms, func(p Pipeline) bool { return p.Shed != nil })
+	for _, p := range WorldShedGrid() {
+		out = append(out, ShippedShedPipeline(fmt.Sprintf("shed above %g, for %d, %d/min", p.Above, p.For, p.MaxPerMinute), p))
+	}
+	return out
 }

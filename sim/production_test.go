@@ -169,12 +169,12 @@ func TestBurstHerd(t *testing.T) {
 	assert.Equal(t, []int{2}, burstHerd(sc, tr, whales))
 }
 
-func TestMaxRunCandidatesChangeOnlyMaxRun(t *testing.T) {
+func TestHerdCandidatesChangeOnlyTheRunBound(t *testing.T) {
 	for _, pl := range HerdCandidates() {
 		_, p, err := pl.daemonSettings(LongLivedScenario())
 		require.NoError(t, err)
 		assert.Positive(t, p.MaxRun, pl.Name)
-		p.MaxRun = weighter.DefaultPolicy().MaxRun
+		p.MaxRun, p.RunChurn = weighter.DefaultPolicy().MaxRun, weighter.DefaultPolicy().RunChurn
 		assert.Equal(t, weighter.DefaultPolicy(), p, pl.Name)
 	}
 }

@@ -43,7 +43,7 @@ func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.StringVar(&f.pipelines, "pipelines", "", "run the fresh-data model (balancers, server costs, background, fast signals calibrated by the external metric) with these pipelines, comma-separated, or all")
 	fl.BoolVar(&f.fresh, "fresh", false, "compare --pipelines (default all) over the six fresh-data scenarios (or --scenario alone) with --seeds seeds; print Markdown (docs/fresh-by-default.md)")
 	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m, graphite-10s-delay-20s, graphite-10s-delay-30s or graphite-60s-delay-60s (sets resolution, rate window and delay)")
-	fl.StringVar(&f.world, "world", "", "compare leastconn, the oracle, the shipped daemon (*) and the shipped daemon with shedding over a world's scenarios with --seeds seeds: production (long-lived, burst, restart, drift, many), lab (the six fresh-data scenarios) or all; --pipelines adds rows; print Markdown, or JSON with -o json (docs/production-world.md)")
+	fl.StringVar(&f.world, "world", "", "compare leastconn, the oracle, the shipped daemon (*) and the shipped daemon with shedding over a world's scenarios with --seeds seeds: production (long-lived, burst, restart, drift, many), lab (the six fresh-data scenarios) or all; --pipelines adds rows; with --shed-sweep, the shipped daemon with each point of a grid of shed factors (production: over long-lived, burst and drift); print Markdown, or JSON with -o json (docs/production-world.md)")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
 	addShedFlags(fl, f)

@@ -26,6 +26,13 @@ func runWorld(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	applyScenarioFlags(cmd.Flags(), f, ext, scenarios)
 	pipelines := sim.ProductionArms()
+	if f.shedSweep {
+		pipelines = sim.WorldShedSweep()
+		if f.scenario == "" && f.world == sim.WorldProduction {
+			scenarios = sim.WorldShedGoalScenarios()
+			applyScenarioFlags(cmd.Flags(), f, ext, scenarios)
+		}
+	}
 	if f.pipelines != "" {
 		more, err := sim.SelectWorldPipelines(f.pipelines)
 		if err != nil {
