@@ -302,3 +302,40 @@ func TestKernelShedFindsTheStream(t *testing.T) {
 	assert.LessOrEqual(t, dumps, hotBefore+1)
 	assert.Less(t, dumps, shedAt+1, "a stream dump every cycle")
 }
+
+// TestKernelPathOnEveryVersion: on every HAProxy version a Debian user has,
+// once reads the fast signal from the kernel's socket table and finds it
+// live (the servers' addresses from show servers state and HAProxy's pid
+// from show info read the same on each).
+func TestKernelPathOnEveryVersion(t *testing.T) {
+	for _, version := range testenv.HAProxyVersions() {
+		t.Run(version, func(t *testing.T) {
+			front := testenv.FreePort(t)
+			h := testenv.StartHAProxyVersion(t, version, testenv.HAProxyDefaults+fmt.Sprintf(`
+frontend fe
+  bind 127.0.0.1:%d
+  default_backend be
+backend be
+  balance leastconn
+  server s1 %s weight 100
+  server s2 %s weight 100
+`, front, testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)))
+			for range 4 {
+				c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", front))
+				require.NoError(t, err)
+				t.Cleanup(func() { c.Close() })
+				testenv.WriteEvery(t, c, 500, 20*time.Millisecond)
+				time.Sleep(50 * time.Millisecond)
+			}
+			got, err := New(kernelConfig(t, h.Socket, ""), Options{}).RunOnce(testenv.Context(t, 30*time.Second), false)
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			require.NotNil(t, got[0].Signal)
+			assert.Equal(t, "kernel", got[0].Signal.Reader, "HAProxy %s", version)
+			assert.Equal(t, "live", string(got[0].Signal.Fast), "HAProxy %s: %s", version, got[0].Signal.FastReason)
+			for name, in := range got[0].Signal.Servers {
+				assert.Positive(t, in.Local, "HAProxy %s: %s's bytes", version, name)
+			}
+		})
+	}
+}
