@@ -141,6 +141,7 @@ type buffers struct {
 	shareLo, shareHi, shareR []float64
 	loads                    []float64 // function input
 	exact                    []float64 // per active server, its new weight before rounding
+	runR                     []float64 // the run bound's weights per connection slot
 	estimate                 []estimateInput
 	current                  []int // function input
 }

@@ -3,40 +3,40 @@ package weighter
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // The run bound (Policy.MaxRun): how many new connections in a row one
-// server may take under HAProxy's weighted leastconn before the least
-// favoured server takes one.
+// server may take under HAProxy's weighted leastconn before half of the
+// backend's servers take one.
 //
 // Leastconn gives a new connection to the server with the lowest
 // (active+1)/weight (src/lb_fwlc.c). With r_i = w_i/(n_i+1), n_i the
-// server's open connections (scur), the least favoured server m has the
-// lowest r, and a server i takes arrivals while (n_i+k)/w_i ≤ (n_m+1)/w_m:
-// k_i ≤ w_i/r_m − n_i. Weights are written every cycle but placed by for as
-// long as they stand; with connections that live for hours, arrivals are
-// rare and nothing repairs a pile-up: a server whose weight says it is light
-// takes every arrival of a burst (three heavy clients connecting together
-// all land on it). The run bound caps every weight at
+// server's open connections (scur), a server i takes arrivals ahead of a
+// server j while (n_i+k)/w_i ≤ (n_j+1)/w_j: k_i ≤ w_i/r_j − n_i. Weights are
+// written every cycle but placed by for as long as they stand; with
+// connections that live for hours arrivals are rare and nothing repairs a
+// pile-up: a server whose weight says it is light takes every arrival of a
+// burst (three heavy clients connecting together all land on it). The run
+// bound caps every weight at
 //
-//	w_i ≤ (n_i + 1 + H) · r_m        (H = MaxRun)
+//	w_i ≤ (n_i + 1 + H) · r_ref        (H = MaxRun, or more: runAllowance)
 //
-// so that before the least favoured server takes one new connection, no
-// server takes more than 1 + H; and over any burst of arrivals, server i
-// takes k_i ≤ 1 + H + (n_i+1+H)/(n_m+1) · k_m, its share of the burst
-// at most its share of the open connections (plus H) times the least
-// favoured server's. H is counted in connections, fresh each cycle: in a
-// world of many short connections a server still gains H a cycle beyond
-// its share, in one of rare long ones that is all it can gain before the
-// next cycle sees where the arrivals went.
+// r_ref being the lower median server's (runReference): the 5th most
+// favoured of 8. Before that server takes one new connection no server takes
+// more than 1 + H, and over any burst server i takes
+// k_i ≤ 1 + H + (n_i+1+H)/(n_ref+1) · k_ref. A burst spreads over at least
+// the favoured half of the backend. The servers below the median (the
+// loaded ones the weights keep new connections from) keep their weights:
+// a bound against the least favoured server instead would give every other
+// server its slot count as weight, leastconn by another name (measured:
+// docs/production-world.md). H is counted in connections, fresh each cycle.
 //
 // The bound is applied after max_step (it may move a share further: it is
 // a safety bound, as a drain is), on the weights before rounding, the
 // backend rescaled so that its largest weight is max_weight again; then on
 // the written integers, lowering any that rounding took past it. Weight 1,
-// HAProxy's smallest, is never lowered further: the bound can be exceeded
-// there only when the least favoured server has more than (n_i+1+H)
-// connections per unit of its weight.
+// HAProxy's smallest, is never lowered further.
 
 // runState is what the run bound remembers between cycles: each server's
 // open connections at the last cycle and the EWMA of the new connections a
@@ -103,18 +103,20 @@ const ReasonMaxRun = "run bound (max_run)"
 // servers at base × scale), and returns the factor every weight was then
 // multiplied by so that the largest is max_weight (1 when none was capped).
 func (c *Controller) boundRuns(active, held []*work, exact []float64, scale float64) float64 {
-	rMin := math.Inf(1)
+	rs := c.buf.runR[:0]
 	for i, w := range active {
 		if exact[i] > 0 {
-			rMin = min(rMin, exact[i]/float64(w.sessions+1))
+			rs = append(rs, exact[i]/float64(w.sessions+1))
 		}
 	}
 	for _, w := range held {
 		if b := float64(w.base()) * scale; b > 0 {
-			rMin = min(rMin, b/float64(w.sessions+1))
+			rs = append(rs, b/float64(w.sessions+1))
 		}
 	}
-	if math.IsInf(rMin, 1) {
+	c.buf.runR = rs
+	rMin, ok := runReference(rs)
+	if !ok {
 		return 1
 	}
 	capped, top := false, 0.0
@@ -164,15 +166,17 @@ func (c *Controller) enforceRuns(active, held []*work) {
 // enforceRunsOnce lowers every weight above its limit and reports whether
 // it lowered any.
 func (c *Controller) enforceRunsOnce(active, held []*work) bool {
-	rMin := math.Inf(1)
+	rs := c.buf.runR[:0]
 	for _, ws := range [][]*work{active, held} {
 		for _, w := range ws {
 			if w.New > 0 {
-				rMin = min(rMin, float64(w.New)/float64(w.sessions+1))
+				rs = append(rs, float64(w.New)/float64(w.sessions+1))
 			}
 		}
 	}
-	if math.IsInf(rMin, 1) {
+	c.buf.runR = rs
+	rMin, ok := runReference(rs)
+	if !ok {
 		return false
 	}
 	lowered := false
@@ -197,6 +201,18 @@ func (c *Controller) enforceRunsOnce(active, held []*work) bool {
 		}
 	}
 	return lowered
+}
+
+// runReference is r_ref, the weight per connection slot (w/(n+1)) of the
+// lower median server in leastconn's order (the (⌊S/2⌋+1)-th most favoured
+// of the S servers with a weight: the 5th of 8, the 2nd of 2); false when
+// there is none. rs is reordered.
+func runReference(rs []float64) (float64, bool) {
+	if len(rs) == 0 {
+		return 0, false
+	}
+	slices.Sort(rs)
+	return rs[(len(rs)-1)/2], true
 }
 
 // noteRun records on w that the run bound lowered its weight.

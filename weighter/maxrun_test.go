@@ -1,9 +1,11 @@
 package weighter
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -82,9 +84,10 @@ func TestMaxRunStopsTheHerd(t *testing.T) {
 // connections each, random loads with missing ones, random weights) and
 // random bounds, for several cycles committing what was planned, a burst of
 // n arrivals placed by leastconn over the written weights never gives a
-// server i more than 1 + H + (n_i+1+H)/(n_m+1) · k_m, m the least favoured
-// server (lowest weight/(n+1)) and k_m what it took; so at most 1 + H
-// before m takes one. A weight of 1 is exempt (HAProxy has none lower).
+// server i more than 1 + H + (n_i+1+H)/(n_ref+1) · k_ref, ref the lower
+// median server in leastconn's order (by weight/(n+1)) and k_ref what it
+// took; so at most 1 + H before ref takes one. A weight of 1 is exempt
+// (HAProxy has none lower).
 func TestMaxRunBoundProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 2026))
 	for trial := range 1000 {
@@ -132,25 +135,34 @@ func checkRunBound(t *testing.T, label string, plan Plan, servers []ServerState,
 	for _, s := range servers {
 		sessions[s.Name] = s.Sessions
 	}
-	m, rMin := "", math.Inf(1)
+	type slot struct {
+		name string
+		r    float64
+	}
+	var order []slot
 	for _, sp := range plan.Servers {
 		weight[sp.Server] = sp.New
-		if r := float64(sp.New) / float64(sessions[sp.Server]+1); sp.New > 0 && r < rMin {
-			m, rMin = sp.Server, r
+		if sp.New > 0 {
+			order = append(order, slot{sp.Server, float64(sp.New) / float64(sessions[sp.Server]+1)})
 		}
 	}
+	if len(order) == 0 {
+		return
+	}
+	slices.SortStableFunc(order, func(a, b slot) int { return cmp.Compare(a.r, b.r) })
+	ref := order[(len(order)-1)/2].name // the lower median in leastconn's order
 	took := burst(plan, servers, n)
 	for _, s := range servers {
-		if weight[s.Name] <= 1 || s.Name == m {
+		if weight[s.Name] <= 1 || s.Name == ref {
 			continue
 		}
-		bound := 1 + h + (float64(sessions[s.Name]+1)+h)/float64(sessions[m]+1)*float64(took[m])
+		bound := 1 + h + (float64(sessions[s.Name]+1)+h)/float64(sessions[ref]+1)*float64(took[ref])
 		if float64(took[s.Name]) > bound+1e-9 {
 			for _, sp := range plan.Servers {
 				t.Logf("%s n=%d cur=%d new=%d %s %s", sp.Server, sessions[sp.Server], sp.Current, sp.New, sp.Action, sp.Reason)
 			}
-			t.Fatalf("%s: %s (w %d, n %d) took %d of %d, bound %.2f; least favoured %s (w %d, n %d) took %d",
-				label, s.Name, weight[s.Name], sessions[s.Name], took[s.Name], n, bound, m, weight[m], sessions[m], took[m])
+			t.Fatalf("%s: %s (w %d, n %d) took %d of %d, bound %.2f; reference %s (w %d, n %d) took %d",
+				label, s.Name, weight[s.Name], sessions[s.Name], took[s.Name], n, bound, ref, weight[ref], sessions[ref], took[ref])
 		}
 	}
 }
