@@ -488,7 +488,7 @@ func (f *fleet) freshConfig(lb *balancer, settings weighter.FreshSettings) weigh
 		fast = pr
 	}
 	var ext weighter.Source = externalSource{f}
-	if settings.Calibrate {
+	if settings.Calibrate && !f.pl.SyncExternal {
 		ext = &asyncExternal{src: ext, now: func() float64 { return f.now }, every: settings.Refresh.Seconds()}
 	}
 	cfg := settings.Config(fast, ext)

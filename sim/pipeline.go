@@ -61,6 +61,10 @@ type Pipeline struct {
 	// Interval is the daemon's interval; 0 = the scenario's (or, Shipped,
 	// the configuration's default).
 	Interval time.Duration
+	// SyncExternal answers the external source at once, when asked (research:
+	// the hand-made cycle did; the daemon fetches in the background and a
+	// cycle takes the newest answer completed before it).
+	SyncExternal bool
 	// Refresh is how often a calibrating daemon asks the external source
 	// while the fast signal is live; 0 = the configuration's default.
 	Refresh time.Duration

@@ -240,6 +240,11 @@ func RefreshCandidates() []Pipeline {
 		pl.Name, pl.Default, pl.Refresh = fmt.Sprintf("%s refresh=%v", ShippedName, r), false, r
 		out = append(out, pl)
 	}
+	for _, r := range []time.Duration{2 * time.Second, 15 * time.Second} {
+		pl := ShippedPipeline()
+		pl.Name, pl.Default, pl.Refresh, pl.SyncExternal = fmt.Sprintf("%s refresh=%v sync", ShippedName, r), false, r, true
+		out = append(out, pl)
+	}
 	return out
 }
 
