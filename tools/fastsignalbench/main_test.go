@@ -37,6 +37,7 @@ func TestMeasureSizeReadsEveryConnection(t *testing.T) {
 		w := m.windows[0]
 		assert.Equal(t, 2, w.expected, m.method)
 		assert.Positive(t, m.probe.n, "%s: probe round trips", m.method)
+		assert.LessOrEqual(t, m.probe.nDuring, m.probe.n, m.method)
 		assert.NoError(t, w.firstErr, m.method)
 		if m.method == "none" {
 			assert.Equal(t, -1, m.seen)

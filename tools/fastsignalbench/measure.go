@@ -47,6 +47,10 @@ type methodResult struct {
 type probeStats struct {
 	n             int
 	p50, p99, max time.Duration
+	// The round trips that overlapped a read: what a read itself does to HAProxy's traffic,
+	// seen more sharply than in the p99 of every round trip on a machine with other work.
+	nDuring              int
+	p50During, p99During time.Duration
 }
 
 // sizeResult is every method at one number of connections.
@@ -151,7 +155,7 @@ func measureSize(ctx context.Context, o options, asked, n int) (sizeResult, erro
 			if err := cl.send("begin " + rd.name); err != nil {
 				return res, err
 			}
-			w, err := runWindow(ctx, rd, hp, per, o.interval)
+			w, err := runWindow(ctx, rd, hp, cl, per, o.interval)
 			if err != nil {
 				return res, err
 			}
@@ -200,7 +204,7 @@ func waitConnected(ctx context.Context, socket string, n int) error {
 
 // runWindow reads with rd every interval for length (none: waits) and measures HAProxy's
 // CPU, this process's CPU and each read's time and allocations.
-func runWindow(ctx context.Context, rd reader, hp *haproxyProc, length, interval time.Duration) (window, error) {
+func runWindow(ctx context.Context, rd reader, hp *haproxyProc, cl *child, length, interval time.Duration) (window, error) {
 	w := window{expected: int(length / interval)}
 	cpu0, err := hp.cpu()
 	if err != nil {
@@ -217,7 +221,7 @@ func runWindow(ctx context.Context, rd reader, hp *haproxyProc, length, interval
 			return w, err
 		}
 		if rd.read != nil {
-			if err := w.measureRead(ctx, rd, hp, interval); err != nil {
+			if err := w.measureRead(ctx, rd, hp, cl, interval); err != nil {
 				return w, err
 			}
 		}
@@ -246,9 +250,12 @@ func runWindow(ctx context.Context, rd reader, hp *haproxyProc, length, interval
 // asked for the kernel's table, so its CPU during the read, less what it spends without a
 // reader in as long, is the read's cost to it, measured in milliseconds instead of over the
 // seconds of a window where its other work's ups and downs weigh more.
-func (w *window) measureRead(ctx context.Context, rd reader, hp *haproxyProc, interval time.Duration) error {
+func (w *window) measureRead(ctx context.Context, rd reader, hp *haproxyProc, cl *child, interval time.Duration) error {
 	rctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
+	if err := cl.send("read 1"); err != nil {
+		return err
+	}
 	hp0, err := hp.cpu()
 	if err != nil {
 		return err
@@ -272,6 +279,9 @@ func (w *window) measureRead(ctx context.Context, rd reader, hp *haproxyProc, in
 	}
 	w.duringSpan += time.Since(spanBegan)
 	w.duringCPU += hp1 - hp0
+	if err := cl.send("read 0"); err != nil {
+		return err
+	}
 	w.made++
 	w.took = append(w.took, took)
 	w.allocs += m1.Mallocs - m0.Mallocs
@@ -304,14 +314,16 @@ func collectProbe(ctx context.Context, cl *child, res *sizeResult) error {
 			return nil
 		case len(f) == 2 && f[0] == "writeerrors":
 			res.writeErrors, _ = strconv.Atoi(f[1])
-		case len(f) == 6 && f[0] == "probe":
+		case len(f) == 9 && f[0] == "probe":
 			var p probeStats
-			var us [3]int64
 			p.n, _ = strconv.Atoi(f[2])
-			for i := range us {
-				us[i], _ = strconv.ParseInt(f[3+i], 10, 64)
+			p.nDuring, _ = strconv.Atoi(f[6])
+			for i, d := range []*time.Duration{&p.p50, &p.p99, &p.max, nil, &p.p50During, &p.p99During} {
+				if d != nil {
+					us, _ := strconv.ParseInt(f[3+i], 10, 64)
+					*d = time.Duration(us) * time.Microsecond
+				}
 			}
-			p.p50, p.p99, p.max = time.Duration(us[0])*time.Microsecond, time.Duration(us[1])*time.Microsecond, time.Duration(us[2])*time.Microsecond
 			for i := range res.methods {
 				if res.methods[i].method == f[1] {
 					res.methods[i].probe = p

@@ -63,14 +63,14 @@ func report(w io.Writer, o options, env environment, results []sizeResult) {
 		runtime.Version(), env.load, env.took.Round(time.Second))
 	fmt.Fprintf(w, "Each method read every %s for %s per size, in %d rounds alternating the methods; each connection sends 64 bytes every %s; probe round trip every %s.\n\n",
 		o.interval, o.duration, o.rounds, o.sendEvery, o.probeEvery)
-	fmt.Fprintln(w, "| connections | method | load (1 min) | HAProxy CPU, % of a core | HAProxy CPU ms/read over none (range of rounds) | probe p50 / p99 / max ms | p99 / none | reader CPU ms/read: read / process | read ms median / max | allocs/read | KB/read | reads on time |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| connections | method | load (1 min) | HAProxy CPU, % of a core | HAProxy CPU ms/read over none (range of rounds) | probe p50 / p99 / max ms | p99 / none | probe during reads: p50 / p99 ms (round trips) | reader CPU ms/read: read / process | read ms median / max | allocs/read | KB/read | reads on time |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range results {
 		base := s.method("none")
 		for _, m := range s.methods {
-			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			fmt.Fprintf(w, "| %s | %s | %.1f | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 				connsLabel(s), m.method, m.load(), m.haproxyShare(), m.overNone(base), m.probe.String(),
-				m.p99Ratio(base), m.readerCPU(base), m.readTimes(), m.perRead(func(w window) uint64 { return w.allocs }, 1),
+				m.p99Ratio(base), m.probe.during(), m.readerCPU(base), m.readTimes(), m.perRead(func(w window) uint64 { return w.allocs }, 1),
 				m.perRead(func(w window) uint64 { return w.bytes }, 1024), m.freshness())
 		}
 	}
@@ -175,6 +175,13 @@ func (p probeStats) String() string {
 		return "—"
 	}
 	return fmt.Sprintf("%s / %s / %s", ms(p.p50), ms(p.p99), ms(p.max))
+}
+
+func (p probeStats) during() string {
+	if p.nDuring == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%s / %s (%d)", ms(p.p50During), ms(p.p99During), p.nDuring)
 }
 
 func (m methodResult) p99Ratio(base *methodResult) string {

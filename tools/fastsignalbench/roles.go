@@ -84,12 +84,15 @@ type clientsRole struct {
 	mu      sync.Mutex
 	label   string                     // the method being measured; "" between windows
 	samples map[string][]time.Duration // probe round trips by label
+	during  map[string][]time.Duration // those of them that overlapped a read
+	reading atomic.Bool                // a read is running (between "read 1" and "read 0")
 	wErrs   atomic.Int64               // failed writes of the connections
 }
 
 // runClients connects, prints "ready", then obeys stdin: "begin <label>" files the probe's
-// round trips under label, "end" stops filing them, "report" prints one line per label
-// ("probe <label> <n> <p50 µs> <p99 µs> <max µs>"), then "writeerrors <n>" and "done".
+// round trips under label, "end" stops filing them, "read 1" and "read 0" say when a read
+// runs, "report" prints one line per label ("probe <label> <n> <p50 µs> <p99 µs> <max µs>
+// <n during reads> <p50 µs> <p99 µs> of those during reads"), then "writeerrors <n>" and "done".
 func runClients(args []string) error {
 	fs := flag.NewFlagSet("clients", flag.ContinueOnError)
 	front := fs.String("front", "", "HAProxy frontend of the measured backend")
@@ -108,7 +111,7 @@ func runClients(args []string) error {
 	if err != nil {
 		return fmt.Errorf("probe: %w", err)
 	}
-	r := &clientsRole{samples: map[string][]time.Duration{}}
+	r := &clientsRole{samples: map[string][]time.Duration{}, during: map[string][]time.Duration{}}
 	go r.sendLoop(conns, *sendEvery)
 	go func() {
 		// A probe that cannot go through HAProxy measures nothing: end the process, which
@@ -133,15 +136,20 @@ func (r *clientsRole) command(line string) {
 		r.label = arg
 	case "end":
 		r.label = ""
+	case "read":
+		r.reading.Store(arg == "1")
 	case "report":
 		for _, label := range slices.Sorted(maps.Keys(r.samples)) {
-			s := r.samples[label]
+			s, d := r.samples[label], r.during[label]
 			slices.Sort(s)
-			fmt.Printf("probe %s %d %d %d %d\n", label, len(s), quantile(s, 0.50).Microseconds(),
-				quantile(s, 0.99).Microseconds(), s[len(s)-1].Microseconds())
+			slices.Sort(d)
+			fmt.Printf("probe %s %d %d %d %d %d %d %d\n", label, len(s), quantile(s, 0.50).Microseconds(),
+				quantile(s, 0.99).Microseconds(), s[len(s)-1].Microseconds(),
+				len(d), quantile(d, 0.50).Microseconds(), quantile(d, 0.99).Microseconds())
 		}
 		fmt.Printf("writeerrors %d\ndone\n", r.wErrs.Load())
 		clear(r.samples)
+		clear(r.during)
 	}
 }
 
@@ -203,6 +211,7 @@ func (r *clientsRole) probeLoop(c net.Conn, period time.Duration) error {
 			return err
 		}
 		began := time.Now()
+		during := r.reading.Load()
 		if _, err := c.Write(out); err != nil {
 			return err
 		}
@@ -210,9 +219,13 @@ func (r *clientsRole) probeLoop(c net.Conn, period time.Duration) error {
 			return err
 		}
 		took := time.Since(began)
+		during = during || r.reading.Load()
 		r.mu.Lock()
 		if r.label != "" {
 			r.samples[r.label] = append(r.samples[r.label], took)
+			if during {
+				r.during[r.label] = append(r.during[r.label], took)
+			}
 		}
 		r.mu.Unlock()
 	}
