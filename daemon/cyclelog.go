@@ -43,6 +43,7 @@ type cycleLog struct {
 	extFailing bool            // the calibrating source fails while the fast signal weighs
 	extWaiting bool            // the calibrating source has given no point yet, and said so
 	expired    map[string]bool // servers whose calibration expired
+	skipping   bool            // the fast read leaves streams out, and said so
 
 	// would is, in a dry run, the weight each server was last said to be
 	// wanted at ("would set"), so that a change is logged once, not every cycle.
@@ -186,6 +187,16 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 		ln.add(slog.LevelInfo, "fast signal alive again; weighting by it", "fast", sig.Fast)
 	}
 	l.fastKnown, l.fastDead = true, dead
+	switch skipping := sig.Skipped > 0; {
+	case skipping && !l.skipping:
+		ln.add(slog.LevelWarn, "fast signal: streams HAProxy listed could not be read and are left out; the rest of the dump weighs",
+			"skipped", sig.Skipped, "first", sig.SkipReason)
+	case !skipping && l.skipping && sig.Streams > 0:
+		ln.add(slog.LevelInfo, "fast signal: every stream read again")
+	}
+	if sig.Streams > 0 || sig.Skipped > 0 {
+		l.skipping = sig.Skipped > 0
+	}
 	if sig.ExternalFetched && sig.Calibrate && sig.Pipeline != weighter.PipelineExternal {
 		l.calibratingSource(ln, sig)
 	}

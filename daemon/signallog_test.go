@@ -58,3 +58,44 @@ func TestSignalChangesAreLoggedOnce(t *testing.T) {
 	assert.Contains(t, debug.String(), `msg="calibration back" server=s1`)
 	assert.Contains(t, out.String(), `msg="calibrating source back" servers=1`, "one line for the cycle: the calibration is back too")
 }
+
+// A dump that leaves unreadable streams out is said once when it starts (with
+// the count and the first reason) and once when every stream reads again; the
+// dumps in between, skipping or not, say nothing more.
+func TestSkippedStreamsAreLoggedOnce(t *testing.T) {
+	var out strings.Builder
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, nil)), ready: true}
+	now := time.Unix(1_800_000_000, 0)
+	live := func(streams, skipped int) weighter.Signal {
+		s := weighter.Signal{Pipeline: weighter.PipelineFast, Fast: weighter.FastLive, Streams: streams, Skipped: skipped, Reader: "sessions"}
+		if skipped > 0 {
+			s.SkipReason = `session dump line 78: invalid server name "(null)"`
+		}
+		return s
+	}
+	for i, st := range []struct {
+		sig  weighter.Signal
+		want string
+	}{
+		{live(40, 0), ""},
+		{live(40, 1), "fast signal: streams HAProxy listed could not be read and are left out; the rest of the dump weighs"},
+		{live(41, 2), ""},
+		{weighter.Signal{Pipeline: weighter.PipelineFast, Fast: weighter.FastLive, Reader: "kernel"}, ""}, // no dump: says nothing either way
+		{live(40, 0), "fast signal: every stream read again"},
+		{live(40, 0), ""},
+	} {
+		out.Reset()
+		sig := st.sig
+		l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: weighter.Plan{Time: now}, Signal: &sig}, now, true)
+		if st.want == "" {
+			assert.Empty(t, out.String(), "step %d", i)
+			continue
+		}
+		assert.Equal(t, 1, strings.Count(out.String(), "\n"), "step %d: one line\n%s", i, out.String())
+		assert.Contains(t, out.String(), `msg="`+st.want+`"`, "step %d", i)
+		if i == 1 {
+			assert.Contains(t, out.String(), "skipped=1")
+			assert.Contains(t, out.String(), `(null)`)
+		}
+	}
+}

@@ -31,6 +31,7 @@ type Metrics struct {
 	fastState    *prometheus.GaugeVec
 	fastReader   *prometheus.GaugeVec
 	fastStreams  *prometheus.GaugeVec
+	fastSkipped  *prometheus.GaugeVec
 	fastAge      *prometheus.GaugeVec
 	factor       *prometheus.GaugeVec
 	uncalibrated *prometheus.GaugeVec
@@ -100,6 +101,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			"backend", "reader"),
 		fastStreams: gaugeVec("fast_signal_streams",
 			"Streams of the whole HAProxy process in the newest show sess all dump (what a dump costs); absent while the fast signal reads something else.", "backend"),
+		fastSkipped: gaugeVec("fast_signal_streams_skipped",
+			"Streams the newest show sess all dump listed that the reader could not read and left out (the rest of the dump is used); absent while the fast signal reads something else.", "backend"),
 		fastAge: gaugeVec("fast_signal_age_seconds",
 			"Age of the fast signal read the last cycle used (show sess all dumps are spaced by the stream count).", "backend"),
 		factor: gaugeVec("server_calibration_factor",
@@ -120,7 +123,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.sockets, m.addresses)
 	reg.MustRegister(m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
-		m.fastState, m.fastReader, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
+		m.fastState, m.fastReader, m.fastStreams, m.fastSkipped, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
 		m.desired, m.dryRun, m.dryRunWrites,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		// haproxy_weighter_build_info{version,revision,goversion,…} 1, from
@@ -158,7 +161,7 @@ func (m *Metrics) Forget(backend string) {
 	l := prometheus.Labels{"backend": backend}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
 		m.weight, m.load, m.imbalance, m.cycles, m.duration, m.writes, m.lastSuccess,
-		m.fastState, m.fastReader, m.fastStreams, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
+		m.fastState, m.fastReader, m.fastStreams, m.fastSkipped, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
 		m.desired, m.dryRun, m.dryRunWrites} {
 		v.DeletePartialMatch(l)
 	}
@@ -252,8 +255,10 @@ func (m *Metrics) setSignal(backend string, sig *weighter.Signal) {
 	m.setReader(backend, sig)
 	if sig.Streams > 0 {
 		m.fastStreams.WithLabelValues(backend).Set(float64(sig.Streams))
+		m.fastSkipped.WithLabelValues(backend).Set(float64(sig.Skipped))
 	} else if sig.Reader != "" {
 		m.fastStreams.DeleteLabelValues(backend) // not a dump: no stream count
+		m.fastSkipped.DeleteLabelValues(backend)
 	}
 	if sig.Streams > 0 || !sig.FastAt.IsZero() {
 		m.fastAge.WithLabelValues(backend).Set(sig.FastAge.Seconds())

@@ -39,6 +39,23 @@ func TestSignalMetrics(t *testing.T) {
 	if v := testutil.ToFloat64(m.fastStreams.WithLabelValues("be")); v != 40 {
 		t.Errorf("streams %v", v)
 	}
+	if v := testutil.ToFloat64(m.fastSkipped.WithLabelValues("be")); v != 0 {
+		t.Errorf("skipped %v", v)
+	}
+	// A dump that left two unreadable streams out says so; a read of the
+	// socket table is no dump and drops both series.
+	skipping := *cal
+	skipping.Skipped = 2
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Signal: &skipping})
+	if v := testutil.ToFloat64(m.fastSkipped.WithLabelValues("be")); v != 2 {
+		t.Errorf("skipped %v", v)
+	}
+	kernel := *cal
+	kernel.Streams, kernel.Reader = 0, "kernel"
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Signal: &kernel})
+	if n := testutil.CollectAndCount(m.fastSkipped); n != 0 {
+		t.Errorf("%d skipped series left on the kernel path", n)
+	}
 
 	// The fast signal dies: the source weighs alone, and no factor stays exported.
 	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Signal: &weighter.Signal{Pipeline: weighter.PipelineExternal,

@@ -32,6 +32,11 @@ type LocalRead struct {
 	// Streams is how many streams the read went through (all proxies'), 0 when
 	// the reader does not say: what the read costs HAProxy grows with it.
 	Streams int
+	// Skipped is how many streams of the read could not be read and were
+	// left out (a layout the reader does not know, an HAProxy stream of its
+	// own); SkipReason the first one's why. The rest of the read stands.
+	Skipped    int
+	SkipReason string
 	// Age is how old the read was when returned.
 	Age time.Duration
 	// Dead is non-nil when the reader found the signal dead: connections

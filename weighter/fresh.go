@@ -44,8 +44,12 @@ type Signal struct {
 	FastReason string    `json:"fast_reason,omitempty"`
 	// Streams is how many streams the fast read went through (0: unknown),
 	// FastAge how old the read was.
-	Streams int           `json:"streams,omitempty"`
-	FastAge time.Duration `json:"-"`
+	Streams int `json:"streams,omitempty"`
+	// Skipped streams the fast read left out, and the first one's why
+	// (LocalRead.Skipped).
+	Skipped    int           `json:"skipped_streams,omitempty"`
+	SkipReason string        `json:"skip_reason,omitempty"`
+	FastAge    time.Duration `json:"-"`
 	// FastAt is when the fast read was made (a reader may return the same
 	// read to several cycles); zero when unknown.
 	FastAt time.Time `json:"-"`
@@ -217,6 +221,7 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	sig := f.signal()
 	if ok {
 		sig.Streams, sig.FastAge, sig.Peers, sig.Reader = cur.Streams, cur.Age, cur.Peers, cur.Reader
+		sig.Skipped, sig.SkipReason = cur.Skipped, cur.SkipReason
 		sig.FastAt = cur.At
 	}
 	live := f.state == FastLive
