@@ -210,12 +210,8 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	for i, s := range servers {
 		names[i] = s.Name
 	}
-	if f.last == nil && f.cfg.FirstWait > 0 {
-		if _, _, err := f.readFast(ctx, names); err == nil {
-			if err := f.cfg.Sleep(ctx, f.cfg.FirstWait); err != nil {
-				return nil, f.signal(), fmt.Errorf("wait for a second fast read: %w", err)
-			}
-		}
+	if err := f.firstWait(ctx, names); err != nil {
+		return nil, f.signal(), err
 	}
 	cur, ok, ferr := f.readFast(ctx, names)
 	sig := f.signal()
@@ -224,11 +220,38 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 		sig.Skipped, sig.SkipReason = cur.Skipped, cur.SkipReason
 		sig.FastAt = cur.At
 	}
-	live := f.state == FastLive
-	// External: every cycle when it is the load, else every Refresh; a
-	// failure waits for the next Refresh too, so a dead metrics source is not
-	// asked every 2 s while the fast signal carries the weights.
+	ext, eerr := f.refreshExternal(ctx, servers, sig)
+	if f.state != FastLive {
+		sig.Pipeline = PipelineExternal
+		return f.externalLoads(ext, eerr, ferr, sig)
+	}
+	loads := f.fastLoads(cur, sig)
+	return loads, sig, nil
+}
+
+// firstWait makes a first fetch (FirstWait set: a single cycle, once) read
+// the fast signal twice, FirstWait apart, so that it has a rate.
+func (f *Fresh) firstWait(ctx context.Context, names []string) error {
+	if f.last != nil || f.cfg.FirstWait <= 0 {
+		return nil
+	}
+	if _, _, err := f.readFast(ctx, names); err != nil {
+		return nil // the read proper fails the same way, and says so
+	}
+	if err := f.cfg.Sleep(ctx, f.cfg.FirstWait); err != nil {
+		return fmt.Errorf("wait for a second fast read: %w", err)
+	}
+	return nil
+}
+
+// refreshExternal asks the external source when due: every cycle when it
+// is the load, else every Refresh; a failure waits for the next Refresh too,
+// so a dead metrics source is not asked every 2 s while the fast signal
+// carries the weights. Its answer feeds the calibration; the cycle's Signal
+// says what was asked and how old the newest point is.
+func (f *Fresh) refreshExternal(ctx context.Context, servers []ServerState, sig *Signal) (Loads, error) {
 	now := f.cfg.Now()
+	live := f.state == FastLive
 	due := !live || (f.cfg.Calibrate && (f.fetchedAt.IsZero() || now.Sub(f.fetchedAt) >= f.cfg.Refresh))
 	var ext Loads
 	var eerr error
@@ -259,32 +282,29 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 		// asked, after now.
 		sig.ExternalAge = max(f.cfg.Now().Sub(f.newestExt), 0)
 	}
-	if !live {
-		sig.Pipeline = PipelineExternal
-		switch {
-		case eerr == nil:
-			return ext, sig, nil
-		case ferr != nil:
-			return nil, sig, fmt.Errorf("%w (and the fast signal: %w)", eerr, ferr)
-		case f.state == FastStarting:
-			return nil, sig, fmt.Errorf("%w, and the source: %w", ErrFastStarting, eerr)
-		}
-		return nil, sig, eerr
+	return ext, eerr
+}
+
+// externalLoads is the cycle's answer while the fast signal is not live:
+// the external loads, or why there are none (with the fast signal's own
+// failure, or ErrFastStarting before it has a rate).
+func (f *Fresh) externalLoads(ext Loads, eerr, ferr error, sig *Signal) (Loads, *Signal, error) {
+	switch {
+	case eerr == nil:
+		return ext, sig, nil
+	case ferr != nil:
+		return nil, sig, fmt.Errorf("%w (and the fast signal: %w)", eerr, ferr)
+	case f.state == FastStarting:
+		return nil, sig, fmt.Errorf("%w, and the source: %w", ErrFastStarting, eerr)
 	}
-	var cal map[string]Calibration
-	sig.Pipeline = PipelineFast
-	if f.cfg.Calibrate {
-		sig.Pipeline = PipelineCalibrated
-		all := slices.Sorted(maps.Keys(cur.Servers))
-		if f.cal != nil {
-			cal = f.cal.Factors(cur.At, all)
-		} else {
-			cal = map[string]Calibration{}
-			for _, n := range all {
-				cal[n] = Calibration{Factor: 1, Reason: "no calibration yet (the external series' step is not known yet)"}
-			}
-		}
-	}
+	return nil, sig, eerr
+}
+
+// fastLoads is the cycle's answer while the fast signal is live: each
+// server's fast load, times its calibration when the source calibrates, with
+// what it was made of in the Signal.
+func (f *Fresh) fastLoads(cur LocalRead, sig *Signal) Loads {
+	cal := f.calibrations(cur, sig)
 	loads, inputs := CombineFast(cur, cal)
 	for _, name := range slices.Sorted(maps.Keys(cal)) {
 		if _, ok := inputs[name]; ok && cal[name].Expired {
@@ -306,7 +326,26 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 	}
 	sig.Servers = inputs
 	sig.Sessions = cur.Open
-	return loads, sig, nil
+	return loads
+}
+
+// calibrations are the servers' calibrations for the read (nil when the
+// source does not calibrate), and the Signal's pipeline says which.
+func (f *Fresh) calibrations(cur LocalRead, sig *Signal) map[string]Calibration {
+	sig.Pipeline = PipelineFast
+	if !f.cfg.Calibrate {
+		return nil
+	}
+	sig.Pipeline = PipelineCalibrated
+	all := slices.Sorted(maps.Keys(cur.Servers))
+	if f.cal != nil {
+		return f.cal.Factors(cur.At, all)
+	}
+	cal := map[string]Calibration{}
+	for _, n := range all {
+		cal[n] = Calibration{Factor: 1, Reason: "no calibration yet (the external series' step is not known yet)"}
+	}
+	return cal
 }
 
 // signal starts a cycle's Signal from the fast signal's state.
