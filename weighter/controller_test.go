@@ -17,7 +17,7 @@ import (
 // free turns off the guards so that New = the function's raw output.
 func free() Policy {
 	p := DefaultPolicy()
-	p.Deadband, p.MaxStep = 0, 0
+	p.Deadband, p.MaxStep, p.MaxRun = 0, 0, 0
 	return p
 }
 

@@ -203,6 +203,22 @@ func (c *Controller) enforceRunsOnce(active, held []*work) bool {
 	return lowered
 }
 
+// busy reports whether the servers carry at least one open connection each
+// on average: below that most arrivals find an idle server, which HAProxy's
+// leastconn fills first whatever its weight (key 0), one each in turn, and
+// the bound is not applied (an idle backend, a target that reports no
+// connections).
+func busy(active, held []*work) bool {
+	open, n := 0, 0
+	for _, ws := range [][]*work{active, held} {
+		for _, w := range ws {
+			open += w.sessions
+			n++
+		}
+	}
+	return n > 0 && open >= n
+}
+
 // runReference is r_ref, the weight per connection slot (w/(n+1)) of the
 // lower median server in leastconn's order (the (⌊S/2⌋+1)-th most favoured
 // of the S servers with a weight: the 5th of 8, the 2nd of 2); false when

@@ -40,9 +40,10 @@ type Policy struct {
 	// computed before rounding to integers: see shareOut.
 	MaxStep float64 `yaml:"max_step" json:"max_step"`
 	// MaxRun (>= 0, 0 = off) bounds how many new connections in a row one
-	// server takes under leastconn before the least favoured server takes
-	// one: at most 1 + MaxRun, from the servers' open connections (see
-	// boundRuns in maxrun.go).
+	// server takes under leastconn before the lower median server takes
+	// one: at most 1 + MaxRun, from the servers' open connections (HAProxy's
+	// scur), so that a burst of clients does not all land on the server the
+	// weights favour (maxrun.go; docs/production-world.md).
 	MaxRun float64 `yaml:"max_run" json:"max_run"`
 	// RunChurn (>= 0, 0 = off) raises the run bound's H, per cycle, to this
 	// many times the new connections a server gains per cycle on average
@@ -97,6 +98,7 @@ func DefaultPolicy() Policy {
 		MinCoverage:    0.5,
 		Deadband:       2,
 		MaxStep:        2,
+		MaxRun:         2,
 		Smoothing:      0,
 		PanicThreshold: 2,
 		MaxDrained:     1.0 / 3,

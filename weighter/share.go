@@ -50,7 +50,8 @@ func (c *Controller) shareOut(active, held []*work, raw []int) float64 {
 		exact = append(exact, sharedWeight(w, float64(raw[i])*k, pinned[i], step, top)*scale)
 	}
 	c.buf.exact = exact
-	if c.p.MaxRun > 0 {
+	bound := c.p.MaxRun > 0 && busy(active, held)
+	if bound {
 		scale *= c.boundRuns(active, held, exact, scale)
 	}
 	for i, w := range active {
@@ -59,7 +60,7 @@ func (c *Controller) shareOut(active, held []*work, raw []int) float64 {
 	for _, w := range held {
 		c.rescaleHeld(w, scale)
 	}
-	if c.p.MaxRun > 0 {
+	if bound {
 		c.enforceRuns(active, held)
 	}
 	return scale
