@@ -131,6 +131,18 @@ func (a *localAcc) backend(name string) *localBackend {
 // apply adds one dump, read after every dump applied before.
 func (a *localAcc) apply(d localDump) {
 	a.dumps++
+	span := a.startDump(d)
+	for _, ds := range d.streams {
+		a.countStream(ds, span)
+	}
+	a.endStreams(span)
+	a.noteStillness(span)
+}
+
+// startDump takes d's process, time and counts, and resets each server's
+// per-span sums; it returns the span since the dump before (0 at the first,
+// or when d is not newer).
+func (a *localAcc) startDump(d localDump) time.Duration {
 	n := a.dumps
 	// HAProxy numbers streams from a process-wide counter, and every dump
 	// holds the CLI's own stream, newer than any stream of the dump before:
@@ -159,57 +171,73 @@ func (a *localAcc) apply(d localDump) {
 			s.spanIn, s.spanOut, s.open, s.sessionSpan = 0, 0, 0, 0
 		}
 	}
-	for _, ds := range d.streams {
-		rec := a.streams[ds.key]
-		if rec == nil {
-			rec = &localStream{}
-			a.streams[ds.key] = rec
-		}
-		listedBefore := rec.seen == n-1 && rec.server != ""
-		rec.seen = n
-		if ds.server == "" {
-			rec.rated = false
-			continue // no server yet: its bytes count once one is chosen
-		}
-		var dIn, dOut uint64
-		if ds.in >= rec.in && ds.out >= rec.out {
-			dIn, dOut = ds.in-rec.in, ds.out-rec.out
-		} else {
-			// A total went back: not the stream counted before (a new
-			// process's stream with an old key). Count it from 0.
-			dIn, dOut, listedBefore = ds.in, ds.out, false
-		}
-		rec.backend, rec.server, rec.in, rec.out = ds.backend, ds.server, ds.in, ds.out
-		rec.spanIn, rec.spanOut, rec.rated = dIn, dOut, listedBefore && span > 0
-		rec.id, rec.client, rec.age = ds.id, ds.client, ds.age
-		b := a.backend(ds.backend)
-		s := b.server(ds.server)
-		s.in += dIn
-		s.out += dOut
-		s.spanIn += dIn
-		s.spanOut += dOut
-		s.open++
-		b.open++
-		if span > 0 {
-			// Open over the whole span if the dump before listed it, else
-			// since it was accepted.
-			open := span
-			if !listedBefore && ds.age < span {
-				open = max(ds.age, 0)
-			}
-			s.sessionSpan += open.Seconds()
-		}
+	return span
+}
+
+// countStream adds what one listed stream forwarded since the dump before
+// to its server's totals and span, and the part of the span it was open.
+func (a *localAcc) countStream(ds dumpedStream, span time.Duration) {
+	n := a.dumps
+	rec := a.streams[ds.key]
+	if rec == nil {
+		rec = &localStream{}
+		a.streams[ds.key] = rec
 	}
+	listedBefore := rec.seen == n-1 && rec.server != ""
+	rec.seen = n
+	if ds.server == "" {
+		rec.rated = false
+		return // no server yet: its bytes count once one is chosen
+	}
+	var dIn, dOut uint64
+	if ds.in >= rec.in && ds.out >= rec.out {
+		dIn, dOut = ds.in-rec.in, ds.out-rec.out
+	} else {
+		// A total went back: not the stream counted before (a new
+		// process's stream with an old key). Count it from 0.
+		dIn, dOut, listedBefore = ds.in, ds.out, false
+	}
+	rec.backend, rec.server, rec.in, rec.out = ds.backend, ds.server, ds.in, ds.out
+	rec.spanIn, rec.spanOut, rec.rated = dIn, dOut, listedBefore && span > 0
+	rec.id, rec.client, rec.age = ds.id, ds.client, ds.age
+	b := a.backend(ds.backend)
+	s := b.server(ds.server)
+	s.in += dIn
+	s.out += dOut
+	s.spanIn += dIn
+	s.spanOut += dOut
+	s.open++
+	b.open++
+	if span > 0 {
+		// Open over the whole span if the dump before listed it, else
+		// since it was accepted.
+		open := span
+		if !listedBefore && ds.age < span {
+			open = max(ds.age, 0)
+		}
+		s.sessionSpan += open.Seconds()
+	}
+}
+
+// endStreams counts the streams the dump before listed and this one did not
+// as open for half the span (they ended during it, on average half-way), and
+// forgets streams unseen for localRetain dumps.
+func (a *localAcc) endStreams(span time.Duration) {
+	n := a.dumps
 	for key, rec := range a.streams {
 		if rec.seen == n-1 && rec.server != "" && span > 0 {
-			// Listed by the dump before, not by this one: it ended during
-			// the span, on average half-way.
 			a.backend(rec.backend).server(rec.server).sessionSpan += span.Seconds() / 2
 		}
 		if rec.seen+localRetain < n {
 			delete(a.streams, key)
 		}
 	}
+}
+
+// noteStillness adds the span's open time to each server's total and counts,
+// per backend and direction, the dumps in a row in which streams were open
+// and no byte moved: what tells a dead signal (ErrLocalSignalDead).
+func (a *localAcc) noteStillness(span time.Duration) {
 	for _, b := range a.backends {
 		var moved [3]bool
 		for _, s := range b.servers {
