@@ -89,6 +89,9 @@ func PolicyLabel(p weighter.Policy) string {
 		factors = fmt.Sprintf("g=%g", p.Gain)
 	}
 	label := fmt.Sprintf("%s %s db=%d ms=%g", p.Function, factors, p.Deadband, p.MaxStep)
+	if p.MaxRun != weighter.DefaultPolicy().MaxRun {
+		label += fmt.Sprintf(" mr=%g", p.MaxRun)
+	}
 	if p.ConnectionLife > 0 {
 		label += " life=" + p.ConnectionLife.String()
 	}

@@ -72,6 +72,7 @@ func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
 	fl.Float64Var(&p.Gain, "gain", p.Gain, "custom row: feedback gain")
 	fl.IntVar(&p.Deadband, "deadband", p.Deadband, "custom row: deadband")
 	fl.Float64Var(&p.MaxStep, "max-step", p.MaxStep, "custom row: max step")
+	fl.Float64Var(&p.MaxRun, "max-run", p.MaxRun, "custom row: the run bound (most new connections in a row on one server, less one; 0 = off)")
 	fl.DurationVar((*time.Duration)(&p.Smoothing), "smoothing", time.Duration(p.Smoothing), "custom row: smoothing half-life")
 }
 
