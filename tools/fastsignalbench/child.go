@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,9 @@ import (
 	"syscall"
 	"time"
 )
+
+// errExited says a child process ended before it was asked to.
+var errExited = errors.New("exited")
 
 // child is a running role process (roles.go), seen from the parent.
 type child struct {

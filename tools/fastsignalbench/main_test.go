@@ -81,7 +81,7 @@ func TestThousands(t *testing.T) {
 }
 
 func TestLinearAt(t *testing.T) {
-	assert.InDelta(t, 100.0, linearAt([]float64{1000}, []float64{1}, 100_000), 1e-9)
+	assert.InDelta(t, 100.0, linearAt([]float64{1000, 1000}, []float64{1, 1}, 100_000), 1e-9, "one size twice")
 	// y = 2 + 0.01x through three points.
 	assert.InDelta(t, 1002.0, linearAt([]float64{1000, 5000, 9900}, []float64{12, 52, 101}, 100_000), 1e-6)
 }

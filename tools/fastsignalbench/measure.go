@@ -64,114 +64,155 @@ type sizeResult struct {
 // each method in turn, o.rounds times.
 func measureSize(ctx context.Context, o options, asked, n int) (sizeResult, error) {
 	res := sizeResult{asked: asked, conns: n}
+	r, err := startRig(ctx, o, n)
+	if r != nil {
+		defer r.stop()
+	}
+	if err != nil {
+		return res, err
+	}
+	readers, err := r.primeReaders(ctx, o.methods, &res)
+	if err != nil {
+		return res, err
+	}
+	per := o.duration / time.Duration(o.rounds)
+	for round := range o.rounds {
+		for i, rd := range readers {
+			slog.Info("measuring", "conns", n, "round", round+1, "of", o.rounds, "method", rd.name, "for", per)
+			w, err := r.window(ctx, rd, per, o.interval)
+			if err != nil {
+				return res, err
+			}
+			res.methods[i].windows = append(res.methods[i].windows, w)
+		}
+	}
+	return res, collectProbe(ctx, r.clients, &res)
+}
+
+// rig is what one size runs on: the servers' process, HAProxy, the clients' process.
+type rig struct {
+	dir              string
+	servers, clients *child
+	hp               *haproxyProc
+	socket           string
+	addrs            map[string]netip.AddrPort // the backend's servers: s1… → address
+}
+
+// startRig starts everything for n connections and returns once HAProxy holds them all. On
+// an error it returns what it started, for the caller to stop.
+func startRig(ctx context.Context, o options, n int) (*rig, error) {
 	dir, err := os.MkdirTemp("", "fastsignalbench-")
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-
-	srv, err := startChild("servers", "-sinks", strconv.Itoa(o.servers))
-	if err != nil {
-		return res, err
+	r := &rig{dir: dir, socket: filepath.Join(dir, "admin.sock"), addrs: map[string]netip.AddrPort{}}
+	if r.servers, err = startChild("servers", "-sinks", strconv.Itoa(o.servers)); err != nil {
+		return r, err
 	}
-	defer srv.stop()
-	line, err := srv.line(ctx, 30*time.Second)
+	line, err := r.servers.line(ctx, 30*time.Second)
 	if err != nil {
-		return res, err
+		return r, err
 	}
 	addrs := strings.Fields(line)
 	if len(addrs) != o.servers+1 {
-		return res, fmt.Errorf("servers process printed %q, want %d addresses", line, o.servers+1)
+		return r, fmt.Errorf("servers process printed %q, want %d addresses", line, o.servers+1)
 	}
 	sinks, echo := addrs[:o.servers], addrs[o.servers]
-
-	front, err := freePort()
-	if err != nil {
-		return res, err
-	}
-	probeFront, err := freePort()
-	if err != nil {
-		return res, err
-	}
-	socket := filepath.Join(dir, "admin.sock")
-	hp, err := startHAProxy(ctx, o.haproxy, dir, socket, haproxyConfig(socket, o.nbthread, n, front, probeFront, sinks, echo))
-	if err != nil {
-		return res, err
-	}
-	defer hp.stop()
-
-	slog.Info("opening connections through HAProxy", "conns", n)
-	cl, err := startChild("clients", "-front", fmt.Sprintf("127.0.0.1:%d", front), "-probe", fmt.Sprintf("127.0.0.1:%d", probeFront),
-		"-n", strconv.Itoa(n), "-send-every", o.sendEvery.String(), "-probe-every", o.probeEvery.String())
-	if err != nil {
-		return res, err
-	}
-	defer cl.stop()
-	if line, err := cl.line(ctx, 5*time.Minute); err != nil || line != "ready" {
-		return res, fmt.Errorf("clients process: %q, %w", line, err)
-	}
-	if err := waitConnected(ctx, socket, n); err != nil {
-		return res, err
-	}
-	slog.Info("connected; settling", "conns", n, "settle", o.settle)
-	if err := sleepUntil(ctx, time.Now().Add(o.settle)); err != nil {
-		return res, err
-	}
-
-	servers := make(map[string]netip.AddrPort, len(sinks))
 	for i, a := range sinks {
 		ap, err := netip.ParseAddrPort(a)
 		if err != nil {
-			return res, fmt.Errorf("server address %q: %w", a, err)
+			return r, fmt.Errorf("server address %q: %w", a, err)
 		}
-		servers[fmt.Sprintf("s%d", i+1)] = ap
+		r.addrs[fmt.Sprintf("s%d", i+1)] = ap
 	}
-	readers := make([]reader, len(o.methods))
-	res.methods = make([]methodResult, len(o.methods))
-	for i, m := range o.methods {
-		if readers[i], err = newReader(m, servers, socket, hp.pid()); err != nil {
-			return res, err
+	var front, probeFront int
+	for _, port := range []*int{&front, &probeFront} {
+		if *port, err = freePort(); err != nil {
+			return r, err
+		}
+	}
+	cfg := haproxyConfig(r.socket, o.nbthread, n, front, probeFront, sinks, echo)
+	if r.hp, err = startHAProxy(ctx, o.haproxy, dir, r.socket, cfg); err != nil {
+		return r, err
+	}
+	slog.Info("opening connections through HAProxy", "conns", n)
+	r.clients, err = startChild("clients", "-front", fmt.Sprintf("127.0.0.1:%d", front), "-probe", fmt.Sprintf("127.0.0.1:%d", probeFront),
+		"-n", strconv.Itoa(n), "-send-every", o.sendEvery.String(), "-probe-every", o.probeEvery.String())
+	if err != nil {
+		return r, err
+	}
+	if line, err := r.clients.line(ctx, 5*time.Minute); err != nil {
+		return r, err
+	} else if line != "ready" {
+		return r, fmt.Errorf("clients process printed %q, want ready", line)
+	}
+	if err := waitConnected(ctx, r.socket, n); err != nil {
+		return r, err
+	}
+	slog.Info("connected; settling", "conns", n, "settle", o.settle)
+	return r, sleepUntil(ctx, time.Now().Add(o.settle))
+}
+
+// stop ends the clients, HAProxy and the servers, in that order, and removes the directory.
+func (r *rig) stop() {
+	if r.clients != nil {
+		r.clients.stop()
+	}
+	if r.hp != nil {
+		r.hp.stop()
+	}
+	if r.servers != nil {
+		r.servers.stop()
+	}
+	_ = os.RemoveAll(r.dir)
+}
+
+// primeReaders builds each method's reader and makes its first read, outside the windows:
+// a reader's first read is a base (the kernel reader also lists HAProxy's descriptors then),
+// not the steady state measured. It files how many connections that read saw.
+func (r *rig) primeReaders(ctx context.Context, methods []string, res *sizeResult) ([]reader, error) {
+	readers := make([]reader, len(methods))
+	res.methods = make([]methodResult, len(methods))
+	for i, m := range methods {
+		var err error
+		if readers[i], err = newReader(m, r.addrs, r.socket, r.hp.pid()); err != nil {
+			return nil, err
 		}
 		res.methods[i] = methodResult{method: m, seen: -1}
 		if readers[i].read == nil {
 			continue
 		}
-		// A first read outside the windows: each reader's first read is a base (the kernel
-		// reader also lists HAProxy's descriptors then), not the steady state measured.
 		seen, err := readers[i].read(ctx)
 		if err != nil {
-			return res, fmt.Errorf("first %s read: %w", m, err)
+			return nil, fmt.Errorf("first %s read: %w", m, err)
 		}
 		res.methods[i].seen = seen
-		if seen != n {
-			slog.Warn("a first read did not see every connection", "method", m, "seen", seen, "conns", n)
+		if seen != res.conns {
+			slog.Warn("a first read did not see every connection", "method", m, "seen", seen, "conns", res.conns)
 		}
 	}
+	return readers, nil
+}
 
-	per := o.duration / time.Duration(o.rounds)
-	for round := range o.rounds {
-		for i, rd := range readers {
-			slog.Info("measuring", "conns", n, "round", round+1, "of", o.rounds, "method", rd.name, "for", per)
-			if err := cl.send("begin " + rd.name); err != nil {
-				return res, err
-			}
-			w, err := runWindow(ctx, rd, hp, cl, per, o.interval)
-			if err != nil {
-				return res, err
-			}
-			if err := cl.send("end"); err != nil {
-				return res, err
-			}
-			if err := hp.alive(); err != nil {
-				return res, err
-			}
-			if w.firstErr != nil {
-				slog.Warn("reads failed", "method", rd.name, "failed", w.errs, "of", w.made, "first", w.firstErr)
-			}
-			res.methods[i].windows = append(res.methods[i].windows, w)
-		}
+// window runs one method's window, its probe round trips filed under its name.
+func (r *rig) window(ctx context.Context, rd reader, length, interval time.Duration) (window, error) {
+	if err := r.clients.send("begin " + rd.name); err != nil {
+		return window{}, err
 	}
-	return res, collectProbe(ctx, cl, &res)
+	w, err := runWindow(ctx, rd, r.hp, r.clients, length, interval)
+	if err != nil {
+		return w, err
+	}
+	if err := r.clients.send("end"); err != nil {
+		return w, err
+	}
+	if err := r.hp.alive(); err != nil {
+		return w, err
+	}
+	if w.firstErr != nil {
+		slog.Warn("reads failed", "method", rd.name, "failed", w.errs, "of", w.made, "first", w.firstErr)
+	}
+	return w, nil
 }
 
 // waitConnected waits until HAProxy has n sessions on backend be's servers (show stat scur).

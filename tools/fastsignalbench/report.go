@@ -285,7 +285,10 @@ func extrapolate(w io.Writer, results []sizeResult) {
 			}
 			pts = append(pts, p)
 		}
-		if len(pts) == 0 {
+		if len(pts) < 2 {
+			// Through one size the line would have to pass through zero, and a read's fixed
+			// cost would be multiplied with its per-connection one.
+			fmt.Fprintf(w, "- %s at %s connections: needs at least two sizes measured.\n", name, thousands(extrapolateTo))
 			continue
 		}
 		at := func(f func(point) float64) float64 {
@@ -302,12 +305,9 @@ func extrapolate(w io.Writer, results []sizeResult) {
 	}
 }
 
-// linearAt is the least-squares line through (xs, ys) at x; through the origin for one point.
+// linearAt is the least-squares line through (xs, ys), at least two points, at x.
 func linearAt(xs, ys []float64, x float64) float64 {
 	n := float64(len(xs))
-	if len(xs) == 1 {
-		return ys[0] / xs[0] * x
-	}
 	var sx, sy, sxx, sxy float64
 	for i := range xs {
 		sx += xs[i]
