@@ -268,6 +268,13 @@ func (hp *haproxyModel) disturb() {
 			s.Operational = "down"
 		}
 	}
+	// Open connections move between cycles, as the run bound (max_run)
+	// reads them: from none (a backend starting) to many.
+	for i := range hp.servers {
+		if hp.rng.IntN(4) == 0 {
+			hp.servers[i].Sessions = hp.rng.IntN(1 + hp.rng.IntN(80))
+		}
+	}
 	if hp.rng.IntN(200) == 0 { // a reload: every weight back to the configuration's
 		for i := range hp.servers {
 			hp.servers[i].Weight = hp.servers[i].InitialWeight
