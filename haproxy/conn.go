@@ -151,7 +151,20 @@ func (c *Client) ioError(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("haproxy: %s %s: %w", op, c.cfg.Socket, ctx.Err())
 	}
-	return fmt.Errorf("haproxy: %s %s: %w", op, c.cfg.Socket, err)
+	// The connection's deadline is ctx's when that comes first, and its
+	// timeout may fire a moment before ctx says it is done: ctxFirst.
+	return fmt.Errorf("haproxy: %s %s: %w", op, c.cfg.Socket, ctxFirst(ctx, err))
+}
+
+// ctxFirst reports a read that timed out at the context's deadline as the
+// context's error: the socket deadline is the context's, and it can fire a
+// moment before the context's own timer marks it done.
+func ctxFirst(ctx context.Context, err error) error {
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
+		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
+	}
+	return err
 }
 
 // cutAfter is a round trip that failed after HAProxy had answered its first

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -148,20 +147,9 @@ func (c *Client) dumpOnce(ctx context.Context, cmd string, keep func(*Session) b
 		if errors.As(err, &msg) {
 			return d, err
 		}
-		return d, c.ioError(ctx, "read", ctxFirst(ctx, err))
+		return d, c.ioError(ctx, "read", err)
 	}
 	return d, nil
-}
-
-// ctxFirst reports a read that timed out at the context's deadline as the
-// context's error: the socket deadline is the context's, and it can fire a
-// moment before the context's own timer marks it done.
-func ctxFirst(ctx context.Context, err error) error {
-	var ne net.Error
-	if dl, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
-		return fmt.Errorf("%w (%w)", context.DeadlineExceeded, err)
-	}
-	return err
 }
 
 // pushReader calls push before each Read (to move the read deadline on).

@@ -131,7 +131,7 @@ func (c *Client) dumpTapped(ctx context.Context, cmd string, tap *addrTap, keep 
 		if errors.As(err, &msg) {
 			return d, err
 		}
-		return d, c.ioError(ctx, "read", ctxFirst(ctx, err))
+		return d, c.ioError(ctx, "read", err)
 	}
 	return d, nil
 }
