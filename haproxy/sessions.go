@@ -122,10 +122,17 @@ type sessionDump struct {
 // through roundTrip: that holds the whole reply in memory, and at 10,000
 // streams the dump is 10–13 MB of which a backend may need a few lines.
 func (c *Client) dumpOnce(ctx context.Context, cmd string, keep func(*Session) bool) (sessionDump, error) {
+	return c.dumpThrough(ctx, cmd, cmd, nil, keep)
+}
+
+// dumpThrough is dumpOnce with the dump guard asked about guardAs (the form
+// of cmd it knows) and, when wrap is set, the reply read through wrap(r) as
+// the parser reads it.
+func (c *Client) dumpThrough(ctx context.Context, cmd, guardAs string, wrap func(io.Reader) io.Reader, keep func(*Session) bool) (sessionDump, error) {
 	if c.trace != nil {
 		c.trace([]string{cmd})
 	}
-	if err := c.checkDumpSafe(ctx, cmd); err != nil {
+	if err := c.checkDumpSafe(ctx, guardAs); err != nil {
 		return sessionDump{}, err
 	}
 	conn, err := c.dial(ctx)
@@ -140,7 +147,10 @@ func (c *Client) dumpOnce(ctx context.Context, cmd string, keep func(*Session) b
 	}
 	// As in roundTrip, the timeout bounds each read (HAProxy dumps 16 kB at a
 	// time between its other work), the context the whole dump.
-	r := &pushReader{r: conn, push: func() { c.push(ctx, conn.SetReadDeadline) }}
+	var r io.Reader = &pushReader{r: conn, push: func() { c.push(ctx, conn.SetReadDeadline) }}
+	if wrap != nil {
+		r = wrap(r)
+	}
 	d, err := parseSessionDump(r, maxSessionDump, keep)
 	if err != nil {
 		var msg haproxyMessage

@@ -3,7 +3,6 @@ package haproxy
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -105,35 +104,10 @@ func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStrea
 }
 
 // dumpTapped is dumpOnce with tap reading the reply as the parser does.
+// The guard knows the forms `show sess all` and `show sess <id>`; a
+// filtered dump is sent only to versions it lets through anyway.
 func (c *Client) dumpTapped(ctx context.Context, cmd string, tap *addrTap, keep func(*Session) bool) (sessionDump, error) {
-	if c.trace != nil {
-		c.trace([]string{cmd})
-	}
-	// The guard knows the forms `show sess all` and `show sess <id>`; a
-	// filtered dump is sent only to versions it lets through anyway.
-	if err := c.checkDumpSafe(ctx, "show sess all"); err != nil {
-		return sessionDump{}, err
-	}
-	conn, err := c.dial(ctx)
-	if err != nil {
-		return sessionDump{}, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := io.WriteString(conn, c.oneCommand(cmd)); err != nil {
-		return sessionDump{}, c.ioError(ctx, "write", err)
-	}
-	tap.r = &pushReader{r: conn, push: func() { c.push(ctx, conn.SetReadDeadline) }}
-	d, err := parseSessionDump(tap, maxSessionDump, keep)
-	if err != nil {
-		var msg haproxyMessage
-		if errors.As(err, &msg) {
-			return d, err
-		}
-		return d, c.ioError(ctx, "read", err)
-	}
-	return d, nil
+	return c.dumpThrough(ctx, cmd, "show sess all", func(r io.Reader) io.Reader { tap.r = r; return tap }, keep)
 }
 
 // addrTap passes a session dump through unchanged and notes, for each
