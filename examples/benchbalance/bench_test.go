@@ -12,7 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // The harness runs what the README's Quick start says: the flags it reads from there
@@ -78,7 +83,7 @@ func TestWindowRatiosAndGap(t *testing.T) {
 	// Control: server 1 gets 3 of 4 datapoints (max/mean 1.5); weighted 1.2; oracle even.
 	var snaps []snapshot
 	for s := range 41 {
-		sn := snapshot{T: time.Duration(s) * time.Second}
+		sn := snapshot{T: time.Duration(s) * time.Second, Lines: make([][]int64, len(labArms))}
 		n := int64(s)
 		sn.Lines[armControl] = []int64{3 * n, n}
 		sn.Lines[armWeighted] = []int64{12 * n, 8 * n}
@@ -89,7 +94,7 @@ func TestWindowRatiosAndGap(t *testing.T) {
 	if len(r) != 3 || math.Abs(r[0]-1.5) > 1e-9 {
 		t.Errorf("control windows = %v, want three of 1.5", r)
 	}
-	f := figuresOf("1", snaps, 10*time.Second, 40*time.Second, 10*time.Second)
+	f := figuresOf("1", len(labArms), snaps, 10*time.Second, 40*time.Second, 10*time.Second)
 	if g := gapClosed(f.P50[armControl], f.P50[armOracle], f.P50[armWeighted]); math.Abs(g-0.6) > 1e-9 {
 		t.Errorf("gap closed = %v, want 0.6", g)
 	}
@@ -117,12 +122,13 @@ func TestOraclePlacesOnLeastLoad(t *testing.T) {
 	}
 }
 
-// TestSmokeRun runs the whole harness for one short seed: real HAProxies, Prometheus and
-// the daemon built from this tree. It checks that it runs, prints the figures and leaves
-// no process behind, nothing about how even the loads are.
+// TestSmokeRun runs the whole harness for one short seed of each scenario the bench
+// prints: real HAProxies, Prometheus and the daemon built from this tree. It checks that
+// it runs, prints the figures and leaves no process behind, nothing about how even the
+// loads are (the production scenario runs 16 s with its burst at 5 s, not 6 min).
 func TestSmokeRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts real HAProxy and Prometheus for ~20 s")
+		t.Skip("starts real HAProxy and Prometheus for ~1 min")
 	}
 	tmp := t.TempDir()
 	bin := os.Getenv("BENCH_BALANCE_WEIGHTER") // a binary built already, instead of this tree's
@@ -131,32 +137,132 @@ func TestSmokeRun(t *testing.T) {
 		build := exec.Command("go", "build", "-o", bin, "./cmd/haproxy-weighter")
 		build.Dir = "../.."
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build: %v\n%s", err, out)
-		}
+		out, err := build.CombinedOutput()
+		require.NoError(t, err, "build:\n%s", out)
 	}
-	dir, out := filepath.Join(tmp, "work"), filepath.Join(tmp, "bench.txt")
-	o, err := parseFlags([]string{"-weighter", bin, "-readme", "../../README.md", "-dir", dir, "-out", out,
-		"-seeds", "1", "-duration", "16s", "-warmup", "5s", "-conns", "60"})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		scenario string
+		args     []string
+		want     []string
+	}{
+		{scenarioLab, []string{"-conns", "60"},
+			[]string{"control p50 / p90", "gap closed p50 / p90", "\n1      ", "run --socket", "--query 'rate(datapoints_received_total"}},
+		{scenarioBurst, []string{"-conns", "40", "-burst-at", "5s", "-heavy-rate", "600"},
+			[]string{"leastconn p50 / p90", "shed p50 / p90", "gap closed shed", "lines lost", "sheds/h/server",
+				"shed: {above: 1.5}", "\n1      default ", "\n1      shed  ", "kernel", "run --socket", "--query 'rate(datapoints_received_total"}},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			dir, out := filepath.Join(tmp, tc.scenario), filepath.Join(tmp, tc.scenario+".txt")
+			o, err := parseFlags(append([]string{"-weighter", bin, "-readme", "../../README.md", "-dir", dir, "-out", out,
+				"-scenario", tc.scenario, "-seeds", "1", "-duration", "16s", "-warmup", "5s"}, tc.args...))
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var stdout bytes.Buffer
+			require.NoError(t, run(ctx, o, &stdout), "run:\n%s", stdout.String())
+			text, err := os.ReadFile(out)
+			require.NoError(t, err)
+			for _, want := range tc.want {
+				assert.Contains(t, string(text), want)
+			}
+			if tc.scenario == scenarioBurst { // the heavy clients' servers were read, after the burst and at the end
+				assert.Regexp(t, `\n1 +oracle .* [0-3] / [0-3] `, string(text))
+			}
+			left, err := exec.Command("pgrep", "-a", "-f", dir).Output()
+			assert.Error(t, err, "processes left behind:\n%s", left)
+			t.Logf("%s", text)
+		})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var stdout bytes.Buffer
-	if err := run(ctx, o, &stdout); err != nil {
-		t.Fatalf("run: %v\n%s", err, stdout.String())
+}
+
+// The shed arm runs the README's minimal config with its commented shed line on: the
+// same backend, socket and source as the quick start's flags, plus shedding at the
+// README's factors, and nothing else different.
+func TestShedConfigFromREADME(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	qs, err := parseQuickStart(string(b), "run")
+	require.NoError(t, err)
+	text, err := shedConfig(string(b), qs, "/x/shed.sock", "http://127.0.0.1:1")
+	require.NoError(t, err)
+	cfg, err := config.Parse("shed.yaml", []byte(text), nil)
+	require.NoError(t, err, "%s", text)
+	require.Len(t, cfg.Backends, 1)
+	p, ok := cfg.Backends[0].ShedPolicy()
+	require.True(t, ok, "no shed in\n%s", text)
+	want := weighter.DefaultShed()
+	want.Above = 1.5
+	assert.Equal(t, want, p, "docs/shedding.md's recommendation for the production world")
+	assert.Equal(t, "/x/shed.sock", cfg.HAProxy.Socket)
+
+	src := map[string]string{}
+	for _, f := range []string{"prometheus-url", "query", "server-label"} {
+		src[f], _ = flagValue(qs.Args, "--"+f)
 	}
-	text, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
+	src["prometheus-url"] = "http://127.0.0.1:1"
+	backend, _ := flagValue(qs.Args, "--backend")
+	flags, err := config.FromFlags(config.Flags{Socket: "/x/shed.sock", Backend: backend, Source: src})
+	require.NoError(t, err)
+	cfg.Backends[0].Shed = nil
+	assert.Equal(t, flags.Backends[0], cfg.Backends[0], "the minimal config without its shed line is the quick start's flags")
+	assert.Equal(t, flags.Interval, cfg.Interval)
+}
+
+func TestMostHeavyOnOneServer(t *testing.T) {
+	reply := "0x1: proto=tcpv4 src=127.200.0.1:4000 fe=fe_ingest be=be_ingest srv=s3 ts=00\n" +
+		"0x2: proto=tcpv4 src=127.200.0.2:4001 fe=fe_ingest be=be_ingest srv=s3 ts=00\n" +
+		"0x3: proto=tcpv4 src=127.200.0.3:4002 fe=fe_ingest be=be_ingest srv=s1 ts=00\n" +
+		"0x4: proto=tcpv4 src=127.1.0.3:4002 fe=fe_ingest be=be_ingest srv=s1 ts=00\n" +
+		"0x5: proto=tcpv4 src=127.1.0.4:4002 fe=fe_ingest be=be_ingest srv=s1 ts=00\n" +
+		"0x6: proto=unix_stream src=unix:1 fe=GLOBAL be=<NONE> srv=<none> ts=00\n"
+	assert.Equal(t, 2, mostHeavyOnOneServer(reply))
+	assert.Equal(t, 0, mostHeavyOnOneServer(""))
+}
+
+func TestParseWeighterMetrics(t *testing.T) {
+	text := `# HELP haproxy_weighter_sessions_shed_total x
+haproxy_weighter_sessions_shed_total{backend="be_ingest",server="s1"} 2
+haproxy_weighter_sessions_shed_total{backend="be_ingest",server="s2"} 1
+haproxy_weighter_fast_signal_reader{backend="be_ingest",reader="kernel"} 1
+haproxy_weighter_fast_signal_reader{backend="be_ingest",reader="sessions"} 0
+haproxy_weighter_ready 1
+`
+	f, err := parseWeighterMetrics(strings.NewReader(text))
+	require.NoError(t, err)
+	assert.Equal(t, weighterFigures{sheds: 3, reader: "kernel"}, f)
+}
+
+// Every client has its own loopback address, none a network's or broadcast's last octet.
+func TestClientAddrs(t *testing.T) {
+	seen := map[string]bool{}
+	for n := range uint32(70000) {
+		ip := clientAddr(n).To4()
+		require.Equal(t, byte(127), ip[0])
+		require.NotContains(t, []byte{0, 255}, ip[3], "%s", ip)
+		require.False(t, seen[ip.String()], "%s twice", ip)
+		require.NotEqual(t, heavyNet[1], ip[1])
+		seen[ip.String()] = true
 	}
-	for _, want := range []string{"control p50 / p90", "gap closed p50 / p90", "\n1      ", "run --socket", "--query 'rate(datapoints_received_total"} {
-		if !strings.Contains(string(text), want) {
-			t.Errorf("result lacks %q:\n%s", want, text)
-		}
-	}
-	if left, err := exec.Command("pgrep", "-a", "-f", dir).Output(); err == nil {
-		t.Errorf("processes left behind:\n%s", left)
-	}
+	assert.Equal(t, "127.200.0.1", heavyAddr(0).String())
+}
+
+// The production scenario defaults to hour-long clients and 6 min; the lab is unchanged.
+func TestScenarioFlags(t *testing.T) {
+	o, err := parseFlags([]string{"-scenario", scenarioBurst})
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, o.Traffic.Lifetime)
+	assert.Equal(t, 6*time.Minute, o.Duration)
+	assert.Len(t, o.arms, 4)
+	assert.Equal(t, 190*time.Second, o.heavyReadAt())
+	o, err = parseFlags([]string{"-scenario", scenarioBurst, "-duration", "7m", "-lifetime", "2h"})
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Hour, o.Traffic.Lifetime)
+	assert.Equal(t, 7*time.Minute, o.Duration)
+	o, err = parseFlags(nil)
+	require.NoError(t, err)
+	assert.Equal(t, 20*time.Second, o.Traffic.Lifetime)
+	assert.Equal(t, 5*time.Minute, o.Duration)
+	assert.Equal(t, labArms, o.arms)
+	_, err = parseFlags([]string{"-scenario", "nope"})
+	assert.Error(t, err)
 }

@@ -11,20 +11,41 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 )
 
-// The three arms: the same clients through three HAProxies.
+// armKind is how an arm's HAProxy places connections.
+type armKind int
+
 const (
-	armControl  = iota // leastconn, never weighted
-	armWeighted        // leastconn, weighted by haproxy-weighter
-	armOracle          // each connection placed by the oracle
-	nArms
+	kindControl  armKind = iota // leastconn, never weighted
+	kindWeighted                // leastconn, weighted by haproxy-weighter
+	kindOracle                  // each connection placed by the oracle
 )
 
-var armNames = [nArms]string{"control", "weighted", "oracle"}
+// armSpec is one arm: an HAProxy with its own sinks, fed the same clients as the others.
+type armSpec struct {
+	Name string // its files' names and its column
+	Kind armKind
+	// Shed: the weighter runs the README's minimal config with its commented shed line
+	// on, instead of the quick start's flags.
+	Shed bool
+}
 
-// snapshot is every sink's datapoint counter at one moment.
+// The lab scenario's three arms, at fixed indices (its table is written by index).
+const (
+	armControl = iota
+	armWeighted
+	armOracle
+)
+
+var labArms = []armSpec{
+	{Name: "control", Kind: kindControl},
+	{Name: "weighted", Kind: kindWeighted},
+	{Name: "oracle", Kind: kindOracle},
+}
+
+// snapshot is every sink's datapoint counter at one moment, per arm.
 type snapshot struct {
 	T     time.Duration // since the traffic started
-	Lines [nArms][]int64
+	Lines [][]int64
 }
 
 // windowRatios returns max/mean of one arm's servers' loads (datapoints/s) over
@@ -64,12 +85,12 @@ func gapClosed(control, oracle, x float64) float64 {
 // figures are one seed's (or the mean's) p50 and p90 of max/mean, per arm.
 type figures struct {
 	Label    string
-	P50, P90 [nArms]float64
+	P50, P90 []float64
 	Windows  int // windows per arm
 }
 
-func figuresOf(label string, snaps []snapshot, from, to, window time.Duration) figures {
-	f := figures{Label: label}
+func figuresOf(label string, nArms int, snaps []snapshot, from, to, window time.Duration) figures {
+	f := figures{Label: label, P50: make([]float64, nArms), P90: make([]float64, nArms)}
 	for a := range nArms {
 		r := windowRatios(snaps, a, from, to, window)
 		f.P50[a], f.P90[a], f.Windows = sim.Quantile(r, 0.5), sim.Quantile(r, 0.9), len(r)
@@ -80,8 +101,9 @@ func figuresOf(label string, snaps []snapshot, from, to, window time.Duration) f
 // meanOf averages the seeds' figures arm by arm; the gap of the mean is computed from
 // these means.
 func meanOf(fs []figures) figures {
-	m := figures{Label: "mean"}
-	for a := range nArms {
+	n := len(fs[0].P50)
+	m := figures{Label: "mean", P50: make([]float64, n), P90: make([]float64, n)}
+	for a := range n {
 		for _, f := range fs {
 			m.P50[a] += f.P50[a] / float64(len(fs))
 			m.P90[a] += f.P90[a] / float64(len(fs))

@@ -24,8 +24,8 @@ global
 defaults
     mode tcp
     timeout connect 2s
-    timeout client 5m
-    timeout server 5m
+    timeout client {{.Timeout}}
+    timeout server {{.Timeout}}
 
 frontend fe_ingest
 {{- range .Binds}}
@@ -50,19 +50,27 @@ type haproxyServer struct{ Name, Addr string }
 type haproxyConf struct {
 	Socket  string
 	Backend string
+	// Timeout is the client and server inactivity timeout: 5m in the lab (longer than
+	// any pause of its clients), 1h in production, where users of hour-long connections set
+	// it so (a tcp-mode stream whose server never answers must not be cut by it).
+	Timeout string
 	Binds   []string
 	Placed  bool
 	Ports   []string // with Placed: the port of each server's bind
 	Servers []haproxyServer
 }
 
-// startHAProxy writes name.cfg into dir and starts HAProxy on it, in front of sinks, with
-// one frontend address (or, placed, one per server), and waits until its socket shows
-// every server. The child is returned even with an error, so that it can be stopped.
-func startHAProxy(ctx context.Context, hap, dir, name, backend string, sinks []*loadlab.Sink, placed bool) (*loadlab.Child, []string, error) {
-	conf := haproxyConf{Socket: filepath.Join(dir, name+".sock"), Backend: backend, Placed: placed}
+// startHAProxy writes name.cfg into dir and starts HAProxy on it (conf gives its socket,
+// backend, timeout and whether it is placed), in front of sinks, with one frontend address
+// (or, placed, one per server), and waits until its socket shows every server. The child
+// is returned even with an error, so that it can be stopped.
+func startHAProxy(ctx context.Context, conf haproxyConf, hap, dir, name string, sinks []*loadlab.Sink) (*loadlab.Child, []string, error) {
+	backend := conf.Backend
+	if conf.Timeout == "" {
+		conf.Timeout = "5m"
+	}
 	nBinds := 1
-	if placed {
+	if conf.Placed {
 		nBinds = len(sinks)
 	}
 	for range nBinds {

@@ -14,6 +14,14 @@
 //
 // It prints p50 and p90 of max/mean load (datapoints/s) over 10 s windows for each, and
 // the share of the control → oracle gap the weighted HAProxy closes.
+//
+// -scenario long-lived-burst is issue 24's production world instead: clients living an
+// hour on average, each from its own loopback address, three heavy clients connecting
+// within a second at 180 s, and four arms: leastconn, the quick start as shipped
+// (default), the README's minimal config with its shed line on (shed), and the oracle.
+// It prints the same figures per arm, and the lines lost, sheds per hour per server and
+// heavy clients on one server; -scenario drift has 30 % of the clients change rate ×10
+// or ÷10 once during the run instead of the burst.
 package main
 
 import (
@@ -51,8 +59,17 @@ type options struct {
 	Servers    int
 	Traffic    loadlab.TrafficConfig
 
+	Scenario     string
+	HeavyClients int
+	HeavyRate    float64 // lines/s
+	BurstAt      time.Duration
+	BurstWithin  time.Duration
+	DriftShare   float64
+
 	hapBin, promBin string
 	seeds           []uint64
+	sc              scenario
+	arms            []armSpec
 }
 
 func parseFlags(args []string) (options, error) {
@@ -75,9 +92,34 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.Traffic.Median, "median-rate", 2000, "median rate of one connection, bytes/s (50 bytes per datapoint)")
 	fs.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates")
 	fs.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
-	fs.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential)")
+	fs.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential); production scenarios: 1h unless given")
+	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (issue 24: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, oracle) or drift (1 h clients, 30 % change rate ×10 or ÷10 once)")
+	fs.IntVar(&o.HeavyClients, "heavy", 3, "long-lived-burst: heavy clients connecting together")
+	fs.Float64Var(&o.HeavyRate, "heavy-rate", 6000, "long-lived-burst: each heavy client's rate, datapoints (lines)/s")
+	fs.DurationVar(&o.BurstAt, "burst-at", 180*time.Second, "long-lived-burst: when the heavy clients connect")
+	fs.DurationVar(&o.BurstWithin, "burst-within", time.Second, "long-lived-burst: the heavy clients connect within this")
+	fs.Float64Var(&o.DriftShare, "drift-share", 0.3, "drift: share of the clients whose rate changes ×10 or ÷10 (a coin) at a uniform moment between -warmup and -duration")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	sc, ok := scenarios[o.Scenario]
+	if !ok {
+		return o, fmt.Errorf("-scenario: lab, %s or %s, not %q", scenarioBurst, scenarioDrift, o.Scenario)
+	}
+	o.sc, o.arms = sc, sc.arms
+	if o.Scenario != scenarioLab {
+		// The production world's defaults (issue 24): hour-long clients, a run of 6 min.
+		if !given["lifetime"] {
+			o.Traffic.Lifetime = time.Hour
+		}
+		if !given["duration"] {
+			o.Duration = 6 * time.Minute
+		}
+		if o.Scenario == scenarioDrift && !given["heavy"] {
+			o.HeavyClients = 0
+		}
 	}
 	for _, s := range strings.Split(o.Seeds, ",") {
 		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 64)
@@ -93,6 +135,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-duration must leave at least one window after -warmup")
 	case o.Servers < 2 || o.Traffic.Conns < 1:
 		return o, errors.New("-servers must be 2 or more and -conns 1 or more")
+	case o.HeavyClients < 0 || o.HeavyRate <= 0 || o.DriftShare < 0 || o.DriftShare > 1:
+		return o, errors.New("-heavy must be 0 or more, -heavy-rate positive and -drift-share in [0, 1]")
 	}
 	return o, nil
 }
@@ -149,28 +193,28 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	w := io.MultiWriter(stdout, &result)
 	began := time.Now()
 	fmt.Fprintf(w, "bench-balance %s, tree at commit %s, weighter %s\n", began.UTC().Format("2006-01-02 15:04 MST"), gitCommit(), firstLine(o.Weighter, "version"))
-	fmt.Fprintf(w, "weighted HAProxy: %s %s\n", o.Weighter, quote(weighterArgs(qs.Args, "<socket>", "<prometheus>", "<free port>")))
-	fmt.Fprintf(w, "  from %s's Quick start: %s\n", filepath.Base(o.Readme), qs.Line)
-	fmt.Fprintf(w, "%s (leastconn, no weights set, no contstats) ×3; %s scraping the sinks every %s\n",
-		firstLine(o.hapBin, "-v"), firstLine(o.promBin, "--version"), o.Scrape)
-	t := o.Traffic
-	fmt.Fprintf(w, "traffic: %d long-lived connections to each HAProxy, lognormal rates (median %.0f datapoints/s, sigma %.1f, cap %.0f/s), mean life %s\n",
-		t.Conns, t.Median/float64(len(datapoint)), t.Sigma, t.MaxRate/float64(len(datapoint)), t.Lifetime)
-	fmt.Fprintf(w, "oracle: each connection to the server with the least sum of known rates (its own HAProxy, one port per server)\n")
-	fmt.Fprintf(w, "seeds %s, %s each; max/mean of %d servers' datapoints/s over %s windows from %s to %s\n\n",
-		o.Seeds, o.Duration, o.Servers, o.Window, o.Warmup, o.Duration)
+	if err := writeScenarioHeader(w, o, qs); err != nil {
+		return err
+	}
 	var all []figures
+	var prod []prodSeed
 	var notes []string
 	for _, seed := range o.seeds {
 		fmt.Fprintf(stdout, "seed %d: running for %s ...\n", seed, o.Duration)
-		res, err := runSeed(ctx, o, qs, seed, filepath.Join(dir, fmt.Sprintf("seed-%d", seed)), stdout)
+		res, err := runSeed(ctx, o, qs, seed, filepath.Join(dir, fmt.Sprintf("seed-%d", seed)))
 		if err != nil {
 			return fmt.Errorf("seed %d: %w", seed, err)
 		}
-		f := figuresOf(strconv.FormatUint(seed, 10), res.Snaps, o.Warmup, o.Duration, o.Window)
+		f := figuresOf(strconv.FormatUint(seed, 10), len(o.arms), res.Snaps, o.Warmup, o.Duration, o.Window)
 		all = append(all, f)
-		writeTableHeader(stdout)
-		writeRow(stdout, f)
+		if o.Scenario == scenarioLab {
+			writeTableHeader(stdout)
+			writeRow(stdout, f)
+		} else {
+			prod = append(prod, prodSeed{f: f, res: res})
+			writeProdTable(stdout, o.arms, []figures{f})
+			writeProdLines(stdout, o, prod[len(prod)-1:])
+		}
 		note := fmt.Sprintf("seed %d: %d windows; weights changed between %d of %d reads (every 5 s), last: %s",
 			seed, f.Windows, res.Changes, res.WeightReads, strings.Join(res.LastWeights, " "))
 		if res.Late > len(res.Snaps)/20 {
@@ -183,14 +227,25 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		fmt.Fprintln(stdout, note)
 	}
 	fmt.Fprintln(w)
-	writeTableHeader(w)
-	for _, f := range all {
-		writeRow(w, f)
-	}
+	rows := all
 	if len(all) > 1 {
-		writeRow(w, meanOf(all))
+		rows = append(rows, meanOf(all))
 	}
-	fmt.Fprintf(w, "(gap closed: (control − weighted) / (control − oracle); the mean row's from the mean figures)\n")
+	if o.Scenario == scenarioLab {
+		writeTableHeader(w)
+		for _, f := range rows {
+			writeRow(w, f)
+		}
+		fmt.Fprintf(w, "(gap closed: (control − weighted) / (control − oracle); the mean row's from the mean figures)\n")
+	} else {
+		writeProdTable(w, o.arms, rows)
+		fmt.Fprintf(w, "(gap closed: (leastconn − arm) / (leastconn − oracle); the mean row's from the mean figures)\n\n")
+		writeProdLines(w, o, prod)
+		fmt.Fprintf(w, "(lines lost: written by the clients (accepted by the kernel) − received by the arm's sinks once the clients closed and the sinks drained; "+
+			"sheds/h/server: the weighter's haproxy_weighter_sessions_shed_total over %s × %d servers; heavy on one server: the most of the %d heavy clients on one server at %s (the end of the first window after the burst) / at the end; "+
+			"fast signal: the weighter's haproxy_weighter_fast_signal_reader at the end)\n",
+			o.Duration, o.Servers, o.HeavyClients, o.heavyReadAt())
+	}
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
 	}
@@ -204,6 +259,59 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "written to %s\n", o.Out)
 	}
+	return nil
+}
+
+// writeScenarioHeader says what runs: the weighters' command lines, the HAProxies,
+// Prometheus, the traffic and the figures.
+func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
+	hap, prom := firstLine(o.hapBin, "-v"), firstLine(o.promBin, "--version")
+	t := o.Traffic
+	if o.Scenario == scenarioLab {
+		fmt.Fprintf(w, "weighted HAProxy: %s %s\n", o.Weighter, quote(weighterArgs(qs.Args, "<socket>", "<prometheus>", "<free port>")))
+		fmt.Fprintf(w, "  from %s's Quick start: %s\n", filepath.Base(o.Readme), qs.Line)
+		fmt.Fprintf(w, "%s (leastconn, no weights set, no contstats) ×3; %s scraping the sinks every %s\n", hap, prom, o.Scrape)
+		fmt.Fprintf(w, "traffic: %d long-lived connections to each HAProxy, lognormal rates (median %.0f datapoints/s, sigma %.1f, cap %.0f/s), mean life %s\n",
+			t.Conns, t.Median/float64(len(datapoint)), t.Sigma, t.MaxRate/float64(len(datapoint)), t.Lifetime)
+		fmt.Fprintf(w, "oracle: each connection to the server with the least sum of known rates (its own HAProxy, one port per server)\n")
+		fmt.Fprintf(w, "seeds %s, %s each; max/mean of %d servers' datapoints/s over %s windows from %s to %s\n\n",
+			o.Seeds, o.Duration, o.Servers, o.Window, o.Warmup, o.Duration)
+		return nil
+	}
+	b, err := os.ReadFile(o.Readme)
+	if err != nil {
+		return err
+	}
+	cfg, err := shedConfig(string(b), qs, "<socket>", "<prometheus>")
+	if err != nil {
+		return err
+	}
+	shedLine := ""
+	for _, l := range strings.Split(cfg, "\n") {
+		if t := strings.TrimSpace(l); strings.HasPrefix(t, "shed:") {
+			shedLine, _, _ = strings.Cut(t, " #")
+		}
+	}
+	fmt.Fprintf(w, "scenario %s\n", o.Scenario)
+	fmt.Fprintf(w, "default: %s %s\n", o.Weighter, quote(weighterArgs(qs.Args, "<socket>", "<prometheus>", "<free port>")))
+	fmt.Fprintf(w, "  from %s's Quick start: %s\n", filepath.Base(o.Readme), qs.Line)
+	fmt.Fprintf(w, "shed: %s run --config <file> --listen <free port>: %s's minimal config (Quick start) with its socket and Prometheus, and its commented shed line on: %s\n",
+		o.Weighter, filepath.Base(o.Readme), shedLine)
+	fmt.Fprintf(w, "%s (leastconn, no weights set, no contstats, timeouts %s) ×%d; one %s per weighted arm, scraping its sinks every %s\n",
+		hap, o.sc.haproxyTimeout, len(o.arms), prom, o.Scrape)
+	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.0f datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (a client that leaves is replaced by a new one from a new address)\n",
+		t.Conns, t.Median/float64(len(datapoint)), t.Sigma, t.MaxRate/float64(len(datapoint)), t.Lifetime)
+	if o.HeavyClients > 0 {
+		fmt.Fprintf(w, "burst: %d heavy clients of %.0f datapoints/s (%.0fx the median client) from 127.200.0.x connect within %s at %s and stay to the end\n",
+			o.HeavyClients, o.HeavyRate, o.HeavyRate/(t.Median/float64(len(datapoint))), o.BurstWithin, o.BurstAt)
+	}
+	if o.Scenario == scenarioDrift {
+		fmt.Fprintf(w, "drift: %.0f %% of the clients change rate ×10 or ÷10 (a coin) once, at a uniform moment between %s and %s\n", 100*o.DriftShare, o.Warmup, o.Duration)
+	}
+	fmt.Fprintf(w, "a client whose connection to one arm breaks (a shed) reconnects to that arm alone, from its address, and resends up to 2 s of lines it could not write\n")
+	fmt.Fprintf(w, "oracle: each connection to the server with the least sum of known rates (its own HAProxy, one port per server)\n")
+	fmt.Fprintf(w, "seeds %s, %s each; max/mean of %d servers' datapoints/s over %s windows from %s to %s\n\n",
+		o.Seeds, o.Duration, o.Servers, o.Window, o.Warmup, o.Duration)
 	return nil
 }
 

@@ -72,14 +72,15 @@ func findPrometheus(flagValue string) (string, error) {
 }
 
 // startPrometheus starts a real Prometheus on a free loopback port with a fresh TSDB in
-// dir, scraping target every scrape, and waits until it is ready. The child is returned
-// even with an error, so that it can be stopped.
-func startPrometheus(ctx context.Context, bin, dir, target string, scrape time.Duration) (*loadlab.Child, string, error) {
+// dir, scraping target every scrape, and waits until it is ready. Its files in dir start
+// with name (one Prometheus per weighted arm, as each arm's servers are another user's).
+// The child is returned even with an error, so that it can be stopped.
+func startPrometheus(ctx context.Context, bin, dir, name, target string, scrape time.Duration) (*loadlab.Child, string, error) {
 	addr, err := loadlab.FreePort()
 	if err != nil {
 		return nil, "", err
 	}
-	cfg := filepath.Join(dir, "prometheus.yml")
+	cfg := filepath.Join(dir, name+".yml")
 	text := fmt.Sprintf(`# written by bench-balance
 global:
   scrape_interval: %s
@@ -93,10 +94,10 @@ scrape_configs:
 	if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
 		return nil, "", fmt.Errorf("write prometheus config: %w", err)
 	}
-	logPath := filepath.Join(dir, "prometheus.log")
-	p, err := loadlab.StartChild("prometheus", logPath, bin,
+	logPath := filepath.Join(dir, name+".log")
+	p, err := loadlab.StartChild(name, logPath, bin,
 		"--config.file="+cfg,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"),
+		"--storage.tsdb.path="+filepath.Join(dir, name+"-data"),
 		"--web.listen-address="+addr,
 		"--storage.tsdb.retention.time=1d")
 	if err != nil {

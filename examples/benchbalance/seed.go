@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,18 +17,29 @@ import (
 // connection of the median rate (2,000 B/s) sends 40 datapoints/s.
 var datapoint = []byte(fmt.Sprintf("%-49s\n", "bench.ingest.value 42 1764547200"))
 
-// lab is one seed's run: three HAProxies fed the same clients, the weighted one's sinks
-// scraped by Prometheus, and the weighter. stop ends whatever was started.
-type lab struct {
-	o       options
-	dir     string
-	sinks   [nArms][]*loadlab.Sink
-	haps    [nArms]*loadlab.Child
-	socket  string // the weighted HAProxy's admin socket
-	backend string
+// armRun is one arm of a seed's run: its sinks and HAProxy and, for a weighted arm, the
+// exporter of its sinks, its own Prometheus and its weighter (each weighted arm is
+// another user's servers: nothing is shared between them).
+type armRun struct {
+	spec    armSpec
+	sinks   []*loadlab.Sink
+	hap     *loadlab.Child
+	socket  string   // HAProxy's admin socket
+	fronts  []string // frontend addresses (the oracle's: one per server)
 	exp     *exporter
 	prom    *loadlab.Child
 	weigher *loadlab.Child
+	listen  string // the weighter's /metrics and /healthz
+	logPath string // the weighter's log
+}
+
+// lab is one seed's run: one HAProxy per arm fed the same clients, and each weighted
+// arm's Prometheus and weighter. stop ends whatever was started.
+type lab struct {
+	o       options
+	dir     string
+	arms    []*armRun
+	backend string
 	traffic context.CancelFunc
 	wg      sync.WaitGroup
 }
@@ -38,87 +48,146 @@ type lab struct {
 type seedResult struct {
 	Snaps       []snapshot
 	Late        int      // one-second samples taken more than 1.5 s after the previous
-	WeightReads int      // reads of the weighted HAProxy's weights
+	WeightReads int      // reads of the (first) weighted HAProxy's weights
 	Changes     int      // reads whose weights differ from the read before
 	LastWeights []string // "s1=12" ...
 	LogTail     string   // the weighter's last log lines
+
+	// The production scenarios' figures, per arm (production.go).
+	Sent, Received []int64   // lines the clients wrote / the sinks received, over the whole run
+	Sheds          []float64 // the arm's weighter's sessions_shed_total (NaN: no weighter)
+	Readers        []string  // the arm's weighter's fast_signal_reader ("" : no weighter)
+	HeavyAfter     []int     // most heavy clients on one server at the end of the first window after the burst (-1: not read)
+	HeavyEnd       []int     // the same at the end of the run
 }
 
 // runSeed runs one seed for o.Duration and returns its samples; it always stops what it
 // started.
-func runSeed(ctx context.Context, o options, qs quickStart, seed uint64, dir string, w io.Writer) (seedResult, error) {
+func runSeed(ctx context.Context, o options, qs quickStart, seed uint64, dir string) (seedResult, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return seedResult{}, err
 	}
 	l := &lab{o: o, dir: dir}
 	defer l.stop()
-	fronts, err := l.start(ctx, qs)
-	if err != nil {
+	if err := l.start(ctx, qs); err != nil {
 		return seedResult{}, err
 	}
-	orc := newOracle(fronts[armOracle])
-	t := o.Traffic
-	t.Seed = seed
-	t.Addrs = []string{fronts[armControl][0], fronts[armWeighted][0]}
-	t.Place = orc.place
-	t.Payload = datapoint
+	var direct []string // the arms clients dial directly, in arm order
+	var orc *oracle
+	for _, a := range l.arms {
+		if a.spec.Kind == kindOracle {
+			orc = newOracle(a.fronts)
+		} else {
+			direct = append(direct, a.fronts[0])
+		}
+	}
 	tctx, cancel := context.WithCancel(ctx)
 	l.traffic = cancel
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		loadlab.RunTraffic(tctx, t)
-	}()
-	res, err := l.sample(ctx)
+	var prod *prodTraffic
+	if o.Scenario == scenarioLab {
+		t := o.Traffic
+		t.Seed = seed
+		t.Addrs = direct
+		t.Place = orc.place
+		t.Payload = datapoint
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			loadlab.RunTraffic(tctx, t)
+		}()
+	} else {
+		prod = newProdTraffic(o, seed, direct, orc.place)
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			prod.run(tctx)
+		}()
+	}
+	res, err := l.sample(ctx, prod)
+	if err == nil && prod != nil {
+		err = l.finish(ctx, prod, &res)
+	}
 	l.stop()
-	res.LogTail = lastLines(filepath.Join(dir, "weighter.log"), 3)
+	if w := l.firstWeighted(); w != nil {
+		res.LogTail = lastLines(w.logPath, 3)
+	}
 	return res, err
 }
 
-// start opens the sinks, the exporter, Prometheus, the three HAProxies and the weighter,
-// and returns each arm's frontend addresses (the oracle's: one per server).
-func (l *lab) start(ctx context.Context, qs quickStart) ([nArms][]string, error) {
-	var fronts [nArms][]string
-	for a := range nArms {
-		s, err := loadlab.StartSinks(l.o.Servers, true)
-		if err != nil {
-			return fronts, err
+// firstWeighted is the first weighted arm (the lab's weighted, production's default).
+func (l *lab) firstWeighted() *armRun {
+	for _, a := range l.arms {
+		if a.spec.Kind == kindWeighted {
+			return a
 		}
-		l.sinks[a] = s
 	}
+	return nil
+}
+
+// start opens every arm's sinks and HAProxy and every weighted arm's exporter,
+// Prometheus and weighter.
+func (l *lab) start(ctx context.Context, qs quickStart) error {
+	l.backend, _ = flagValue(qs.Args, "--backend")
+	for _, spec := range l.o.arms {
+		a := &armRun{spec: spec}
+		l.arms = append(l.arms, a)
+		var err error
+		if a.sinks, err = loadlab.StartSinks(l.o.Servers, true); err != nil {
+			return err
+		}
+		a.hap, a.fronts, err = startHAProxy(ctx, haproxyConf{
+			Socket: filepath.Join(l.dir, spec.Name+".sock"), Backend: l.backend,
+			Placed: spec.Kind == kindOracle, Timeout: l.o.sc.haproxyTimeout,
+		}, l.o.hapBin, l.dir, spec.Name, a.sinks)
+		if err != nil {
+			return err
+		}
+		a.socket = filepath.Join(l.dir, spec.Name+".sock")
+	}
+	for _, a := range l.arms {
+		if a.spec.Kind != kindWeighted {
+			continue
+		}
+		if err := l.startWeighter(ctx, qs, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startWeighter starts a weighted arm's exporter, Prometheus and weighter: the quick
+// start's `run` flags, or for a shedding arm the README's minimal config with its shed
+// line on; both with this arm's socket, Prometheus and a free /metrics port.
+func (l *lab) startWeighter(ctx context.Context, qs quickStart, a *armRun) error {
 	var err error
-	if l.exp, err = startExporter(l.sinks[armWeighted]); err != nil {
-		return fronts, err
+	if a.exp, err = startExporter(a.sinks); err != nil {
+		return err
 	}
 	var promURL string
-	l.prom, promURL, err = startPrometheus(ctx, l.o.promBin, l.dir, l.exp.addr, l.o.Scrape)
+	a.prom, promURL, err = startPrometheus(ctx, l.o.promBin, l.dir, a.spec.Name+"-prometheus", a.exp.addr, l.o.Scrape)
 	if err != nil {
-		return fronts, err
+		return err
 	}
-	l.backend, _ = flagValue(qs.Args, "--backend")
-	for a, name := range armNames {
-		var h *loadlab.Child
-		h, fronts[a], err = startHAProxy(ctx, l.o.hapBin, l.dir, name, l.backend, l.sinks[a], a == armOracle)
-		l.haps[a] = h
-		if err != nil {
-			return fronts, err
+	if a.listen, err = loadlab.FreePort(); err != nil {
+		return err
+	}
+	args := weighterArgs(qs.Args, a.socket, promURL, a.listen)
+	if a.spec.Shed {
+		path := filepath.Join(l.dir, a.spec.Name+"-weighter.yaml")
+		if err := writeShedConfig(l.o.Readme, qs, path, a.socket, promURL); err != nil {
+			return err
 		}
+		args = []string{"run", "--config", path, "--listen", a.listen}
 	}
-	l.socket = filepath.Join(l.dir, armNames[armWeighted]+".sock")
-	listen, err := loadlab.FreePort()
+	a.logPath = filepath.Join(l.dir, a.spec.Name+"-weighter.log")
+	a.weigher, err = loadlab.StartChild(a.spec.Name+" haproxy-weighter", a.logPath, l.o.Weighter, args...)
 	if err != nil {
-		return fronts, err
+		return err
 	}
-	args := weighterArgs(qs.Args, l.socket, promURL, listen)
-	logPath := filepath.Join(l.dir, "weighter.log")
-	l.weigher, err = loadlab.StartChild("haproxy-weighter", logPath, l.o.Weighter, args...)
-	if err != nil {
-		return fronts, err
+	if err := a.weigher.WaitReady(ctx, 15*time.Second, httpOK("http://"+a.listen+"/healthz")); err != nil {
+		return fmt.Errorf("%w\n%s", err, tail(a.logPath))
 	}
-	if err := l.weigher.WaitReady(ctx, 15*time.Second, httpOK("http://"+listen+"/healthz")); err != nil {
-		return fronts, fmt.Errorf("%w\n%s", err, tail(logPath))
-	}
-	return fronts, nil
+	return nil
 }
 
 // weighterArgs are the quick start's arguments with this run's admin socket, Prometheus
@@ -129,19 +198,22 @@ func weighterArgs(quick []string, socket, promURL, listen string) []string {
 	return withFlag(args, "--listen", listen)
 }
 
-// sample takes a snapshot of every sink each second, and reads the weighted HAProxy's
-// weights every 5 s, for o.Duration.
-func (l *lab) sample(ctx context.Context) (seedResult, error) {
+// sample takes a snapshot of every sink each second, and reads the (first) weighted
+// HAProxy's weights every 5 s, for o.Duration. With production traffic, it also reads
+// where the heavy clients are at the end of the first window after their burst.
+func (l *lab) sample(ctx context.Context, prod *prodTraffic) (seedResult, error) {
 	var res seedResult
 	start := time.Now()
 	prevAt := start
 	var prevWeights []string
+	weighted := l.firstWeighted()
+	heavyRead := prod == nil || l.o.HeavyClients == 0
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	snap := func(now time.Time) snapshot {
-		s := snapshot{T: now.Sub(start)}
-		for a := range nArms {
-			s.Lines[a] = loadlab.ReadLines(l.sinks[a])
+		s := snapshot{T: now.Sub(start), Lines: make([][]int64, len(l.arms))}
+		for i, a := range l.arms {
+			s.Lines[i] = loadlab.ReadLines(a.sinks)
 		}
 		return s
 	}
@@ -157,10 +229,10 @@ func (l *lab) sample(ctx context.Context) (seedResult, error) {
 			}
 			prevAt = now
 		}
-		if n%5 == 0 {
-			if st, err := loadlab.ShowStat(ctx, l.socket, l.backend); err == nil {
+		if n%5 == 0 && weighted != nil {
+			if st, err := loadlab.ShowStat(ctx, weighted.socket, l.backend); err == nil {
 				ws := make([]string, 0, len(st))
-				for _, s := range l.sinks[armWeighted] {
+				for _, s := range weighted.sinks {
 					ws = append(ws, fmt.Sprintf("%s=%d", s.Name, st[s.Name].Weight))
 				}
 				res.WeightReads++
@@ -170,16 +242,11 @@ func (l *lab) sample(ctx context.Context) (seedResult, error) {
 				prevWeights, res.LastWeights = ws, ws
 			}
 		}
-		for a, h := range l.haps {
-			if ok, err := h.Exited(); ok {
-				return res, fmt.Errorf("%s haproxy exited: %v\n%s", armNames[a], err, tail(filepath.Join(l.dir, armNames[a]+".log")))
-			}
+		if !heavyRead && time.Since(start) >= l.o.heavyReadAt() {
+			res.HeavyAfter, heavyRead = l.heavyPerArm(ctx), true
 		}
-		if ok, err := l.weigher.Exited(); ok {
-			return res, fmt.Errorf("haproxy-weighter exited: %v\n%s", err, tail(filepath.Join(l.dir, "weighter.log")))
-		}
-		if ok, err := l.prom.Exited(); ok {
-			return res, fmt.Errorf("prometheus exited: %v\n%s", err, tail(filepath.Join(l.dir, "prometheus.log")))
+		if err := l.exited(); err != nil {
+			return res, err
 		}
 		if time.Since(start) >= l.o.Duration {
 			return res, nil
@@ -187,7 +254,26 @@ func (l *lab) sample(ctx context.Context) (seedResult, error) {
 	}
 }
 
-// stop ends every part in order: clients, weighter, Prometheus, exporter, HAProxies,
+// exited is an error naming the first child that has ended, with its log's tail.
+func (l *lab) exited() error {
+	for _, a := range l.arms {
+		if ok, err := a.hap.Exited(); ok {
+			return fmt.Errorf("%s haproxy exited: %v\n%s", a.spec.Name, err, tail(filepath.Join(l.dir, a.spec.Name+".log")))
+		}
+		if a.weigher == nil {
+			continue
+		}
+		if ok, err := a.weigher.Exited(); ok {
+			return fmt.Errorf("%s haproxy-weighter exited: %v\n%s", a.spec.Name, err, tail(a.logPath))
+		}
+		if ok, err := a.prom.Exited(); ok {
+			return fmt.Errorf("%s prometheus exited: %v\n%s", a.spec.Name, err, tail(filepath.Join(l.dir, a.spec.Name+"-prometheus.log")))
+		}
+	}
+	return nil
+}
+
+// stop ends every part in order: clients, weighters, Prometheus, exporters, HAProxies,
 // sinks. Safe after a partial start and when called twice.
 func (l *lab) stop() {
 	if l.traffic != nil {
@@ -195,24 +281,26 @@ func (l *lab) stop() {
 		l.wg.Wait()
 		l.traffic = nil
 	}
-	if l.weigher != nil {
-		l.weigher.Stop(10 * time.Second)
-	}
-	if l.prom != nil {
-		l.prom.Stop(15 * time.Second)
-	}
-	if l.exp != nil {
-		l.exp.close()
-		l.exp = nil
-	}
-	for _, h := range l.haps {
-		if h != nil {
-			h.Stop(5 * time.Second)
+	for _, a := range l.arms {
+		if a.weigher != nil {
+			a.weigher.Stop(10 * time.Second)
 		}
 	}
-	for a := range l.sinks {
-		loadlab.CloseSinks(l.sinks[a])
-		l.sinks[a] = nil
+	for _, a := range l.arms {
+		if a.prom != nil {
+			a.prom.Stop(15 * time.Second)
+		}
+		if a.exp != nil {
+			a.exp.close()
+			a.exp = nil
+		}
+	}
+	for _, a := range l.arms {
+		if a.hap != nil {
+			a.hap.Stop(5 * time.Second)
+		}
+		loadlab.CloseSinks(a.sinks)
+		a.sinks = nil
 	}
 }
 
