@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,9 +126,17 @@ func TestFastChainOrder(t *testing.T) {
 // TestFastChainWhy: the log line names the cause a user can act on.
 func TestFastChainWhy(t *testing.T) {
 	for err, want := range map[error]string{
-		fmt.Errorf("socket table: %w", &sockdiag.NotVisibleError{Reason: "x"}):               "not in HAProxy's network namespace",
-		errors.New("socket table: open a NETLINK_SOCK_DIAG socket: operation not permitted"): "no NETLINK_SOCK_DIAG socket",
+		fmt.Errorf("socket table: %w", &sockdiag.NotVisibleError{Reason: "x"}):  "not in HAProxy's network namespace",
+		fmt.Errorf("socket table: %w: %w", sockdiag.ErrNoSocket, syscall.EPERM): "no NETLINK_SOCK_DIAG socket",
 	} {
 		assert.Contains(t, why(readerKernel, err), want)
 	}
+}
+
+// TestFastChainWhyByValueNotText: the cause is told by the error's value;
+// a message that merely mentions NETLINK_SOCK_DIAG (a dump that failed
+// after the socket opened) is not a missing socket.
+func TestFastChainWhyByValueNotText(t *testing.T) {
+	err := errors.New("socket table: NETLINK_SOCK_DIAG dump: message truncated")
+	assert.Equal(t, "the read failed", why(readerKernel, err))
 }

@@ -197,7 +197,7 @@ func why(reader string, err error) string {
 		return "not visible: the daemon is not in HAProxy's network namespace"
 	case errors.Is(err, haproxy.ErrStreamDumpUnsafe):
 		return "this HAProxy version crashes on the dump while a Lua socket exists"
-	case reader == readerKernel && strings.Contains(err.Error(), "NETLINK_SOCK_DIAG"):
+	case errors.Is(err, sockdiag.ErrNoSocket):
 		return "no NETLINK_SOCK_DIAG socket: a seccomp profile, or a kernel without inet_diag"
 	}
 	return "the read failed"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // ValidName says why name cannot be sent on the runtime socket as a backend
@@ -91,7 +90,7 @@ func (b *Backend) probe(ctx context.Context, algo string, cmds []string) error {
 	for _, r := range replies {
 		if err := replyError(r); err != nil {
 			err = classify(err)
-			if strings.Contains(err.Error(), ErrStaticWeights.Error()) {
+			if errors.Is(err, ErrStaticWeights) {
 				return fmt.Errorf("backend %s: balance %s with hash-type map-based: %w", b.name, algo, err)
 			}
 			return fmt.Errorf("backend %s: check weight write (is the socket level admin?): %w", b.name, err)

@@ -123,6 +123,12 @@ type dialer struct {
 	buf   []byte
 }
 
+// ErrNoSocket: no NETLINK_SOCK_DIAG socket could be opened (a seccomp
+// profile that forbids it, a kernel without inet_diag). A value, not a
+// message, so that a caller tells it from other failures without reading
+// the text.
+var ErrNoSocket = errors.New("open a NETLINK_SOCK_DIAG socket")
+
 // dump sends each request over one netlink socket and returns every socket
 // of the replies to fn. fn must not keep the socket's memory (it is reused).
 // netlink.Conn opens the socket (in another namespace too), numbers and
@@ -131,7 +137,7 @@ type dialer struct {
 func (d *dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*socket)) error {
 	c, err := netlink.Dial(unix.NETLINK_SOCK_DIAG, &netlink.Config{NetNS: d.netNS})
 	if err != nil {
-		return fmt.Errorf("open a NETLINK_SOCK_DIAG socket: %w", err)
+		return fmt.Errorf("%w: %w", ErrNoSocket, err)
 	}
 	defer c.Close()
 	// The kernel answers a dump at once; the deadline only guards a read
