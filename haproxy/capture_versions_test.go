@@ -121,25 +121,25 @@ func captureVersion(t *testing.T, command string) {
 		front := testenv.FreePort(t)
 		socket := runHAProxy(t, command, "", fmt.Sprintf(captureConfig, front, testenv.StartDiscardServer(t),
 			testenv.StartDiscardServer(t), testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)))
-		info, err := parseInfo(socketCommand(t, socket, "show info"))
+		info, err := parseInfo(testenv.Command(t, socket, "show info"))
 		require.NoError(t, err)
 		v = info.release()
-		require.Equal(t, "\n", socketCommand(t, socket, "set server be_app/s4 state drain"))
-		require.Equal(t, "\n", socketCommand(t, socket, "set server be_app/s2 weight 0"))
+		require.Equal(t, "\n", testenv.Command(t, socket, "set server be_app/s4 state drain"))
+		require.Equal(t, "\n", testenv.Command(t, socket, "set server be_app/s2 weight 0"))
 		for range 2 {
 			c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", front), 5*time.Second)
 			require.NoError(t, err)
 			t.Cleanup(func() { c.Close() })
 		}
-		waitFor(t, "two connections open on s1", func() bool {
-			return parseCapturedStat(t, socketCommand(t, socket, "show stat be_app 6 -1")).servers[0].CurrentSessions == 2
+		testenv.WaitFor(t, "two connections open on s1", func() bool {
+			return parseCapturedStat(t, testenv.Command(t, socket, "show stat be_app 6 -1")).servers[0].CurrentSessions == 2
 		})
-		require.Equal(t, "\n", socketCommand(t, socket, "set server be_app/s2 weight 30"))
+		require.Equal(t, "\n", testenv.Command(t, socket, "set server be_app/s2 weight 30"))
 		dir := filepath.Join("..", "testdata", "haproxy-"+v)
 		for _, c := range capturedCommands {
-			write(filepath.Join(dir, c.file), socketCommand(t, socket, c.cmd))
+			write(filepath.Join(dir, c.file), testenv.Command(t, socket, c.cmd))
 		}
-		write(filepath.Join(dir, "show-info.txt"), socketCommand(t, socket, "show info"))
+		write(filepath.Join(dir, "show-info.txt"), testenv.Command(t, socket, "show info"))
 	}
 	{ // startCaptureScenario's streams, with their bytes.
 		feApp, feOther := testenv.FreePort(t), testenv.FreePort(t)
@@ -166,7 +166,7 @@ backend be_other
 		require.NoError(t, err)
 		var dump string
 		require.EventuallyWithT(t, func(ct *assert.CollectT) {
-			dump = socketCommand(t, socket, "show sess all")
+			dump = testenv.Command(t, socket, "show sess all")
 			d, err := parseDump(dump)
 			require.NoError(ct, err)
 			assert.Equal(ct, wantCapturedShapes, shapesOf(notCLIStreams(d.sessions)))
@@ -189,13 +189,13 @@ backend be_app
 		_, err := c.Write(make([]byte, 100))
 		require.NoError(t, err)
 		var short string
-		waitFor(t, "the Lua stream and the client's", func() bool {
-			short = socketCommand(t, socket, "show sess")
+		testenv.WaitFor(t, "the Lua stream and the client's", func() bool {
+			short = testenv.Command(t, socket, "show sess")
 			return appletStreams(short) == 1 && strings.Contains(short, "srv=s1")
 		})
 		write(filepath.Join("testdata", "show-sess-lua-"+v+".txt"), short)
 		if !crashesOnLuaDump[v] {
-			write(filepath.Join("testdata", "show-sess-all-lua-"+v+".txt"), socketCommand(t, socket, "show sess all"))
+			write(filepath.Join("testdata", "show-sess-all-lua-"+v+".txt"), testenv.Command(t, socket, "show sess all"))
 		}
 	}
 }
@@ -221,7 +221,7 @@ func runHAProxy(t *testing.T, command, global, cfg string) string {
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	waitFor(t, "haproxy's socket", func() bool {
+	testenv.WaitFor(t, "haproxy's socket", func() bool {
 		c, err := net.Dial("unix", socket)
 		if err == nil {
 			c.Close()

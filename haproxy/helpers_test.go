@@ -60,14 +60,6 @@ func newClient(t testing.TB, socket string) *Client {
 // testCtx bounds one test's calls to HAProxy at 30 s.
 func testCtx(t testing.TB) context.Context { return testenv.Context(t, 30*time.Second) }
 
-// waitFor is testenv.WaitFor. TODO(issue 22): call testenv.WaitFor directly
-// in sessions*_test.go, local*_test.go and capture_versions_test.go, which
-// were being edited by others when the helpers moved, then drop this.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	testenv.WaitFor(t, what, cond)
-}
-
 // byName indexes servers read from a Backend.
 func byName(t testing.TB, b *Backend) map[string]weighter.ServerState {
 	t.Helper()

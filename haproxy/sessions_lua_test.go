@@ -66,7 +66,7 @@ backend be_app
 		_, err := conn.Write(make([]byte, 100))
 		require.NoError(t, err)
 	}
-	waitFor(t, "the Lua socket's stream and both clients' bytes", func() bool {
+	testenv.WaitFor(t, "the Lua socket's stream and both clients' bytes", func() bool {
 		dump := rawDump(t, h.Socket, "show sess all")
 		return strings.Contains(dump, "frontend=LUA-SOCKET") && strings.Contains(dump, "server=(null)") &&
 			strings.Count(dump, "total=100)") == 2

@@ -96,7 +96,7 @@ backend be_other
 				dial(fe)
 			}
 			dial(feOther)
-			waitFor(t, "every connection at its server", func() bool {
+			testenv.WaitFor(t, "every connection at its server", func() bool {
 				return len(s1.seen()) == 3 && len(s2.seen()) == 3 && len(other.seen()) == 1
 			})
 			b := c.Backend("be_app")
@@ -176,7 +176,7 @@ backend be
 	defer conn.Close()
 	_, err = conn.Write([]byte("x"))
 	require.NoError(t, err)
-	waitFor(t, "the connection at the server", func() bool { return len(srv.seen()) == 1 })
+	testenv.WaitFor(t, "the connection at the server", func() bool { return len(srv.seen()) == 1 })
 	second := h.Reload()
 	pids, err = c.Processes(testCtx(t))
 	require.NoError(t, err)

@@ -123,14 +123,6 @@ func captureReplies(t *testing.T) map[string]string {
 	return out
 }
 
-// socketCommand is testenv.Command. TODO(issue 22): call testenv.Command
-// directly in capture_versions_test.go, which was being written by another
-// engineer when the helpers moved, then drop this.
-func socketCommand(t *testing.T, socket, cmd string) string {
-	t.Helper()
-	return testenv.Command(t, socket, cmd)
-}
-
 // capturedStat is what the parsers make of a `show stat` reply, with the values
 // that depend on the moment (times, addresses) left out.
 type capturedStat struct {
