@@ -241,10 +241,15 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		writeProdTable(w, o.arms, rows)
 		fmt.Fprintf(w, "(gap closed: (leastconn − arm) / (leastconn − oracle); the mean row's from the mean figures)\n\n")
 		writeProdLines(w, o, prod)
+		heavy := ""
+		if o.HeavyClients > 0 {
+			heavy = fmt.Sprintf("heavy on one server: the most of the %d heavy clients on one server at %s (the end of the first window after the burst) / at the end; ",
+				o.HeavyClients, o.heavyReadAt())
+		}
 		fmt.Fprintf(w, "(lines lost: written by the clients (accepted by the kernel) − received by the arm's sinks once the clients closed and the sinks drained; "+
-			"sheds/h/server: the weighter's haproxy_weighter_sessions_shed_total over %s × %d servers; heavy on one server: the most of the %d heavy clients on one server at %s (the end of the first window after the burst) / at the end; "+
+			"sheds/h/server: the weighter's haproxy_weighter_sessions_shed_total over %s × %d servers; %s"+
 			"fast signal: the weighter's haproxy_weighter_fast_signal_reader at the end)\n",
-			o.Duration, o.Servers, o.HeavyClients, o.heavyReadAt())
+			o.Duration, o.Servers, heavy)
 	}
 	for _, n := range notes {
 		fmt.Fprintln(w, n)
