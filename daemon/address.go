@@ -16,32 +16,26 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// knownServers is a target that keeps the servers its newest read found
-// (haproxy.Backend).
-type knownServers interface {
-	KnownServers() []weighter.ServerState
-}
-
 // ErrNoAddressMatch: with match: address, the source answered and not one of
 // its series names a server's address.
 var ErrNoAddressMatch = errors.New("match: address: no series names the address of a server of the backend")
 
 // addressSource is a backend's configured source whose series are named by
 // address (`match: address`): each fetch renames them to the servers at
-// those addresses in the cycle's read of HAProxy (addrmatch).
+// those addresses in the cycle's read of HAProxy (addrmatch), which the
+// cycle hands to Fetch.
 type addressSource struct {
 	inner weighter.Source
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	servers knownServers
 	last    addrmatch.Match // the newest fetch's match, for /metrics
 	fetched bool
 	warned  string // the left-out series last logged, so that a change is logged once
 }
 
-func newAddressSource(inner weighter.Source, servers knownServers, log *slog.Logger) *addressSource {
-	return &addressSource{inner: inner, servers: servers, log: log}
+func newAddressSource(inner weighter.Source, log *slog.Logger) *addressSource {
+	return &addressSource{inner: inner, log: log}
 }
 
 // Fetch fetches the source and matches its series to the servers by address.
@@ -49,16 +43,13 @@ func newAddressSource(inner weighter.Source, servers knownServers, log *slog.Log
 // out (those servers have no data: the policy's missing applies), and said
 // once in the log and in haproxy_weighter_address_unmatched_series; a source
 // none of whose series matches fails the fetch.
-func (a *addressSource) Fetch(ctx context.Context) (weighter.Loads, error) {
-	loads, err := a.inner.Fetch(ctx)
+func (a *addressSource) Fetch(ctx context.Context, servers []weighter.ServerState) (weighter.Loads, error) {
+	loads, err := a.inner.Fetch(ctx, servers)
 	if err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	servers := a.servers.KnownServers()
-	a.mu.Unlock()
 	if len(loads) > 0 && servers == nil {
-		return nil, errors.New("match: address: the backend's servers have not been read yet")
+		return nil, errors.New("match: address: no servers were read to match the series to")
 	}
 	m := addrmatch.Servers(loads, servers)
 	a.mu.Lock()
@@ -98,14 +89,9 @@ func (a *addressSource) report(m addrmatch.Match) {
 	}
 }
 
-// ReadThrough points a source a reload keeps at the new target, whose reads
-// give the addresses (and passes it on to a source that reads HAProxy).
+// ReadThrough passes the new target a reload keeps the source for on to a
+// source that reads HAProxy (the addresses come with each Fetch).
 func (a *addressSource) ReadThrough(sr haproxy.StatsReader) {
-	if ks, ok := sr.(knownServers); ok {
-		a.mu.Lock()
-		a.servers = ks
-		a.mu.Unlock()
-	}
 	if r, ok := a.inner.(readsThrough); ok {
 		r.ReadThrough(sr)
 	}
@@ -118,21 +104,22 @@ func (a *addressSource) state() (addrmatch.Match, bool) {
 	return a.last, a.fetched
 }
 
-// addressStates lists the servers' addresses of the configuration in force
-// and, for the backends that match by address, what the newest fetch left out.
+// addressStates lists the servers' addresses of the configuration in force,
+// as each HAProxy backend's newest cycle read them, and, for the backends
+// that match by address, what the newest fetch left out.
 func (d *Daemon) addressStates() []metrics.AddressState {
 	g := d.current()
 	if g == nil {
 		return nil
 	}
 	var out []metrics.AddressState
-	for _, u := range g.units {
-		ks, ok := u.target.(knownServers)
-		if !ok {
+	for _, r := range g.runners {
+		u := r.unit
+		if u.Kind != "haproxy" {
 			continue
 		}
 		st := metrics.AddressState{Backend: u.Backend.Name, Servers: map[string]string{}}
-		for _, s := range ks.KnownServers() {
+		for _, s := range r.knownServers() {
 			st.Servers[s.Name] = s.Address
 		}
 		if u.address != nil {

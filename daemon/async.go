@@ -46,7 +46,7 @@ func newAsyncSource(src weighter.Source, timeout time.Duration) *asyncSource {
 // Fetch starts a background fetch unless one is running and returns the
 // newest completed result. Before the first result it waits for it, as long
 // as ctx allows.
-func (a *asyncSource) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (a *asyncSource) Fetch(ctx context.Context, servers []weighter.ServerState) (weighter.Loads, error) {
 	a.mu.Lock()
 	now := time.Now()
 	if a.now != nil {
@@ -56,7 +56,7 @@ func (a *asyncSource) Fetch(ctx context.Context) (weighter.Loads, error) {
 	// must not find the next fetch a hair too early and wait another refresh.
 	if a.running == nil && (!a.have || now.Sub(a.started) >= a.every-a.every/10) {
 		a.running, a.started = make(chan struct{}), now
-		go a.fetch(a.running)
+		go a.fetch(a.running, servers)
 	}
 	running, have := a.running, a.have
 	a.mu.Unlock()
@@ -73,10 +73,10 @@ func (a *asyncSource) Fetch(ctx context.Context) (weighter.Loads, error) {
 	return a.loads, a.err
 }
 
-func (a *asyncSource) fetch(done chan struct{}) {
+func (a *asyncSource) fetch(done chan struct{}, servers []weighter.ServerState) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
-	loads, err := a.src.Fetch(ctx)
+	loads, err := a.src.Fetch(ctx, servers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.loads, a.err, a.have, a.running = loads, err, true, nil

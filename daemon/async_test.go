@@ -26,7 +26,7 @@ type slowSource struct {
 	err     error
 }
 
-func (s *slowSource) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (s *slowSource) Fetch(ctx context.Context, _ []weighter.ServerState) (weighter.Loads, error) {
 	n := s.calls.Add(1)
 	r := s.running.Add(1)
 	defer s.running.Add(-1)
@@ -56,21 +56,21 @@ func TestAsyncSourceOutlastsTheCycle(t *testing.T) {
 
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := a.Fetch(short)
+	_, err := a.Fetch(short, nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing has come back yet")
 	// The fetch runs in the background: wait until it has reached the source
 	// (under load the goroutine may not have run yet when the cycle gives up).
 	require.Eventually(t, func() bool { return src.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
-	_, err = a.Fetch(short) // a second cycle while the first fetch runs
+	_, err = a.Fetch(short, nil) // a second cycle while the first fetch runs
 	require.Error(t, err)
 	assert.EqualValues(t, 1, src.calls.Load(), "one fetch at a time")
 
 	src.gate <- struct{}{} // the first fetch answers
-	loads, err := a.Fetch(context.Background())
+	loads, err := a.Fetch(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, loads["s1"][0].Value, "the answer of the fetch that outlasted the cycle")
 	require.Eventually(t, func() bool {
-		l, err := a.Fetch(context.Background()) // answers at once, and starts the next fetch
+		l, err := a.Fetch(context.Background(), nil) // answers at once, and starts the next fetch
 		return err == nil && l["s1"][0].Value == 1 && src.calls.Load() == 2
 	}, 5*time.Second, time.Millisecond, "a cycle starts the next fetch")
 
@@ -79,10 +79,10 @@ func TestAsyncSourceOutlastsTheCycle(t *testing.T) {
 	src.mu.Unlock()
 	src.gate <- struct{}{} // the second fetch fails
 	require.Eventually(t, func() bool {
-		_, err := a.Fetch(context.Background())
+		_, err := a.Fetch(context.Background(), nil)
 		return err != nil
 	}, 5*time.Second, time.Millisecond)
-	_, err = a.Fetch(context.Background())
+	_, err = a.Fetch(context.Background(), nil)
 	require.ErrorContains(t, err, "graphite: 503")
 
 	src.mu.Lock()
@@ -90,7 +90,7 @@ func TestAsyncSourceOutlastsTheCycle(t *testing.T) {
 	src.mu.Unlock()
 	close(src.gate) // every later fetch answers at once
 	require.Eventually(t, func() bool {
-		l, err := a.Fetch(context.Background())
+		l, err := a.Fetch(context.Background(), nil)
 		return err == nil && l["s1"][0].Value >= 3
 	}, 5*time.Second, time.Millisecond)
 	assert.EqualValues(t, 1, src.most.Load(), "never two fetches at a time")
@@ -101,9 +101,9 @@ func TestAsyncSourceOutlastsTheCycle(t *testing.T) {
 func TestAsyncSourceBoundsTheFetch(t *testing.T) {
 	src := &slowSource{gate: make(chan struct{})} // never opened
 	a := newAsyncSource(src, 30*time.Millisecond)
-	_, err := a.Fetch(context.Background())
+	_, err := a.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the wrapper's timeout, not the caller's")
-	_, _ = a.Fetch(context.Background())
+	_, _ = a.Fetch(context.Background(), nil)
 	require.Eventually(t, func() bool { return src.calls.Load() >= 2 }, 5*time.Second, time.Millisecond)
 }
 
@@ -124,7 +124,7 @@ func TestAsyncSourceAsksOncePerRefresh(t *testing.T) {
 		return a.running == nil
 	}
 	for range 60 { // a minute of 1 s cycles
-		_, err := a.Fetch(ctx)
+		_, err := a.Fetch(ctx, nil)
 		require.NoError(t, err)
 		testenv.WaitFor(t, "the fetch to end", settled)
 		now = now.Add(time.Second)
@@ -135,10 +135,10 @@ func TestAsyncSourceAsksOncePerRefresh(t *testing.T) {
 	src.err = errors.New("prometheus: connection refused")
 	src.mu.Unlock()
 	now = now.Add(15 * time.Second)
-	_, _ = a.Fetch(ctx) // starts the failing fetch (the answer is the last one, or the error if it is back already)
+	_, _ = a.Fetch(ctx, nil) // starts the failing fetch (the answer is the last one, or the error if it is back already)
 	testenv.WaitFor(t, "the failing fetch to end", settled)
 	now = now.Add(time.Second)
-	_, err := a.Fetch(ctx) // the next cycle: the error, without a new fetch
+	_, err := a.Fetch(ctx, nil) // the next cycle: the error, without a new fetch
 	require.ErrorContains(t, err, "connection refused")
 	assert.Equal(t, int32(6), src.calls.Load())
 }

@@ -138,7 +138,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	}
 	if hb != nil && b.MatchesAddress() {
 		// Renamed from addresses to servers before anything uses the loads.
-		u.address = newAddressSource(src, hb, log)
+		u.address = newAddressSource(src, log)
 		src = u.address
 	}
 	u.Backend.Source = src

@@ -130,7 +130,7 @@ func TestHoldIsLoggedOnce(t *testing.T) {
 // partialSource has data for s1 only.
 type partialSource struct{}
 
-func (partialSource) Fetch(context.Context) (weighter.Loads, error) {
+func (partialSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	return weighter.Loads{"s1": {{Time: time.Unix(1_800_000_000, 0), Value: 10}}}, nil
 }
 
@@ -175,7 +175,7 @@ func TestUnknownServerLoggedOnce(t *testing.T) {
 // extraSource has data for s1, s2 and s9, which the backend does not have.
 type extraSource struct{}
 
-func (extraSource) Fetch(context.Context) (weighter.Loads, error) {
+func (extraSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	at := time.Unix(1_800_000_000, 0)
 	return weighter.Loads{"s1": {{Time: at, Value: 10}}, "s2": {{Time: at, Value: 20}}, "s9": {{Time: at, Value: 5}}}, nil
 }

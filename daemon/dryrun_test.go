@@ -38,7 +38,7 @@ func (s *loadSource) set(loads map[string]float64, err error) {
 	s.loads, s.err = loads, err
 }
 
-func (s *loadSource) Fetch(context.Context) (weighter.Loads, error) {
+func (s *loadSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
@@ -413,7 +413,7 @@ type steadySource struct {
 	loads map[string]float64
 }
 
-func (s *steadySource) Fetch(context.Context) (weighter.Loads, error) {
+func (s *steadySource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	out := make(weighter.Loads, len(s.loads))
 	for name, v := range s.loads {
 		out[name] = weighter.Series{{Time: s.clock.Now(), Value: v}}

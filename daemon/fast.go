@@ -40,10 +40,10 @@ func newLocalReader(b *haproxy.Backend, dir weighter.Bytes) *localReader {
 	return &localReader{counter: counter, b: b}
 }
 
-// ReadLocal reads the signal of the named servers from the newest `show
-// sess all` of the backend's HAProxy.
-func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
-	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: servers, Open: r.open.Load()})
+// ReadLocal reads the signal of the servers from the newest `show sess
+// all` of the backend's HAProxy.
+func (r *localReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
+	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: weighter.Names(servers), Open: r.open.Load()})
 	if err != nil {
 		return weighter.LocalRead{}, err
 	}
@@ -58,18 +58,6 @@ func (r *localReader) ReadLocal(ctx context.Context, servers []string) (weighter
 	}
 	out.Open = openSessions(got.Open)
 	return out, nil
-}
-
-// ServerAddresses are the servers' addresses as the newest read of HAProxy
-// found, by which the peers' readings are matched to them.
-func (r *localReader) ServerAddresses() map[string]string {
-	out := map[string]string{}
-	for _, s := range r.b.KnownServers() {
-		if s.Address != "" {
-			out[s.Name] = s.Address
-		}
-	}
-	return out
 }
 
 // nextRead is when a read can next see a new dump of HAProxy (zero before
@@ -181,10 +169,6 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	if f == nil {
 		return weighter.FastOff
 	}
-	names := make([]string, len(servers))
-	for i, s := range servers {
-		names[i] = s.Name
-	}
 	dead, live := slog.LevelWarn, slog.LevelInfo
 	if said.fastDead {
 		dead = slog.LevelDebug
@@ -192,7 +176,7 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	if said.fastKept {
 		live = slog.LevelDebug
 	}
-	if err := f.fresh.Prime(ctx, names); err != nil {
+	if err := f.fresh.Prime(ctx, servers); err != nil {
 		how := "the kernel's socket table, show sess all, show stat"
 		if f.local == nil {
 			how = "IPVS connection counts"

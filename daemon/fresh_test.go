@@ -30,7 +30,7 @@ type clockLocal struct {
 	err   error
 }
 
-func (l *clockLocal) ReadLocal(context.Context, []string) (weighter.LocalRead, error) {
+func (l *clockLocal) ReadLocal(context.Context, []weighter.ServerState) (weighter.LocalRead, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -61,7 +61,7 @@ type clockExternal struct {
 	err   error
 }
 
-func (e *clockExternal) Fetch(context.Context) (weighter.Loads, error) {
+func (e *clockExternal) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.err != nil {

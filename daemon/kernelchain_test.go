@@ -28,7 +28,7 @@ type stepReader struct {
 	reads         int
 }
 
-func (r *stepReader) ReadLocal(context.Context, []string) (weighter.LocalRead, error) {
+func (r *stepReader) ReadLocal(context.Context, []weighter.ServerState) (weighter.LocalRead, error) {
 	if r.err != nil {
 		return weighter.LocalRead{}, r.err
 	}
@@ -58,7 +58,7 @@ func TestFastChainOrder(t *testing.T) {
 	ctx := context.Background()
 	read := func() weighter.LocalRead {
 		t.Helper()
-		got, err := c.ReadLocal(ctx, []string{"s1"})
+		got, err := c.ReadLocal(ctx, testenv.Servers("s1"))
 		require.NoError(t, err)
 		return got
 	}
@@ -91,12 +91,12 @@ func TestFastChainOrder(t *testing.T) {
 	assert.Equal(t, readerStat, got.Reader)
 	assert.Equal(t, first+110, got.Servers["s1"].Bytes)
 	stat.err = errors.New("show stat: connection refused")
-	_, err := c.ReadLocal(ctx, []string{"s1"})
+	_, err := c.ReadLocal(ctx, testenv.Servers("s1"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "no fast signal reader works")
 	assert.Contains(t, logs.String(), "no reader works; weighting by the source alone")
 	for range 3 {
-		_, err = c.ReadLocal(ctx, []string{"s1"})
+		_, err = c.ReadLocal(ctx, testenv.Servers("s1"))
 		require.Error(t, err)
 	}
 	assert.Equal(t, 3, steps(), "each step down said once")

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
-	"github.com/haproxy-weighter/haproxy-weighter/peers"
 	"github.com/haproxy-weighter/haproxy-weighter/sockdiag"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -97,10 +96,7 @@ type fastChain struct {
 	base  map[string]float64 // added to the current reader's Bytes (continuity across switches)
 }
 
-var (
-	_ weighter.LocalReader  = (*fastChain)(nil)
-	_ peers.ServerAddresses = (*fastChain)(nil)
-)
+var _ weighter.LocalReader = (*fastChain)(nil)
 
 // newFastChain builds the chain over a backend's readers, in order: the
 // socket table (kernel, nil when not built), show sess all, show stat (nil
@@ -123,7 +119,7 @@ func newFastChain(backend string, kernel, sessions, stat weighter.LocalReader, l
 // ReadLocal reads the best reader that works. Bytes go on from the last
 // read across a change of reader (each reader counts from its own base),
 // and the read after a change has no rate (Reset).
-func (c *fastChain) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (c *fastChain) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -235,14 +231,6 @@ func (c *fastChain) reader() string {
 	return c.cur
 }
 
-// ServerAddresses are the servers' addresses for the peers (peers.ServerAddresses).
-func (c *fastChain) ServerAddresses() map[string]string {
-	if c.sessions == nil {
-		return map[string]string{}
-	}
-	return c.sessions.ServerAddresses()
-}
-
 // kernelReader reads an HAProxy backend's fast signal from the kernel's
 // socket table: the servers' addresses from the cycle's `show servers
 // state`, HAProxy's pids from `show info` or the master's `show proc`.
@@ -281,8 +269,8 @@ type streamOf struct {
 func newKernelReader(hb *haproxy.Backend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *kernelReader {
 	k := &kernelReader{hb: hb, bytes: dir, log: log, streams: map[uint64]streamOf{}, first: map[uint64]time.Time{}}
 	k.reader = sockdiag.New(sockdiag.Config{PIDs: haproxyPIDs(c, master, "/proc")})
-	k.local = sockdiag.NewLocalReader(k.reader, func(context.Context) (map[string]netip.AddrPort, error) {
-		return hb.ServerAddrs(), nil
+	k.local = sockdiag.NewLocalReader(k.reader, func(servers []weighter.ServerState) (map[string]netip.AddrPort, error) {
+		return haproxy.ServerAddrs(servers), nil
 	}, dir)
 	return k
 }
@@ -290,13 +278,13 @@ func newKernelReader(hb *haproxy.Backend, c *haproxy.Client, master bool, dir we
 // ReadLocal reads the table, checks with HAProxy's scur of the same cycle
 // that HAProxy's connections are in it, and lists the open connections
 // when the backend sheds.
-func (k *kernelReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (k *kernelReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	out, err := k.local.ReadLocal(ctx, servers)
 	if err != nil {
 		return weighter.LocalRead{}, err
 	}
 	last := k.local.Last()
-	if err := k.reader.Check(last, k.hb.ServerSessions()); err != nil {
+	if err := k.reader.Check(last, haproxy.ServerSessions(servers)); err != nil {
 		return weighter.LocalRead{}, err
 	}
 	k.mu.Lock()

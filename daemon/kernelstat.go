@@ -42,7 +42,7 @@ const statDeadAfter = 5
 var _ weighter.LocalReader = (*statReader)(nil)
 
 // ReadLocal reads the servers' counters and their rates since the last read.
-func (s *statReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (s *statReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	stats, at, err := s.hb.ReadStats(ctx)
 	if err != nil {
 		return weighter.LocalRead{}, fmt.Errorf("show stat: %w", err)
@@ -65,7 +65,7 @@ func (s *statReader) ReadLocal(ctx context.Context, servers []string) (weighter.
 		open = open || st.CurrentSessions > 0
 		out.Servers[st.Server] = c
 	}
-	for _, name := range servers {
+	for _, name := range weighter.Names(servers) {
 		if _, ok := out.Servers[name]; !ok {
 			out.Servers[name] = weighter.LocalCounter{Reset: true}
 		}

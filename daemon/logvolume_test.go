@@ -38,7 +38,7 @@ func newNoisySource(clock Clock, n int, seed uint64) *noisySource {
 	return s
 }
 
-func (s *noisySource) Fetch(context.Context) (weighter.Loads, error) {
+func (s *noisySource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	if s.err != nil {
 		return nil, s.err
 	}

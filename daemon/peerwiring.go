@@ -9,11 +9,6 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
 )
 
-// HAProxy's fast reader says its servers' addresses, by which the peers'
-// readings of them are matched (a name does not name the same server on
-// every balancer).
-var _ peers.ServerAddresses = (*localReader)(nil)
-
 // startPeers points the peer set at cfg's peers (a reload may change them)
 // and says when this daemon's own readings cannot reach them.
 func (d *Daemon) startPeers(ctx context.Context, cfg *config.Config) {

@@ -45,12 +45,16 @@ type runner struct {
 
 	mu       sync.Mutex
 	started  time.Time
-	lastOK   time.Time      // end of the last ok cycle
-	lastBeat time.Time      // end of the last cycle, whatever its result
-	cl       *cycleLog      // what was logged of the cycles so far
-	last     lastCycle      // the last cycle that ended (status page)
-	plan     lastCycle      // the last cycle that ended with a plan
-	history  *statusHistory // the status page's last 15 minutes (status_history.go)
+	lastOK   time.Time // end of the last ok cycle
+	lastBeat time.Time // end of the last cycle, whatever its result
+	cl       *cycleLog // what was logged of the cycles so far
+	last     lastCycle // the last cycle that ended (status page)
+	plan     lastCycle // the last cycle that ended with a plan
+	// servers are the target's servers as the newest cycle that read them
+	// found them (/metrics' server_info): the cycle's own read, not a copy
+	// the target keeps.
+	servers []weighter.ServerState
+	history *statusHistory // the status page's last 15 minutes (status_history.go)
 
 	// lastStart is when the backend's last cycle started, carried over by a
 	// reload (inheritSchedule): the next cycle waits for an interval after it,
@@ -79,10 +83,10 @@ func (r *runner) inherit(old *runner) {
 		return
 	}
 	old.mu.Lock()
-	lastOK, cl, last, plan, history := old.lastOK, old.cl.clone(r.log), old.last, old.plan, old.history
+	lastOK, cl, last, plan, history, servers := old.lastOK, old.cl.clone(r.log), old.last, old.plan, old.history, old.servers
 	old.mu.Unlock()
 	r.mu.Lock()
-	r.lastOK, r.cl, r.last, r.plan, r.history = lastOK, cl, last, plan, history
+	r.lastOK, r.cl, r.last, r.plan, r.history, r.servers = lastOK, cl, last, plan, history, servers
 	r.mu.Unlock()
 }
 
@@ -169,6 +173,9 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	r.last = lastCycle{Cycle: c, End: end}
 	if r.last.planned() {
 		r.plan = r.last
+	}
+	if c.Servers != nil {
+		r.servers = c.Servers
 	}
 	r.history.record(r.last)
 	r.mu.Unlock()
@@ -260,4 +267,11 @@ func (r *runner) waitForSecondRead(st weighter.FastState) {
 	if next := r.unit.fast.local.nextRead(); !next.IsZero() {
 		r.waitFirstUntil(next)
 	}
+}
+
+// knownServers are the servers the newest cycle read (nil before the first).
+func (r *runner) knownServers() []weighter.ServerState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.servers
 }

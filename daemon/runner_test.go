@@ -24,7 +24,7 @@ type fakeSource struct {
 	calls int
 }
 
-func (f *fakeSource) Fetch(context.Context) (weighter.Loads, error) {
+func (f *fakeSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++

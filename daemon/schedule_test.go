@@ -50,7 +50,7 @@ type hangingSource struct {
 	starts []time.Time
 }
 
-func (s *hangingSource) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (s *hangingSource) Fetch(ctx context.Context, _ []weighter.ServerState) (weighter.Loads, error) {
 	s.mu.Lock()
 	s.starts = append(s.starts, s.clock.Now())
 	if len(s.starts) == s.cycles {

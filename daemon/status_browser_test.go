@@ -369,7 +369,7 @@ type storySource struct {
 	closed []string          // servers whose whale is gone
 }
 
-func (s *storySource) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (s *storySource) Fetch(ctx context.Context, _ []weighter.ServerState) (weighter.Loads, error) {
 	l, _, err := s.FetchSignal(ctx, nil)
 	return l, err
 }

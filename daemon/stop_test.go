@@ -17,7 +17,7 @@ type wedgedSource struct {
 	release  chan struct{}
 }
 
-func (s *wedgedSource) Fetch(context.Context) (weighter.Loads, error) {
+func (s *wedgedSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	s.fetching <- struct{}{}
 	<-s.release
 	return nil, context.Canceled

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,17 +18,16 @@ import (
 // HAProxy's processes, to tell HAProxy's sockets from other processes' and
 // to see the old workers' connections after a reload.
 
-// ServerAddrs returns the address of each server of the backend as the
-// newest Servers call read it (`show servers state`'s srv_addr and
-// srv_port): each cycle starts with that read, so this costs no round trip.
+// ServerAddrs returns the address of each of servers, as a Servers call
+// read them (`show servers state`'s srv_addr and srv_port): the cycle's
+// read, which the fast readers are handed, so this costs no round trip.
 // A server without an address (0.0.0.0 or ::, as HAProxy shows one waiting
 // for DNS or set with `init-addr none`) is left out: it has no connection.
 // A port 0 is kept: HAProxy then connects to the client's destination port,
 // and the reader matches the address on any port.
-func (b *Backend) ServerAddrs() map[string]netip.AddrPort {
-	known := b.KnownServers()
-	out := make(map[string]netip.AddrPort, len(known))
-	for _, s := range known {
+func ServerAddrs(servers []weighter.ServerState) map[string]netip.AddrPort {
+	out := make(map[string]netip.AddrPort, len(servers))
+	for _, s := range servers {
 		if ap, ok := serverAddr(s.Address); ok {
 			out[s.Name] = ap
 		}
@@ -45,12 +45,11 @@ func serverAddr(s string) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), true
 }
 
-// ServerSessions returns each server's open sessions (`show stat` scur) as
-// the newest Servers call read them.
-func (b *Backend) ServerSessions() map[string]int {
-	known := b.KnownServers()
-	out := make(map[string]int, len(known))
-	for _, s := range known {
+// ServerSessions returns the open sessions (`show stat` scur) of each of
+// servers, as a Servers call read them.
+func ServerSessions(servers []weighter.ServerState) map[string]int {
+	out := make(map[string]int, len(servers))
+	for _, s := range servers {
 		out[s.Name] = s.Sessions
 	}
 	return out

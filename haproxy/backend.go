@@ -18,9 +18,8 @@ type Backend struct {
 	now func() time.Time // the clock reads are stamped with (tests set it)
 
 	mu       sync.Mutex
-	snapshot map[string]snapWeight  // weights read by Snapshot, for Restore
-	recent   *statsRead             // the `show stat` of the last Servers, for ReadStats
-	known    []weighter.ServerState // the newest Servers read, for KnownServers
+	snapshot map[string]snapWeight // weights read by Snapshot, for Restore
+	recent   *statsRead            // the `show stat` of the last Servers, for ReadStats
 }
 
 var _ weighter.Target = (*Backend)(nil)
@@ -56,7 +55,6 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 			ownZeroes.Seen(zeroKey{b.c.cfg.Socket, b.name, s.Name}, sent)
 		}
 	}
-	b.keepServers(servers)
 	return servers, nil
 }
 

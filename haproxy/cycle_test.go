@@ -16,7 +16,7 @@ import (
 // fixedLoads is a Source that always reports the same loads.
 type fixedLoads map[string]float64
 
-func (f fixedLoads) Fetch(context.Context) (weighter.Loads, error) {
+func (f fixedLoads) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	loads := weighter.Loads{}
 	for s, v := range f {
 		loads[s] = weighter.Series{{Time: time.Now(), Value: v}}

@@ -75,7 +75,7 @@ backend be
 	mu.Lock()
 	trips = nil
 	mu.Unlock()
-	_, err = src.Fetch(context.Background())
+	_, err = src.Fetch(context.Background(), nil)
 	require.NoError(t, err)
 	mu.Lock()
 	defer mu.Unlock()

@@ -184,7 +184,7 @@ func (h *StatsSource) ReadThrough(r StatsReader) {
 // rate from its read rate_window ago to this one. A server whose counter went
 // down (HAProxy restarted), or that is new, has no point until its reads after
 // that span the window again.
-func (h *StatsSource) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (h *StatsSource) Fetch(ctx context.Context, _ []weighter.ServerState) (weighter.Loads, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cur, at, err := h.read(ctx)

@@ -83,7 +83,7 @@ func TestHAProxyStatsPerConnection(t *testing.T) {
 	}}
 	src, err := NewStatsSource(StatsConfig{Counter: "bytes_out", PerConnection: true, SampleInterval: duration.Duration(time.Millisecond), RateWindow: duration.Duration(time.Nanosecond)}, "be", r, nil)
 	require.NoError(t, err)
-	loads, err := src.Fetch(context.Background())
+	loads, err := src.Fetch(context.Background(), nil)
 	require.NoError(t, err)
 	require.Len(t, loads, 5)
 	a := loads["a"][0].Value
@@ -105,14 +105,14 @@ func TestHAProxyStatsRatesAndResets(t *testing.T) {
 	src := newStatsSource(t, "sessions_total", r)
 	ctx := context.Background()
 
-	first, err := src.Fetch(ctx)
+	first, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2, r.calls, "first fetch reads twice")
 	require.Len(t, first, 2)
 	ratio := first["b"][0].Value / first["a"][0].Value
 	assert.InDelta(t, 3.0, ratio, 1e-9, "rates proportional to counter deltas")
 
-	second, err := src.Fetch(ctx)
+	second, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 3, r.calls, "later fetches read once")
 	assert.Contains(t, second, "a")
@@ -124,14 +124,14 @@ func TestHAProxyStatsRatesAndResets(t *testing.T) {
 
 func TestHAProxyStatsGaugeAndErrors(t *testing.T) {
 	r := &scriptedStats{reads: [][]ServerStat{{{Server: "a", CurrentSessions: 4}}}}
-	loads, err := newStatsSource(t, "current_sessions", r).Fetch(context.Background())
+	loads, err := newStatsSource(t, "current_sessions", r).Fetch(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 4.0, loads["a"][0].Value)
 	assert.Equal(t, 1, r.calls, "a gauge needs one read")
 
-	_, err = newStatsSource(t, "bytes_in", &scriptedStats{err: errors.New("boom")}).Fetch(context.Background())
+	_, err = newStatsSource(t, "bytes_in", &scriptedStats{err: errors.New("boom")}).Fetch(context.Background(), nil)
 	require.ErrorContains(t, err, "haproxy: source unreachable (show stat be): boom")
-	_, err = newStatsSource(t, "bytes_in", &scriptedStats{reads: [][]ServerStat{{}}}).Fetch(context.Background())
+	_, err = newStatsSource(t, "bytes_in", &scriptedStats{reads: [][]ServerStat{{}}}).Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrNoServers)
 	// what a person reads: the command and why, not an empty url
 	assert.NotContains(t, err.Error(), "url")
@@ -212,7 +212,7 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	before, err := src.Fetch(ctx)
+	before, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, before, 3)
 	for name, s := range before {
@@ -229,7 +229,7 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 	waitStats(t, ctx, client, total)
 	waitSinks(t, ctx, sinks, total)
 
-	after, err := src.Fetch(ctx)
+	after, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, after, 3)
 	for i, s := range sinks {
@@ -240,10 +240,10 @@ func TestHAProxyStatsRealTraffic(t *testing.T) {
 
 	// HAProxy restarted: the counters start again from 0, below the last read.
 	h.Restart()
-	reset, err := src.Fetch(ctx)
+	reset, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	assert.Empty(t, reset, "no server has a valid point after a counter reset: %v", reset)
-	again, err := src.Fetch(ctx)
+	again, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	assert.Len(t, again, 3, "the read after the reset is the new base")
 }
@@ -278,7 +278,7 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 		waitSessions(t, ctx, client, i+1)
 	}
 	waitOpen(t, ctx, sinks, 1, 2, 3)
-	base, err := src.Fetch(ctx)
+	base, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 
 	// Phase 1: sessions 1, 2, 3 at both reads; different bytes per connection.
@@ -289,7 +289,7 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 	total := sum(sizes)
 	waitStats(t, ctx, client, total)
 	waitSinks(t, ctx, sinks, total)
-	p1, err := src.Fetch(ctx)
+	p1, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	got := received(sinks)
 	checkPerConn(t, base, p1, got, []float64{1, 2, 3})
@@ -307,7 +307,7 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 	}
 	waitStats(t, ctx, client, total)
 	waitSinks(t, ctx, sinks, total)
-	p2, err := src.Fetch(ctx)
+	p2, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	now := received(sinks)
 	checkPerConn(t, p1, p2, minus(now, got), []float64{0.5, 2, 2})
@@ -322,7 +322,7 @@ func TestHAProxyStatsPerConnectionRealTraffic(t *testing.T) {
 	// The bytes can be counted before HAProxy has closed the session: wait until
 	// it has, so the read sees s1 empty again (under load this took a while).
 	waitSessions(t, ctx, client, 3)
-	p3, err := src.Fetch(ctx)
+	p3, err := src.Fetch(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(25_000), sinks[0].bytes.Load()-now[0], "the short connection went to s1")
 	assert.Zero(t, p3["s1"][0].Value, "s1: empty at both reads")

@@ -60,7 +60,7 @@ func TestHAProxyStatsRateWindow(t *testing.T) {
 	fetch := func(sec float64) weighter.Loads {
 		t.Helper()
 		clock.Set(at(start, sec))
-		loads, err := src.Fetch(ctx)
+		loads, err := src.Fetch(ctx, nil)
 		require.NoError(t, err)
 		return loads
 	}
@@ -114,7 +114,7 @@ func TestHAProxyStatsRateWindowServersComeAndGo(t *testing.T) {
 	got := map[float64][]string{}
 	for _, sec := range []float64{0, 5, 10, 15, 20, 25} {
 		clock.Set(at(start, sec))
-		loads, err := src.Fetch(context.Background())
+		loads, err := src.Fetch(context.Background(), nil)
 		require.NoError(t, err)
 		for name, s := range loads {
 			got[sec] = append(got[sec], name)
@@ -147,7 +147,7 @@ func TestHAProxyStatsSampleInterval(t *testing.T) {
 	src := windowSource(t, StatsConfig{Counter: "bytes_in", SampleInterval: duration.Duration(time.Millisecond), RateWindow: duration.Duration(3 * time.Second)}, r, clock)
 	want := []float64{100, 150, 1300.0 / 3} // over 1 s, 2 s, then the window (3 s)
 	for i, w := range want {
-		loads, err := src.Fetch(context.Background())
+		loads, err := src.Fetch(context.Background(), nil)
 		require.NoError(t, err)
 		assert.InDelta(t, w, loads["a"][0].Value, 1e-9, "fetch %d", i+1)
 	}
@@ -202,7 +202,7 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 		waitSessions(t, ctx, client, int(open[0]+open[1]+open[2]))
 		snaps = append(snaps, snapshot{sec, received(sinks), open})
 		clock.Set(at(start, sec))
-		loads, err := src.Fetch(ctx)
+		loads, err := src.Fetch(ctx, nil)
 		require.NoError(t, err)
 		return loads
 	}
@@ -256,7 +256,7 @@ func TestHAProxyStatsRateWindowRealTraffic(t *testing.T) {
 		waitStats(t, ctx, client, total)
 		waitSessions(t, ctx, client, 0) // the short sessions are closed, as the sinks see them
 		clock.Set(at(start, sec))
-		loads, err := src.Fetch(ctx)
+		loads, err := src.Fetch(ctx, nil)
 		require.NoError(t, err)
 		return loads
 	}

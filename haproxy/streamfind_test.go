@@ -60,7 +60,7 @@ func (r *peerRecorder) seen() []netip.AddrPort {
 // the server sees as its peer, and the socket table as the local address),
 // each with its own client; other servers' and other backends' streams are
 // not; 3.2 and later are sent the server-filtered dump, older versions the
-// whole one. ServerAddrs and ServerSessions give the cycle's addresses and
+// whole one. ServerAddrs and ServerSessions give a read's addresses and
 // scur, and Processes HAProxy's pid.
 func TestServerStreamsByServerSide(t *testing.T) {
 	for _, version := range testenv.HAProxyVersions() {
@@ -100,12 +100,12 @@ backend be_other
 				return len(s1.seen()) == 3 && len(s2.seen()) == 3 && len(other.seen()) == 1
 			})
 			b := c.Backend("be_app")
-			_, err := b.Servers(testCtx(t))
+			servers, err := b.Servers(testCtx(t))
 			require.NoError(t, err)
-			addrs := b.ServerAddrs()
+			addrs := ServerAddrs(servers)
 			assert.Equal(t, map[string]netip.AddrPort{"s1": netip.MustParseAddrPort(s1.addr), "s2": netip.MustParseAddrPort(s2.addr)}, addrs,
 				"a server without an address is left out")
-			assert.Equal(t, 3, b.ServerSessions()["s1"])
+			assert.Equal(t, 3, ServerSessions(servers)["s1"])
 
 			got, err := b.ServerStreams(testCtx(t), "s1")
 			require.NoError(t, err)

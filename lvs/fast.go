@@ -29,7 +29,7 @@ type countState struct {
 // and the connection-seconds so far as Bytes: the counter the calibration
 // takes. A server's first read is Reset. The read is stamped with the time
 // it was made.
-func (s *Service) ReadLocal(ctx context.Context, _ []string) (weighter.LocalRead, error) {
+func (s *Service) ReadLocal(ctx context.Context, _ []weighter.ServerState) (weighter.LocalRead, error) {
 	states, err := s.Servers(ctx)
 	if err != nil {
 		return weighter.LocalRead{}, err

@@ -86,7 +86,7 @@ type externalPerConnection struct {
 	conn map[string]float64
 }
 
-func (e *externalPerConnection) Fetch(context.Context) (weighter.Loads, error) {
+func (e *externalPerConnection) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	out := weighter.Loads{}
 	for name, per := range map[string]float64{"a": 10, "b": 20, "c": 10} {
 		out[name] = weighter.Series{{Time: *e.now, Value: per * e.conn[name]}}

@@ -22,7 +22,9 @@ func (t *memTarget) SetWeights(context.Context, []weighter.Change) error { retur
 
 type memSource struct{ loads weighter.Loads }
 
-func (s *memSource) Fetch(context.Context) (weighter.Loads, error) { return s.loads, nil }
+func (s *memSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
+	return s.loads, nil
+}
 
 func newMemBackend(t *testing.T) (*weighter.Backend, *memTarget, *memSource) {
 	t.Helper()

@@ -25,7 +25,7 @@ func newSet(reg prometheus.Registerer, log *slog.Logger) *Set {
 // session each, read at the current time.
 type constReader struct{ last time.Time }
 
-func (c *constReader) ReadLocal(context.Context, []string) (weighter.LocalRead, error) {
+func (c *constReader) ReadLocal(context.Context, []weighter.ServerState) (weighter.LocalRead, error) {
 	now := time.Now()
 	r := weighter.LocalRead{At: now, Since: c.last, Servers: map[string]weighter.LocalCounter{}}
 	for _, s := range []string{"s1", "s2"} {
@@ -42,7 +42,7 @@ type growingReader struct {
 	last time.Time
 }
 
-func (g *growingReader) ReadLocal(context.Context, []string) (weighter.LocalRead, error) {
+func (g *growingReader) ReadLocal(context.Context, []weighter.ServerState) (weighter.LocalRead, error) {
 	g.n++
 	at := time.Unix(1_000_000+int64(g.n), 0)
 	r := weighter.LocalRead{At: at, Since: g.last, Servers: map[string]weighter.LocalCounter{
@@ -55,7 +55,7 @@ func (g *growingReader) ReadLocal(context.Context, []string) (weighter.LocalRead
 // connections (Rate is s1's mean open connections).
 type countingReader struct{ growingReader }
 
-func (c *countingReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (c *countingReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	r, err := c.growingReader.ReadLocal(ctx, servers)
 	r.Counts = true
 	return r, err
@@ -68,7 +68,7 @@ type failingAfter struct {
 	fail atomic.Bool
 }
 
-func (f *failingAfter) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (f *failingAfter) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	if f.fail.Load() {
 		return weighter.LocalRead{}, errors.New("admin socket: connection refused")
 	}

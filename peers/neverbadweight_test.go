@@ -190,17 +190,17 @@ type steadyReader struct {
 	bytes map[string]float64
 }
 
-func (r *steadyReader) ReadLocal(_ context.Context, servers []string) (weighter.LocalRead, error) {
+func (r *steadyReader) ReadLocal(_ context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	at := r.now()
 	if r.bytes == nil {
 		r.bytes = map[string]float64{}
 	}
 	out := weighter.LocalRead{At: at, Since: r.last, Servers: map[string]weighter.LocalCounter{}}
-	for _, s := range servers {
+	for _, name := range weighter.Names(servers) {
 		if !r.last.IsZero() {
-			r.bytes[s] += r.rate[s] * at.Sub(r.last).Seconds()
+			r.bytes[name] += r.rate[name] * at.Sub(r.last).Seconds()
 		}
-		out.Servers[s] = weighter.LocalCounter{Bytes: r.bytes[s], Rate: r.rate[s], Sessions: 1, Reset: r.last.IsZero()}
+		out.Servers[name] = weighter.LocalCounter{Bytes: r.bytes[name], Rate: r.rate[name], Sessions: 1, Reset: r.last.IsZero()}
 	}
 	r.last = at
 	return out, nil
@@ -213,7 +213,7 @@ type lastRead struct {
 	last  weighter.LocalRead
 }
 
-func (l *lastRead) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (l *lastRead) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	r, err := l.inner.ReadLocal(ctx, servers)
 	l.mu.Lock()
 	l.last = r
@@ -234,7 +234,7 @@ type fixedExternal struct {
 	servers []string
 }
 
-func (e *fixedExternal) Fetch(context.Context) (weighter.Loads, error) {
+func (e *fixedExternal) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	out := weighter.Loads{}
 	for i, s := range e.servers {
 		out[s] = weighter.Series{{Time: e.now(), Value: float64(10 * (i + 1))}}

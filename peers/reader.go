@@ -24,31 +24,23 @@ type Reader struct {
 
 var _ weighter.LocalReader = (*Reader)(nil)
 
-// ServerAddresses is a fast reader that knows its servers' addresses, by
-// which its peers' readings are matched to them (match.go); a reader that
-// is not one has them matched by name.
-type ServerAddresses interface {
-	// ServerAddresses are the servers' ip:port, by name.
-	ServerAddresses() map[string]string
-}
-
 // NewReader adds the readings of set's peers to own's reads of backend, and
 // publishes own's reads to them.
 func NewReader(own weighter.LocalReader, backend string, set *Set) *Reader {
 	return &Reader{own: own, backend: backend, peers: set, added: map[string]float64{}}
 }
 
-// ReadLocal reads the own signal, publishes it, and adds the peers'.
-func (r *Reader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+// ReadLocal reads the own signal, publishes it, and adds the peers'. The
+// peers' readings are matched to servers by the addresses of the cycle's
+// servers (match.go): a name does not name the same server on every
+// balancer; a server without an address is matched by name.
+func (r *Reader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	cur, err := r.own.ReadLocal(ctx, servers)
 	if err != nil {
 		r.peers.noneAdded(r.backend)
 		return cur, err
 	}
-	var addrs map[string]string
-	if a, ok := r.own.(ServerAddresses); ok {
-		addrs = a.ServerAddresses()
-	}
+	addrs := addressesOf(servers)
 	r.peers.publish(r.backend, cur, addrs)
 	got, note := r.peers.readings(r.backend, cur.Counts)
 	matches := make([]match, len(got))
@@ -80,4 +72,15 @@ func (r *Reader) ReadLocal(ctx context.Context, servers []string) (weighter.Loca
 		out.Servers[name] = c
 	}
 	return out, nil
+}
+
+// addressesOf maps each of servers that has an address to it, by name.
+func addressesOf(servers []weighter.ServerState) map[string]string {
+	out := make(map[string]string, len(servers))
+	for _, s := range servers {
+		if s.Address != "" {
+			out[s.Name] = s.Address
+		}
+	}
+	return out
 }

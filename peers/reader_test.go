@@ -26,8 +26,11 @@ func TestPeeredReaderAddsWhatThePeerServes(t *testing.T) {
 	var readers [2]*Reader
 	var own [2]*recordingReader
 	var urls [2]string
+	var servers [2][]weighter.ServerState // each balancer's, as its cycle reads them: matched by address
 	for i, h := range hs {
 		client, err := haproxy.New(haproxy.Config{Socket: h.Socket})
+		require.NoError(t, err)
+		servers[i], err = client.Backend("be").Servers(testenv.Context(t, 10*time.Second))
 		require.NoError(t, err)
 		sets[i] = newSet(prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 		srv := httptest.NewServer(sets[i])
@@ -40,10 +43,10 @@ func TestPeeredReaderAddsWhatThePeerServes(t *testing.T) {
 	t.Cleanup(func() { cancel(); sets[0].Stop(); sets[1].Stop() })
 	sets[0].Poll(ctx, []string{urls[1]}, 2*time.Second)
 
-	servers := []string{"s1", "s2"}
+	names := []string{"s1", "s2"}
 	for i, r := range readers { // until each has a rate (dumps are at least 1 s apart)
 		testenv.WaitFor(t, fmt.Sprintf("a rate on balancer %d", i), func() bool {
-			_, err := r.ReadLocal(ctx, servers)
+			_, err := r.ReadLocal(ctx, servers[i])
 			require.NoError(t, err)
 			time.Sleep(100 * time.Millisecond)
 			return !own[i].last.Since.IsZero()
@@ -61,28 +64,28 @@ func TestPeeredReaderAddsWhatThePeerServes(t *testing.T) {
 			return false
 		}
 		served = *a
-		for _, s := range servers {
+		for _, s := range names {
 			if got[0].servers[s] != a.Backends["be"].Servers[s] {
 				return false
 			}
 		}
 		return true
 	})
-	before, err := readers[0].ReadLocal(ctx, servers)
+	before, err := readers[0].ReadLocal(ctx, servers[0])
 	require.NoError(t, err)
 	ownBefore := own[0].last
 	testenv.WaitFor(t, "A's next dump", func() bool {
 		time.Sleep(100 * time.Millisecond)
-		got, err := own[0].inner.ReadLocal(ctx, servers)
+		got, err := own[0].inner.ReadLocal(ctx, servers[0])
 		require.NoError(t, err)
 		return got.At.After(ownBefore.At)
 	})
-	got, err := readers[0].ReadLocal(ctx, servers)
+	got, err := readers[0].ReadLocal(ctx, servers[0])
 	require.NoError(t, err)
 	mine := own[0].last
 	assert.Equal(t, "peers 1 of 1 added", got.Peers)
 	span := got.At.Sub(got.Since).Seconds()
-	for _, s := range servers {
+	for _, s := range names {
 		p := served.Backends["be"].Servers[s]
 		require.Greater(t, p.BytesPerSecond, 0.0, "B's clients upload to %s", s)
 		c := got.Servers[s]
@@ -100,7 +103,7 @@ type recordingReader struct {
 	last  weighter.LocalRead
 }
 
-func (r *recordingReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (r *recordingReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	got, err := r.inner.ReadLocal(ctx, servers)
 	r.last = got
 	return got, err
@@ -121,12 +124,12 @@ func TestPeersAddedIsZeroWhenTheOwnReadFails(t *testing.T) {
 		return testenv.Gauge(t, reg, "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"})
 	}
 	testenv.WaitFor(t, "the peer added", func() bool {
-		_, err := r.ReadLocal(ctx, []string{"s1"})
+		_, err := r.ReadLocal(ctx, testenv.Servers("s1"))
 		require.NoError(t, err)
 		return added() == 1
 	})
 	own.fail.Store(true)
-	_, err := r.ReadLocal(ctx, []string{"s1"})
+	_, err := r.ReadLocal(ctx, testenv.Servers("s1"))
 	require.Error(t, err)
 	assert.Equal(t, 0.0, added())
 }
@@ -136,8 +139,8 @@ func TestPeersAddedIsZeroWhenTheOwnReadFails(t *testing.T) {
 // does.
 type haproxyReader struct{ b *haproxy.Backend }
 
-func (r haproxyReader) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
-	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: haproxy.CounterBytesIn, Servers: servers})
+func (r haproxyReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
+	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: haproxy.CounterBytesIn, Servers: weighter.Names(servers)})
 	if err != nil {
 		return weighter.LocalRead{}, err
 	}
@@ -147,14 +150,4 @@ func (r haproxyReader) ReadLocal(ctx context.Context, servers []string) (weighte
 		out.Servers[name] = weighter.LocalCounter{Bytes: float64(s.Bytes), Rate: s.Rate, Sessions: s.Sessions, Reset: s.Reset}
 	}
 	return out, nil
-}
-
-func (r haproxyReader) ServerAddresses() map[string]string {
-	out := map[string]string{}
-	for _, s := range r.b.KnownServers() {
-		if s.Address != "" {
-			out[s.Name] = s.Address
-		}
-	}
-	return out
 }

@@ -60,7 +60,7 @@ func TestPeerListedTwiceIsAddedOnce(t *testing.T) {
 	var got weighter.LocalRead
 	for range 2 {
 		var err error
-		got, err = r.ReadLocal(ctx, []string{"s1"})
+		got, err = r.ReadLocal(ctx, testenv.Servers("s1"))
 		require.NoError(t, err)
 	}
 	assert.Equal(t, 1030.0, got.Servers["s1"].Rate, "own 1000 + the peer's 30, once")
@@ -99,7 +99,7 @@ func TestPeerReadingInAnotherUnitIsLeftOut(t *testing.T) {
 		var got weighter.LocalRead
 		for range 2 {
 			var err error
-			got, err = r.ReadLocal(ctx, []string{"s1"})
+			got, err = r.ReadLocal(ctx, testenv.Servers("s1"))
 			require.NoError(t, err)
 		}
 		assert.Equal(t, 1030.0, got.Servers["s1"].Rate, "own 1000 + one peer's 30")

@@ -93,9 +93,9 @@ func TestPeerFaultsAreLeftOut(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), "stale\" peer="+stale+" backend=be"), logs.String())
 
 	r := NewReader(&constReader{}, "be", set)
-	_, err := r.ReadLocal(ctx, []string{"s1", "s2"})
+	_, err := r.ReadLocal(ctx, testenv.Servers("s1", "s2"))
 	require.NoError(t, err)
-	got, err := r.ReadLocal(ctx, []string{"s1", "s2"}) // while the hanging peer holds a request
+	got, err := r.ReadLocal(ctx, testenv.Servers("s1", "s2")) // while the hanging peer holds a request
 	require.NoError(t, err)
 	assert.Equal(t, 400.0, got.Servers["s1"].Rate, "own 100 + the good peer's 300")
 	assert.Equal(t, 3.0, got.Servers["s1"].Sessions)
@@ -167,7 +167,7 @@ func TestPeerAbsurdRateIsLeftOut(t *testing.T) {
 	r := NewReader(&growingReader{}, "be", set)
 	var reads []weighter.LocalRead
 	for range 3 {
-		got, err := r.ReadLocal(ctx, []string{"s1"})
+		got, err := r.ReadLocal(ctx, testenv.Servers("s1"))
 		require.NoError(t, err)
 		reads = append(reads, got)
 	}

@@ -163,7 +163,7 @@ func newSimReader(f *fleet, lb *balancer, pl Pipeline) *simReader {
 }
 
 // ReadLocal reads the named servers' signal at the model's time.
-func (r *simReader) ReadLocal(_ context.Context, servers []string) (weighter.LocalRead, error) {
+func (r *simReader) ReadLocal(_ context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	now := r.f.now
 	b := r.lb.b
 	out := weighter.LocalRead{At: simTime(epoch, now), Servers: make(map[string]weighter.LocalCounter, len(servers)), Streams: b.departing.Len()}
@@ -172,7 +172,7 @@ func (r *simReader) ReadLocal(_ context.Context, servers []string) (weighter.Loc
 	}
 	pending := r.pending(now)
 	pub := published{t: now, servers: map[string]peerServer{}}
-	for _, name := range servers {
+	for _, name := range weighter.Names(servers) {
 		i := serverIndex(b.servers, name)
 		if i < 0 {
 			out.Servers[name] = weighter.LocalCounter{Reset: true}
@@ -311,7 +311,7 @@ type peerReadings struct {
 
 var _ weighter.LocalReader = (*peerReadings)(nil)
 
-func (p *peerReadings) ReadLocal(ctx context.Context, servers []string) (weighter.LocalRead, error) {
+func (p *peerReadings) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	cur, err := p.own.ReadLocal(ctx, servers)
 	if err != nil {
 		return cur, err
@@ -357,7 +357,7 @@ var errOutage = errors.New("connection refused (the scenario's external outage)"
 // load visible at the model's time.
 type externalSource struct{ f *fleet }
 
-func (e externalSource) Fetch(context.Context) (weighter.Loads, error) {
+func (e externalSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	now := e.f.now
 	if o := e.f.sc.ExternalOutage; o != nil && now >= o.From.Seconds() && now < o.To.Seconds() {
 		return nil, errOutage
@@ -385,13 +385,13 @@ type fetched struct {
 	err   error
 }
 
-func (a *asyncExternal) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (a *asyncExternal) Fetch(ctx context.Context, servers []weighter.ServerState) (weighter.Loads, error) {
 	now := a.now()
 	if a.inflight != nil {
 		a.done, a.inflight = a.inflight, nil
 	}
 	if a.done == nil || now-a.started >= a.every-a.every/10 {
-		l, err := a.src.Fetch(ctx)
+		l, err := a.src.Fetch(ctx, servers)
 		a.started = now
 		if a.done == nil {
 			a.done = &fetched{l, err}
@@ -405,7 +405,7 @@ func (a *asyncExternal) Fetch(ctx context.Context) (weighter.Loads, error) {
 // monitorSource is the external metric of the one-balancer model (Run).
 type monitorSource struct{ r *runner }
 
-func (m monitorSource) Fetch(context.Context) (weighter.Loads, error) {
+func (m monitorSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	return m.r.mon.loads(m.r.b, m.r.now, epoch), nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -102,7 +103,7 @@ func TestFleetConservation(t *testing.T) {
 				for _, s := range lb.b.servers {
 					names = append(names, s.name)
 				}
-				read, err := readers[k].ReadLocal(context.Background(), names)
+				read, err := readers[k].ReadLocal(context.Background(), testenv.Servers(names...))
 				require.NoError(t, err)
 				for i, s := range lb.b.servers {
 					if !s.up {
@@ -153,12 +154,12 @@ func TestContstatsLumps(t *testing.T) {
 		lb.since = append(lb.since, 0)
 		f := &fleet{sc: sc, signal: sig}
 		r := newSimReader(f, lb, Pipeline{})
-		_, err := r.ReadLocal(context.Background(), []string{"s1"})
+		_, err := r.ReadLocal(context.Background(), testenv.Servers("s1"))
 		require.NoError(t, err)
 		var got []float64
 		for now := 2.0; now <= 10; now += 2 {
 			f.now = now
-			read, err := r.ReadLocal(context.Background(), []string{"s1"})
+			read, err := r.ReadLocal(context.Background(), testenv.Servers("s1"))
 			require.NoError(t, err)
 			got = append(got, read.Servers["s1"].Rate/bytesPerLine)
 		}

@@ -11,19 +11,19 @@ import (
 )
 
 // LocalReader is a backend's fast signal for the weighter, read from the
-// socket table: a weighter.LocalReader. Servers returns the backend's
-// servers' addresses (from `show servers state`, which the daemon reads each
-// cycle); Bytes is the direction weighed by (weighter.BytesIn, the default,
+// socket table: a weighter.LocalReader. Addrs turns the servers the cycle
+// read (from `show servers state`) into the addresses to find connections
+// to, as the target spells them; Bytes is the direction weighed by (weighter.BytesIn, the default,
 // is what `show sess all`'s reader counts: client → server).
 //
 // Open sessions are not listed (LocalRead.Open stays nil): shedding needs
 // HAProxy's stream id, which the caller finds from Last's connections (the
 // server-side 4-tuple) only when a server is hot.
 type LocalReader struct {
-	reader  *Reader
-	servers func(ctx context.Context) (map[string]netip.AddrPort, error)
-	bytes   weighter.Bytes
-	now     func() time.Time
+	reader *Reader
+	addrs  Addrs
+	bytes  weighter.Bytes
+	now    func() time.Time
 
 	mu       sync.Mutex
 	last     Reading
@@ -32,16 +32,18 @@ type LocalReader struct {
 
 var _ weighter.LocalReader = (*LocalReader)(nil)
 
+// Addrs returns the address of each of servers that has one, by name.
+type Addrs func(servers []weighter.ServerState) (map[string]netip.AddrPort, error)
+
 // NewLocalReader returns the weighter's reader over r.
-func NewLocalReader(r *Reader, servers func(ctx context.Context) (map[string]netip.AddrPort, error), bytes weighter.Bytes) *LocalReader {
-	return &LocalReader{reader: r, servers: servers, bytes: bytes, now: r.cfg.Now, reported: map[string]bool{}}
+func NewLocalReader(r *Reader, addrs Addrs, bytes weighter.Bytes) *LocalReader {
+	return &LocalReader{reader: r, addrs: addrs, bytes: bytes, now: r.cfg.Now, reported: map[string]bool{}}
 }
 
-// ReadLocal reads the named servers' counters. Each name gets an entry; a
-// server without an address has no connection (0 bytes). Servers read
-// though not named (added since the caller's list) get one too.
-func (l *LocalReader) ReadLocal(ctx context.Context, names []string) (weighter.LocalRead, error) {
-	addrs, err := l.servers(ctx)
+// ReadLocal reads the servers' counters. Each server gets an entry; one
+// without an address has no connection (0 bytes).
+func (l *LocalReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
+	addrs, err := l.addrs(servers)
 	if err != nil {
 		return weighter.LocalRead{}, fmt.Errorf("socket table: the servers' addresses: %w", err)
 	}
@@ -57,9 +59,9 @@ func (l *LocalReader) ReadLocal(ctx context.Context, names []string) (weighter.L
 	for name, s := range got.Servers {
 		out.Servers[name] = l.counter(s)
 	}
-	for _, name := range names {
-		if _, ok := out.Servers[name]; !ok {
-			out.Servers[name] = weighter.LocalCounter{}
+	for _, s := range servers {
+		if _, ok := out.Servers[s.Name]; !ok {
+			out.Servers[s.Name] = weighter.LocalCounter{}
 		}
 	}
 	for name, c := range out.Servers {

@@ -1,7 +1,6 @@
 package sockdiag
 
 import (
-	"context"
 	"errors"
 	"net/netip"
 	"testing"
@@ -21,13 +20,13 @@ import (
 func TestLocalReaderServesTheWeighter(t *testing.T) {
 	srv := startReplyServer(t, "127.0.0.1", replyBytes)
 	h, fe := startHAProxy(t, "", map[string]netip.AddrPort{"s1": srv})
-	addrs := func(context.Context) (map[string]netip.AddrPort, error) {
+	addrs := func([]weighter.ServerState) (map[string]netip.AddrPort, error) {
 		return map[string]netip.AddrPort{"s1": srv, "s2": {}}, nil
 	}
 	in := NewLocalReader(New(Config{PIDs: pidOf(h)}), addrs, weighter.BytesIn)
 	out := NewLocalReader(New(Config{PIDs: pidOf(h)}), addrs, weighter.BytesOut)
 	for _, l := range []*LocalReader{in, out} {
-		first, err := l.ReadLocal(testenv.Context(t, 10*time.Second), []string{"s1", "s2"})
+		first, err := l.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s1"}, {Name: "s2"}})
 		require.NoError(t, err)
 		require.Len(t, first.Servers, 2)
 		assert.True(t, first.Servers["s1"].Reset)
@@ -44,7 +43,7 @@ func TestLocalReaderServesTheWeighter(t *testing.T) {
 		deadline := time.Now().Add(15 * time.Second)
 		for got.Servers["s1"].Bytes != tc.want {
 			var err error
-			got, err = tc.l.ReadLocal(testenv.Context(t, 10*time.Second), []string{"s1", "s2"})
+			got, err = tc.l.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s1"}, {Name: "s2"}})
 			require.NoError(t, err)
 			require.LessOrEqual(t, got.Servers["s1"].Bytes, tc.want)
 			require.False(t, time.Now().After(deadline), "never read %v bytes: %+v", tc.want, got)
@@ -55,9 +54,9 @@ func TestLocalReaderServesTheWeighter(t *testing.T) {
 		assert.Len(t, tc.l.Last().Conns, 1)
 	}
 
-	broken := NewLocalReader(New(Config{}), func(context.Context) (map[string]netip.AddrPort, error) {
+	broken := NewLocalReader(New(Config{}), func([]weighter.ServerState) (map[string]netip.AddrPort, error) {
 		return nil, errors.New("socket gone")
 	}, weighter.BytesIn)
-	_, err := broken.ReadLocal(testenv.Context(t, 10*time.Second), []string{"s1"})
+	_, err := broken.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s1"}})
 	require.ErrorContains(t, err, "socket gone")
 }

@@ -62,7 +62,7 @@ func BenchmarkGraphiteFetch(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if loads, err := g.Fetch(context.Background()); err != nil || len(loads) != benchServers {
+		if loads, err := g.Fetch(context.Background(), nil); err != nil || len(loads) != benchServers {
 			b.Fatal(len(loads), err)
 		}
 	}
@@ -76,7 +76,7 @@ func BenchmarkPrometheusFetch(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if loads, err := p.Fetch(context.Background()); err != nil || len(loads) != benchServers {
+		if loads, err := p.Fetch(context.Background(), nil); err != nil || len(loads) != benchServers {
 			b.Fatal(len(loads), err)
 		}
 	}

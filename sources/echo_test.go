@@ -76,12 +76,12 @@ func TestEchoedCredentialsNeverShow(t *testing.T) {
 					cfg := promAt(u, "up", func(c *PrometheusConfig) { c.HTTP = h })
 					p, perr := NewPrometheus(cfg, log)
 					require.NoError(t, perr)
-					_, err = p.Fetch(context.Background())
+					_, err = p.Fetch(context.Background(), nil)
 				} else {
 					cfg := graphiteAt(u, func(c *GraphiteConfig) { c.HTTP, c.Target, c.Retries = h, "x", 0 })
 					g, gerr := NewGraphite(cfg, log)
 					require.NoError(t, gerr)
-					_, err = g.Fetch(context.Background())
+					_, err = g.Fetch(context.Background(), nil)
 				}
 				require.ErrorIs(t, err, ErrBadReply)
 				assert.Contains(t, err.Error(), "502 Bad Gateway", "the reply is shown")
@@ -111,7 +111,7 @@ func TestEchoedOAuth2TokenNeverShows(t *testing.T) {
 	})
 	p, err := NewPrometheus(cfg, nil)
 	require.NoError(t, err)
-	_, err = p.Fetch(context.Background())
+	_, err = p.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.Contains(t, err.Error(), "auth=Bearer REDACTED")
 	assert.NotContains(t, err.Error(), accessToken)

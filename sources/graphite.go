@@ -204,7 +204,7 @@ func (g *Graphite) newClient() *retryablehttp.Client {
 }
 
 // Fetch renders the target and returns the series per server.
-func (g *Graphite) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (g *Graphite) Fetch(ctx context.Context, _ []weighter.ServerState) (weighter.Loads, error) {
 	body, err := g.get(ctx)
 	if err != nil {
 		return nil, err

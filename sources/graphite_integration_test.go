@@ -62,7 +62,7 @@ func TestGraphiteIntegration(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
 			c.Target, c.ServerNode = "perSecond(tcp.*.datapoints.received)", intp(1)
 		})
-		loads, err := g.Fetch(ctx)
+		loads, err := g.Fetch(ctx, nil)
 		require.NoError(t, err)
 		nanFree(t, loads)
 		require.Len(t, loads, 3)
@@ -77,7 +77,7 @@ func TestGraphiteIntegration(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
 			c.Target, c.ServerRegex = "aliasByNode(perSecond(tcp.*.datapoints.received),1)", `^(node-\d+)$`
 		})
-		loads, err := g.Fetch(ctx)
+		loads, err := g.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assertValues(t, map[string]float64{"node-1": 10, "node-2": 20}, loads)
 	})
@@ -86,7 +86,7 @@ func TestGraphiteIntegration(t *testing.T) {
 			c.Target, c.ServerNode = "loadavg.*.load1", intp(-2)
 			c.ServerMap = map[string]string{"node-1": "web1", "node-2": "web2", "node-3": "web3"}
 		})
-		loads, err := g.Fetch(ctx)
+		loads, err := g.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assertValues(t, map[string]float64{"web1": 0.5, "web2": 2.25}, loads)
 	})
@@ -94,13 +94,13 @@ func TestGraphiteIntegration(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
 			c.Target, c.ServerNode = "integral(tcp-service.node-x.datapoints.received)", intp(1)
 		})
-		loads, err := g.Fetch(ctx)
+		loads, err := g.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assertValues(t, map[string]float64{"node-x": 24}, loads) // 12 points of 2
 	})
 	t.Run("nulls skipped", func(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) { c.Target, c.ServerNode = "gappy.*.x", intp(1) })
-		loads, err := g.Fetch(ctx)
+		loads, err := g.Fetch(ctx, nil)
 		require.NoError(t, err)
 		var want weighter.Series
 		for _, p := range gappy {
@@ -112,19 +112,19 @@ func TestGraphiteIntegration(t *testing.T) {
 	})
 	t.Run("no match is no data", func(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) { c.Target = "no.such.*" })
-		_, err := g.Fetch(ctx)
+		_, err := g.Fetch(ctx, nil)
 		assert.ErrorIs(t, err, ErrNoData)
 	})
 	t.Run("bad target shows graphite's 400 text", func(t *testing.T) {
 		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) { c.Target = "nosuchfunction(tcp.*.datapoints.received)" })
-		_, err := g.Fetch(ctx)
+		_, err := g.Fetch(ctx, nil)
 		require.ErrorIs(t, err, ErrQuery)
 		assert.Contains(t, err.Error(), "unknown function: nosuchfunction")
 	})
 	t.Run("down", func(t *testing.T) {
 		g, logs := newGraphite(t, gr.URL, func(c *GraphiteConfig) { c.Target, c.Retries = "loadavg.*.load1", 1 })
 		gr.Stop(t)
-		_, err := g.Fetch(ctx)
+		_, err := g.Fetch(ctx, nil)
 		require.ErrorIs(t, err, ErrUnreachable)
 		assert.Contains(t, logs.String(), "retrying render request")
 	})

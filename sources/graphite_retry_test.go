@@ -47,7 +47,7 @@ func TestGraphiteRetries(t *testing.T) {
 			g, _ := newGraphite(t, srv.URL, func(cfg *GraphiteConfig) { cfg.Target, cfg.Retries = "x", 2 })
 			ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
 			defer cancel()
-			_, err := g.Fetch(ctx)
+			_, err := g.Fetch(ctx, nil)
 			require.ErrorIs(t, err, c.kind)
 			assert.ErrorContains(t, err, fmt.Sprintf("http %d: graphite says no", c.status))
 			assert.Equal(t, c.hits, hits.Load(), "requests")
@@ -64,7 +64,7 @@ func TestGraphiteNonJSONReplyIsShown(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	g, _ := newGraphite(t, srv.URL, func(c *GraphiteConfig) { c.Target = "x" })
-	_, err := g.Fetch(context.Background())
+	_, err := g.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.ErrorContains(t, err, "<html><title>Sign in to Acme SSO</title> <body>session expired")
 }
@@ -94,7 +94,7 @@ func TestGraphiteNoServerNameSaysWhatCame(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	g, _ := newGraphite(t, srv.URL, func(c *GraphiteConfig) { c.Target, c.ServerRegex = "x", `(node-\d+)` })
-	_, err := g.Fetch(context.Background())
+	_, err := g.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrNoData)
 	assert.ErrorContains(t, err, `first target "sumSeries(tcp.*.rx)"`)
 }

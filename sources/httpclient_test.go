@@ -79,7 +79,7 @@ func fetchGraphite(t *testing.T, cfg GraphiteConfig) error {
 	cfg.Target, cfg.ServerNode = "tcp.*.rx", intp(1)
 	g, err := NewGraphite(cfg, nil)
 	require.NoError(t, err)
-	loads, err := g.Fetch(context.Background())
+	loads, err := g.Fetch(context.Background(), nil)
 	if err == nil {
 		assert.Equal(t, 1.5, loads["node-1"][0].Value)
 	}
@@ -118,7 +118,7 @@ func TestAuthHeadersAndURLKeysAreSent(t *testing.T) {
 
 	p, err := NewPrometheus(promAt(srv.URL+"/prom", "up", func(c *PrometheusConfig) { c.HTTP.BearerToken = "t2" }), nil)
 	require.NoError(t, err)
-	_, _ = p.Fetch(context.Background()) // the reply is not Prometheus'; only the request matters
+	_, _ = p.Fetch(context.Background(), nil) // the reply is not Prometheus'; only the request matters
 	assert.Equal(t, "Bearer t2", last.Header.Get("Authorization"))
 	assert.Equal(t, "/prom/api/v1/query", last.URL.Path)
 }
@@ -144,17 +144,17 @@ func TestSecretFilesAreReadAtEachRequest(t *testing.T) {
 	for _, round := range []string{"first", "second"} {
 		require.NoError(t, os.WriteFile(pwFile, []byte(round+"-pw\n"), 0o600))
 		require.NoError(t, os.WriteFile(tokFile, []byte(round+"-tok\n"), 0o600))
-		_, err := g.Fetch(context.Background())
+		_, err := g.Fetch(context.Background(), nil)
 		require.NoError(t, err)
 		_, pass, _ := last.BasicAuth()
 		assert.Equal(t, round+"-pw", pass)
 		assert.Equal(t, "REDACTED and REDACTED", g.red.String(round+"-pw and "+basicToken("u", round+"-pw")))
-		_, _ = p.Fetch(context.Background())
+		_, _ = p.Fetch(context.Background(), nil)
 		assert.Equal(t, "Bearer "+round+"-tok", last.Header.Get("Authorization"))
 		assert.Equal(t, "Bearer REDACTED", p.red.String("Bearer "+round+"-tok"))
 	}
 	require.NoError(t, os.Remove(pwFile))
-	_, err = g.Fetch(context.Background())
+	_, err = g.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrUnreachable)
 	assert.ErrorContains(t, err, "unable to read basic auth password")
 }
@@ -246,7 +246,7 @@ func TestRedirectElsewhereIsNotFollowed(t *testing.T) {
 	assert.ErrorContains(t, err, "redirected to "+other.URL+": not followed")
 	p, err := NewPrometheus(promAt(base, "up", func(c *PrometheusConfig) { c.HTTP.BasicAuth = basicAuth("u", "pw-basic") }), nil)
 	require.NoError(t, err)
-	_, err = p.Fetch(context.Background())
+	_, err = p.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.ErrorContains(t, err, "redirected to "+other.URL+": not followed")
 	assert.Zero(t, leaked.Load(), "requests that reached the other host")
@@ -291,14 +291,14 @@ func TestHugeReplyIsRefused(t *testing.T) {
 	// timeout is not what this test is about.
 	g, err := NewGraphite(graphiteAt(huge("[", "]"), func(c *GraphiteConfig) { c.Target, c.Timeout = "x", duration.Duration(time.Minute) }), nil)
 	require.NoError(t, err)
-	_, err = g.Fetch(context.Background())
+	_, err = g.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.ErrorContains(t, err, "reply larger than 32 MiB")
 
 	p, err := NewPrometheus(promAt(huge(`{"status":"success","data":{"resultType":"vector","result":[`, "]}}"), "x",
 		func(c *PrometheusConfig) { c.Timeout = duration.Duration(time.Minute) }), nil)
 	require.NoError(t, err)
-	_, err = p.Fetch(context.Background())
+	_, err = p.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrBadReply)
 	assert.ErrorContains(t, err, "reply larger than 32 MiB")
 }

@@ -30,7 +30,7 @@ func TestSeriesComeOldestFirst(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	g, _ := newGraphite(t, srv.URL, func(c *GraphiteConfig) { c.Target = "x" })
-	loads, err := g.Fetch(context.Background())
+	loads, err := g.Fetch(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, weighter.Loads{"a": series(1700000000, 1, 2, 3), "b": series(1700000000, 5, 6)}, loads)
 }
@@ -69,7 +69,7 @@ func TestLeftOutServersLoggedOncePerChange(t *testing.T) {
 	t.Cleanup(srv.Close)
 	p, logs := newProm(t, srv.URL, func(c *PrometheusConfig) { c.Query = "x" })
 	for range 50 {
-		loads, err := p.Fetch(context.Background())
+		loads, err := p.Fetch(context.Background(), nil)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]float64{"c": 3}, lastValues(loads))
 	}
@@ -85,7 +85,7 @@ func TestLeftOutServersLoggedOncePerChange(t *testing.T) {
 		{"metric":{"server":"c"},"value":[1700000000,"3"]}]}}`
 	mu.Unlock()
 	for range 5 {
-		_, err := p.Fetch(context.Background())
+		_, err := p.Fetch(context.Background(), nil)
 		require.NoError(t, err)
 	}
 	assert.Equal(t, map[string]int{"INFO": 1}, levelCounts(t, logs.String()), "%s", logs)

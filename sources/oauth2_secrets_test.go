@@ -46,7 +46,7 @@ func TestOAuth2SecretsNeverLeak(t *testing.T) {
 	var logs bytes.Buffer
 	p, err := NewPrometheus(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	require.NoError(t, err)
-	_, err = p.Fetch(context.Background())
+	_, err = p.Fetch(context.Background(), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "grant_type=password&", "the token endpoint's answer is shown, what is no secret whole")
 	for _, s := range []string{clientSecret, grantPass, tokenKey} {
@@ -70,7 +70,7 @@ func TestProxyPasswordNeverLeaks(t *testing.T) {
 	cfg.HTTP.ProxyURL = promconfig.URL{URL: pu}
 	p, err := NewPrometheus(cfg, nil)
 	require.NoError(t, err)
-	_, err = p.Fetch(context.Background())
+	_, err = p.Fetch(context.Background(), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Proxy-Authorization=Basic REDACTED", "the proxy answered")
 	assert.NotContains(t, err.Error(), proxyPass)

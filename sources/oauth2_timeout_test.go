@@ -37,7 +37,7 @@ func TestOAuth2HangingTokenEndpointIsBounded(t *testing.T) {
 				cfg.HTTP.OAuth2 = o
 				p, err := NewPrometheus(cfg, nil)
 				if err == nil {
-					_, err = p.Fetch(context.Background())
+					_, err = p.Fetch(context.Background(), nil)
 				}
 				done <- err
 				return
@@ -47,7 +47,7 @@ func TestOAuth2HangingTokenEndpointIsBounded(t *testing.T) {
 			cfg.HTTP.OAuth2 = o
 			g, err := NewGraphite(cfg, nil)
 			if err == nil {
-				_, err = g.Fetch(context.Background())
+				_, err = g.Fetch(context.Background(), nil)
 			}
 			done <- err
 		}()

@@ -153,7 +153,7 @@ func NewPrometheus(cfg PrometheusConfig, log *slog.Logger) (*Prometheus, error) 
 }
 
 // Fetch runs the query and returns the series per server.
-func (p *Prometheus) Fetch(ctx context.Context) (weighter.Loads, error) {
+func (p *Prometheus) Fetch(ctx context.Context, _ []weighter.ServerState) (weighter.Loads, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(p.cfg.Timeout))
 	defer cancel()
 	val, err := p.query(ctx)

@@ -72,7 +72,7 @@ func TestPrometheusIntegration(t *testing.T) {
 
 	t.Run("counter rates, instant", func(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "rate(weighter_rx_total[1m])" })
-		loads, err := p.Fetch(ctx)
+		loads, err := p.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assertValues(t, promRates, loads)
 	})
@@ -81,7 +81,7 @@ func TestPrometheusIntegration(t *testing.T) {
 			c.Query, c.Range, c.Step = "rate(weighter_rx_total[1m])", duration.Duration(5*time.Minute), duration.Duration(time.Minute)
 			c.ServerRegex = `^(node-\d+)$`
 		})
-		loads, err := p.Fetch(ctx)
+		loads, err := p.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assertValues(t, map[string]float64{"node-1": 10, "node-2": 20, "node-3": 40}, loads)
 		for s, ser := range loads {
@@ -97,7 +97,7 @@ func TestPrometheusIntegration(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) {
 			c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", duration.Duration(1500*time.Millisecond)
 		})
-		loads, err := p.Fetch(ctx)
+		loads, err := p.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assert.Len(t, loads, 2)
 		ctx, cancel := context.WithTimeout(ctx, 2345*time.Millisecond) // a cycle deadline before the timeout
@@ -105,7 +105,7 @@ func TestPrometheusIntegration(t *testing.T) {
 		p, _ = newProm(t, prom.URL, func(c *PrometheusConfig) {
 			c.Query, c.ServerLabel, c.Timeout = "node_load1", "instance", duration.Duration(time.Minute)
 		})
-		_, err = p.Fetch(ctx)
+		_, err = p.Fetch(ctx, nil)
 		require.NoError(t, err)
 	})
 	t.Run("gauge, instance label rewritten and mapped", func(t *testing.T) {
@@ -113,13 +113,13 @@ func TestPrometheusIntegration(t *testing.T) {
 			c.Query, c.ServerLabel, c.ServerRegex = "node_load1", "instance", `^([^:]+):\d+$`
 			c.ServerMap = map[string]string{"node-1": "web1", "node-2": "web2", "node-9": "web9"}
 		})
-		loads, err := p.Fetch(ctx)
+		loads, err := p.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assertValues(t, map[string]float64{"web1": 0.5, "web2": 1.5}, loads)
 	})
 	t.Run("NaN and duplicate series fail only their server", func(t *testing.T) {
 		p, logs := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "weighter_mixed" })
-		loads, err := p.Fetch(ctx)
+		loads, err := p.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assertValues(t, map[string]float64{"node-3": 3}, loads)
 		assert.Contains(t, logs.String(), `"server":"node-1"`)
@@ -127,28 +127,28 @@ func TestPrometheusIntegration(t *testing.T) {
 	})
 	t.Run("no data", func(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "no_such_metric" })
-		_, err := p.Fetch(ctx)
+		_, err := p.Fetch(ctx, nil)
 		assert.ErrorIs(t, err, ErrNoData)
 	})
 	t.Run("parse error", func(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "rate(weighter_rx_total[1m]" })
-		_, err := p.Fetch(ctx)
+		_, err := p.Fetch(ctx, nil)
 		require.ErrorIs(t, err, ErrQuery)
 		assert.Contains(t, err.Error(), "parse error")
 		assert.Contains(t, err.Error(), prom.URL)
 	})
 	t.Run("scalar result is a bad reply", func(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "scalar(sum(node_load1))" })
-		_, err := p.Fetch(ctx)
+		_, err := p.Fetch(ctx, nil)
 		assert.ErrorIs(t, err, ErrBadReply)
 	})
 	t.Run("down, then recovers", func(t *testing.T) {
 		p, _ := newProm(t, prom.URL, func(c *PrometheusConfig) { c.Query = "node_load1"; c.ServerLabel = "instance" })
 		prom.Stop()
-		_, err := p.Fetch(ctx)
+		_, err := p.Fetch(ctx, nil)
 		require.ErrorIs(t, err, ErrUnreachable)
 		prom.Start()
-		loads, err := p.Fetch(ctx)
+		loads, err := p.Fetch(ctx, nil)
 		require.NoError(t, err)
 		assert.Len(t, loads, 2)
 	})

@@ -47,7 +47,7 @@ func TestPrometheusNativeHistograms(t *testing.T) {
 			p, _ := newProm(t, answer(t, http.StatusOK, c.body), func(cfg *PrometheusConfig) {
 				cfg.Query, cfg.Range, cfg.Step = "x", duration.Duration(c.rng), duration.Duration(c.rng)
 			})
-			loads, err := p.Fetch(context.Background())
+			loads, err := p.Fetch(context.Background(), nil)
 			require.ErrorIs(t, err, ErrBadReply, "loads %v", loads)
 			assert.ErrorContains(t, err, `native histogram (series with server "b")`)
 		})
@@ -81,7 +81,7 @@ func TestPrometheusSlowQuery(t *testing.T) {
 	for _, c := range []struct{ timeout, deadline time.Duration }{{time.Second, time.Minute}, {time.Minute, time.Second}} {
 		p, _ := newProm(t, srv.URL, func(cfg *PrometheusConfig) { cfg.Query, cfg.Timeout = "x", duration.Duration(c.timeout) })
 		ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
-		_, err := p.Fetch(ctx)
+		_, err := p.Fetch(ctx, nil)
 		cancel()
 		require.Error(t, err)
 		assert.NotErrorIs(t, err, ErrUnreachable, "timeout %s, deadline %s", c.timeout, c.deadline)
@@ -97,7 +97,7 @@ func TestPrometheusNegativeSamples(t *testing.T) {
 	p, logs := newProm(t, answer(t, http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[
 		{"metric":{"server":"a"},"value":[1700000000,"-5"]},
 		{"metric":{"server":"b"},"value":[1700000000,"3"]}]}}`), func(c *PrometheusConfig) { c.Query = "x" })
-	loads, err := p.Fetch(context.Background())
+	loads, err := p.Fetch(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]float64{"b": 3}, lastValues(loads))
 	assert.Contains(t, logs.String(), `"msg":"server left out: no valid point (null, NaN, Inf or negative)","source":"prometheus","server":"a"`)
@@ -128,7 +128,7 @@ func TestPrometheusBadReplies(t *testing.T) {
 		{502, `<html>502 Bad Gateway</html>`, ErrBadReply, "502 Bad Gateway"},
 	} {
 		p, _ := newProm(t, answer(t, c.status, c.body), func(cfg *PrometheusConfig) { cfg.Query = "x" })
-		_, err := p.Fetch(context.Background())
+		_, err := p.Fetch(context.Background(), nil)
 		require.ErrorIs(t, err, c.kind, "%d %s", c.status, c.body)
 		assert.ErrorContains(t, err, c.says, "%d %s", c.status, c.body)
 	}
@@ -140,7 +140,7 @@ func TestPrometheusBadReplies(t *testing.T) {
 func TestPrometheusNoServerNameSaysWhatCame(t *testing.T) {
 	p, _ := newProm(t, answer(t, http.StatusOK, `{"status":"success","data":{"resultType":"vector","result":[
 		{"metric":{"instance":"node-1:9100","job":"node"},"value":[1700000000,"1"]}]}}`), func(c *PrometheusConfig) { c.Query = "x" })
-	_, err := p.Fetch(context.Background())
+	_, err := p.Fetch(context.Background(), nil)
 	require.ErrorIs(t, err, ErrNoData)
 	assert.ErrorContains(t, err, `server_label "server"`)
 	assert.ErrorContains(t, err, `{instance="node-1:9100", job="node"}`)

@@ -172,7 +172,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 				}
 				var logs bytes.Buffer
 				src := c.make(t, secretURL(base), bearer, &logs)
-				_, err := src.Fetch(context.Background())
+				_, err := src.Fetch(context.Background(), nil)
 				require.Error(t, err)
 				assert.ErrorIs(t, err, c.kind)
 				assert.Contains(t, err.Error(), "REDACTED", "the URL is shown, its key redacted")

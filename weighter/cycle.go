@@ -45,6 +45,9 @@ type Cycle struct {
 	Written []Change
 	// Applied tells a real cycle from a dry run.
 	Applied bool
+	// Servers are the target's servers as the cycle read them (nil when
+	// the read failed): what the source was handed and the plan made for.
+	Servers []ServerState
 	// Signal says what the loads were made of, when the source tells
 	// (SignalSource: the fast signal and its calibration); nil otherwise.
 	Signal *Signal
@@ -73,12 +76,13 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	if err != nil {
 		return ResultTargetError, fmt.Errorf("read servers: %w", err)
 	}
+	c.Servers = servers
 	fetchCtx, cancel := keepForWrite(ctx)
 	var loads Loads
 	if ss, ok := b.Source.(SignalSource); ok {
 		loads, c.Signal, err = ss.FetchSignal(fetchCtx, servers)
 	} else {
-		loads, err = b.Source.Fetch(fetchCtx)
+		loads, err = b.Source.Fetch(fetchCtx, servers)
 	}
 	cancel()
 	if err != nil {

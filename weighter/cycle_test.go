@@ -19,10 +19,12 @@ type fakeSource struct {
 	loads map[string]float64
 	err   error
 	calls int
+	given []ServerState // the servers the last Fetch was handed
 }
 
-func (f *fakeSource) Fetch(context.Context) (Loads, error) {
+func (f *fakeSource) Fetch(_ context.Context, servers []ServerState) (Loads, error) {
 	f.calls++
+	f.given = servers
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -96,6 +98,23 @@ func newTestBackend(t *testing.T, loads map[string]float64, weights map[string]i
 }
 
 var now = time.Unix(1_800_000_000, 0)
+
+// The source is handed the servers the cycle read from the target, the same
+// the plan is made for: a source that matches by address or reads each
+// server's fast signal keeps no copy of the target's reads of its own.
+func TestRunCycleHandsTheSourceTheServersItRead(t *testing.T) {
+	b, src, tgt := newTestBackend(t, map[string]float64{"a": 1, "b": 2}, map[string]int{"a": 100, "b": 100})
+	read, err := tgt.Servers(context.Background()) // what the cycle reads, before it writes
+	require.NoError(t, err)
+	c := RunCycle(context.Background(), b, now, true)
+	require.NoError(t, c.Err)
+	assert.Equal(t, read, src.given)
+	assert.Equal(t, read, c.Servers, "the cycle keeps its read")
+
+	tgt.readErr = errors.New("socket gone")
+	c = RunCycle(context.Background(), b, now, true)
+	assert.Nil(t, c.Servers, "no read, no servers")
+}
 
 func TestRunCycleAppliesPlan(t *testing.T) {
 	b, _, tgt := newTestBackend(t, map[string]float64{"s1": 10, "s2": 20, "s3": 40},
@@ -244,7 +263,7 @@ func TestAcceptedAttributesOnlyWhatNamesServers(t *testing.T) {
 // the deadline), with valid loads: a slow source that succeeds in the end.
 type slowSource struct{ loads Loads }
 
-func (s slowSource) Fetch(ctx context.Context) (Loads, error) {
+func (s slowSource) Fetch(ctx context.Context, _ []ServerState) (Loads, error) {
 	<-ctx.Done()
 	return s.loads, nil
 }

@@ -59,11 +59,13 @@ type LocalRead struct {
 }
 
 // LocalReader reads the fast local signal of one backend (HAProxy's
-// per-server byte counters and open sessions) for the named servers, each
-// of which gets an entry (0 bytes when it carries no connection). The
-// haproxy package implements it; the weighter only combines what it reads.
+// per-server byte counters and open sessions) for servers, each of which
+// gets an entry (0 bytes when it carries no connection). servers are the
+// cycle's read of the target, with their addresses and open sessions, which
+// a reader of the socket table or of peers matches by. The haproxy package
+// implements it; the weighter only combines what it reads.
 type LocalReader interface {
-	ReadLocal(ctx context.Context, servers []string) (LocalRead, error)
+	ReadLocal(ctx context.Context, servers []ServerState) (LocalRead, error)
 }
 
 // Bytes says which direction of a server's traffic is its fast load.

@@ -185,14 +185,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Fetch returns the loads of FetchSignal, for servers the fast reader finds.
-func (f *Fresh) Fetch(ctx context.Context) (Loads, error) {
-	l, _, err := f.FetchSignal(ctx, nil)
+// Fetch returns the loads of FetchSignal.
+func (f *Fresh) Fetch(ctx context.Context, servers []ServerState) (Loads, error) {
+	l, _, err := f.FetchSignal(ctx, servers)
 	return l, err
 }
 
 // Prime reads the fast signal once, so that the first cycle has a rate.
-func (f *Fresh) Prime(ctx context.Context, servers []string) error {
+func (f *Fresh) Prime(ctx context.Context, servers []ServerState) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	_, _, err := f.readFast(ctx, servers)
@@ -206,14 +206,10 @@ func (f *Fresh) Prime(ctx context.Context, servers []string) error {
 func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, *Signal, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	names := make([]string, len(servers))
-	for i, s := range servers {
-		names[i] = s.Name
-	}
-	if err := f.firstWait(ctx, names); err != nil {
+	if err := f.firstWait(ctx, servers); err != nil {
 		return nil, f.signal(), err
 	}
-	cur, ok, ferr := f.readFast(ctx, names)
+	cur, ok, ferr := f.readFast(ctx, servers)
 	sig := f.signal()
 	if ok {
 		sig.Streams, sig.FastAge, sig.Peers, sig.Reader = cur.Streams, cur.Age, cur.Peers, cur.Reader
@@ -231,11 +227,11 @@ func (f *Fresh) FetchSignal(ctx context.Context, servers []ServerState) (Loads, 
 
 // firstWait makes a first fetch (FirstWait set: a single cycle, once) read
 // the fast signal twice, FirstWait apart, so that it has a rate.
-func (f *Fresh) firstWait(ctx context.Context, names []string) error {
+func (f *Fresh) firstWait(ctx context.Context, servers []ServerState) error {
 	if f.last != nil || f.cfg.FirstWait <= 0 {
 		return nil
 	}
-	if _, _, err := f.readFast(ctx, names); err != nil {
+	if _, _, err := f.readFast(ctx, servers); err != nil {
 		return nil // the read proper fails the same way, and says so
 	}
 	if err := f.cfg.Sleep(ctx, f.cfg.FirstWait); err != nil {
@@ -258,7 +254,7 @@ func (f *Fresh) refreshExternal(ctx context.Context, servers []ServerState, sig 
 	if due {
 		sig.ExternalFetched = true
 		f.fetchedAt = now
-		ext, eerr = f.cfg.External.Fetch(ctx)
+		ext, eerr = f.cfg.External.Fetch(ctx, servers)
 		switch {
 		case eerr != nil:
 			sig.ExternalError = eerr.Error()
@@ -356,8 +352,8 @@ func (f *Fresh) signal() *Signal {
 // readFast reads the fast signal and sets its state from the read; it
 // returns the read and whether it succeeded. The Calibrator gets every
 // good read (it ignores one it has seen).
-func (f *Fresh) readFast(ctx context.Context, names []string) (LocalRead, bool, error) {
-	cur, err := f.cfg.Fast.ReadLocal(ctx, names)
+func (f *Fresh) readFast(ctx context.Context, servers []ServerState) (LocalRead, bool, error) {
+	cur, err := f.cfg.Fast.ReadLocal(ctx, servers)
 	if err != nil {
 		f.state, f.reason = FastDead, "fast signal read failed: "+err.Error()
 		return cur, false, err

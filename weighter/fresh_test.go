@@ -27,7 +27,7 @@ type fakeLocal struct {
 	still    int
 }
 
-func (f *fakeLocal) ReadLocal(context.Context, []string) (LocalRead, error) {
+func (f *fakeLocal) ReadLocal(context.Context, []ServerState) (LocalRead, error) {
 	if f.err != nil {
 		return LocalRead{}, f.err
 	}
@@ -66,7 +66,7 @@ type fakeExternal struct {
 	calls int
 }
 
-func (f *fakeExternal) Fetch(context.Context) (Loads, error) {
+func (f *fakeExternal) Fetch(context.Context, []ServerState) (Loads, error) {
 	f.calls++
 	if f.err != nil {
 		return nil, f.err
@@ -287,7 +287,7 @@ type stepExternal struct {
 	step  time.Duration
 }
 
-func (f *stepExternal) Fetch(context.Context) (Loads, error) {
+func (f *stepExternal) Fetch(context.Context, []ServerState) (Loads, error) {
 	out := Loads{}
 	end := f.clock.Truncate(f.step)
 	for name, v := range f.loads {

@@ -316,7 +316,7 @@ type randomLoads struct {
 	last Loads
 }
 
-func (r *randomLoads) Fetch(context.Context) (Loads, error) {
+func (r *randomLoads) Fetch(context.Context, []ServerState) (Loads, error) {
 	out := Loads{}
 	for _, s := range r.hp.snapshot() {
 		v := 1 + 999*r.rng.Float64()

@@ -27,7 +27,7 @@ type shedSource struct {
 }
 
 func (s *shedSource) FetchSignal(ctx context.Context, _ []ServerState) (Loads, *Signal, error) {
-	loads, err := s.Fetch(ctx)
+	loads, err := s.Fetch(ctx, nil)
 	sig := &Signal{Pipeline: s.pipeline, Fast: FastLive, FastAge: s.age, FastAt: s.at, Servers: map[string]FastInput{}, Sessions: s.sessions}
 	if s.pipeline == PipelineExternal {
 		sig.Fast, sig.FastReason = FastDead, "fast signal read failed: boom"

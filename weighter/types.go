@@ -32,7 +32,22 @@ type Loads map[string]Series
 
 // Source reads the current load of every server of one backend.
 type Source interface {
-	Fetch(ctx context.Context) (Loads, error)
+	// Fetch reads the loads. servers are the backend's servers as the
+	// cycle has just read them from the target: a source that needs them
+	// (to match its series by address, to read the fast signal of each) is
+	// given them rather than keeping its own copy of the target's last read,
+	// so that every part of a cycle sees the same servers. Most sources
+	// ignore them.
+	Fetch(ctx context.Context, servers []ServerState) (Loads, error)
+}
+
+// Names returns the names of servers, in their order.
+func Names(servers []ServerState) []string {
+	out := make([]string, len(servers))
+	for i, s := range servers {
+		out[i] = s.Name
+	}
+	return out
 }
 
 // AdminState is the operator-controlled state of a server.

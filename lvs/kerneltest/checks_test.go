@@ -216,7 +216,7 @@ func runCycles(w *lvs.Service, nl ipvs.Client) (map[string]int, error) {
 
 type staticSource time.Time
 
-func (s staticSource) Fetch(context.Context) (weighter.Loads, error) {
+func (s staticSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
 	out := weighter.Loads{}
 	for name, v := range loads {
 		out[name] = weighter.Series{{Time: time.Time(s), Value: v}}
