@@ -275,7 +275,7 @@ func SelectWorldPipelines(list string) ([]Pipeline, error) {
 // (docs/production-world.md).
 func HerdCandidates() []Pipeline {
 	var out []Pipeline
-	for _, h := range []float64{1, 2, 4, 8, 16} {
+	for _, h := range []float64{0, 1, 2, 4, 8, 16} { // 0: the bound off, as it shipped before
 		pl := ShippedPipeline()
 		pl.Name, pl.Default = fmt.Sprintf("%s max_run=%g", ShippedName, h), false
 		pl.Adjust = func(p *weighter.Policy) { p.MaxRun = h }

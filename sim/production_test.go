@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -173,7 +174,7 @@ func TestHerdCandidatesChangeOnlyTheRunBound(t *testing.T) {
 	for _, pl := range HerdCandidates() {
 		_, p, err := pl.daemonSettings(LongLivedScenario())
 		require.NoError(t, err)
-		assert.Positive(t, p.MaxRun, pl.Name)
+		assert.Contains(t, pl.Name, fmt.Sprintf("max_run=%g", p.MaxRun), "the candidate's Adjust sets what its name says")
 		p.MaxRun, p.RunChurn = weighter.DefaultPolicy().MaxRun, weighter.DefaultPolicy().RunChurn
 		assert.Equal(t, weighter.DefaultPolicy(), p, pl.Name)
 	}

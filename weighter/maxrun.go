@@ -32,11 +32,25 @@ import (
 // server its slot count as weight, leastconn by another name (measured:
 // docs/production-world.md). H is counted in connections, fresh each cycle.
 //
-// The bound is applied after max_step (it may move a share further: it is
-// a safety bound, as a drain is), on the weights before rounding, the
-// backend rescaled so that its largest weight is max_weight again; then on
-// the written integers, lowering any that rounding took past it. Weight 1,
-// HAProxy's smallest, is never lowered further.
+// The bound is one more bound inside the share solver (shareOut), beside
+// max_step's: x_i ≤ c_i = (n_i+1+H)·ρ next to b_i/max_step ≤ x_i ≤
+// b_i·max_step, the capped servers' share going to the others through k
+// (boundRuns). max_step is the guarantee the README states for every cycle,
+// so where the two conflict max_step wins:
+//
+//   - every cycle keeps max_step, the run bound included;
+//   - every server whose written weight is above its run bound is one
+//     max_step holds there: its share fell by the full max_step this cycle,
+//     or writing it lower would take another server's share above its
+//     ceiling (share·max_step), each up to the rounding;
+//   - so with steady loads and connections a server e times over its bound
+//     is within it after about log_max_step(e) cycles, and from then on a
+//     burst of any size keeps it exactly.
+//
+// A server held for missing data keeps its share unless its bound lowers
+// it; it is never raised for the bound (its load is unknown). The bound is
+// kept on the weights before rounding and on the integers written
+// (boundIntegers). Weight 1, HAProxy's smallest, is never lowered further.
 
 // runState is what the run bound remembers between cycles: each server's
 // open connections at the last cycle and the EWMA of the new connections a
@@ -45,6 +59,8 @@ type runState struct {
 	seen  map[string]int
 	churn float64 // per server per cycle; NaN before two cycles
 	h     float64 // this cycle's H
+	// the share solver's caps and boundIntegers' witness, reused across cycles
+	caps, witness []float64
 }
 
 // runAlpha is the weight of one cycle in the churn's EWMA: a half-life of
@@ -99,108 +115,305 @@ func (c *Controller) runAllowance(ws []work) {
 // ReasonMaxRun is the note of a weight the run bound lowered.
 const ReasonMaxRun = "run bound (max_run)"
 
-// boundRuns caps the weights before rounding, exact[i] for active[i] (held
-// servers at base × scale), and returns the factor every weight was then
-// multiplied by so that the largest is max_weight (1 when none was capped).
-func (c *Controller) boundRuns(active, held []*work, exact []float64, scale float64) float64 {
-	rs := c.buf.runR[:0]
-	for i, w := range active {
-		if exact[i] > 0 {
-			rs = append(rs, exact[i]/float64(w.sessions+1))
-		}
+// boundRuns puts the run bound into the share solver: x_i is capped at
+// c_i = (n_i+1+H)·ρ, ρ being the lower median server's x/(n+1) in the
+// solution the caps give. ρ depends on the solution it bounds: capping the
+// favoured servers gives their share to the others, which raises it. Capped
+// at the uncapped solution's median ρ₀ the median only rises (the servers
+// at or above it stay there: the capped ones at (n_i+1+H)·ρ₀, the others
+// only gain), so the caps at ρ₀ hold; with no cap binding the median is ρ₀
+// again. Between the two, the largest ρ whose solution's median is still at
+// least ρ is found by bisection: the loosest caps that hold.
+//
+// When max_step leaves the capped servers' share nowhere to go (the others
+// cannot take it within b_i·max_step), ρ is raised to the least that leaves
+// room, ρ_f: every server within its bound is then at its ceiling (its share
+// raised by the full max_step) and every capped server is over its bound by
+// the same factor, the least max_step allows. Before that, the deadband's
+// pins are lifted (it only spares a write) and the search runs again.
+// boundIntegers then keeps the bound on the integers written.
+func (s *share) boundRuns() {
+	s.caps = s.c.runs.caps[:0]
+	for range len(s.active) + len(s.held) {
+		s.caps = append(s.caps, math.Inf(1))
 	}
-	for _, w := range held {
-		if b := float64(w.base()) * scale; b > 0 {
-			rs = append(rs, b/float64(w.sessions+1))
-		}
+	s.c.runs.caps = s.caps
+	if !s.searchReference() && s.unpin() {
+		s.searchReference()
 	}
-	c.buf.runR = rs
-	rMin, ok := runReference(rs)
-	if !ok {
-		return 1
-	}
-	capped, top := false, 0.0
-	for i, w := range active {
-		if limit := (float64(w.sessions+1) + c.runs.h) * rMin; exact[i] > limit {
-			exact[i], capped = limit, true
-			c.noteRun(w)
-		}
-		top = max(top, exact[i])
-	}
-	for _, w := range held {
-		// A held server keeps its share (missing data moves no traffic)
-		// unless the bound says otherwise: enforceRuns lowers it.
-		b := float64(w.base()) * scale
-		if limit := (float64(w.sessions+1) + c.runs.h) * rMin; b > limit {
-			b, capped = limit, true
-		}
-		top = max(top, b)
-	}
-	if !capped {
-		return 1
-	}
-	if !(top > 0) {
-		return 1
-	}
-	f := float64(c.p.MaxWeight) / top
-	for i := range exact {
-		exact[i] *= f
-	}
-	return f
+	s.noteRuns()
 }
 
-// enforceRuns keeps the bound on the integer weights the plan writes:
-// rounding can take a weight past (n_i+1+H) · r_m by up to half a unit, and
-// the least favoured server's own rounding moves r_m. A weight lowered to
-// its integer limit can itself fall below r_m (when H · r_m < 1) and become
-// the least favoured, so the pass repeats until nothing changes; it only
-// lowers weights, which are integers of at least 1, so it ends.
-func (c *Controller) enforceRuns(active, held []*work) {
+// searchReference sets the caps at the largest ρ that holds (see
+// boundRuns), or at ρ_f when max_step leaves no room for one, and shares
+// out with them; with no cap needed it leaves none. It reports whether the
+// caps hold.
+func (s *share) searchReference() bool {
+	for i := range s.caps {
+		s.caps[i] = math.Inf(1)
+	}
+	s.solve()
+	low, ok := s.runReference()
+	if !ok {
+		return true
+	}
+	high, h := 0.0, s.c.runs.h // at ρ = high no cap binds, and there is room
+	for i := range s.caps {
+		high = max(high, s.xOf(i)/(float64(s.sessionsOf(i)+1)+h))
+	}
+	if high <= low {
+		return true // the uncapped solution keeps the bound
+	}
+	if s.capAt(low); !s.roomFor(1) {
+		low = s.leastRoom(low, high)
+		if !s.holdsAt(low) {
+			return false
+		}
+	} else {
+		for range 8 { // ρ₀'s caps hold but for a server resumed from a drain, which top moves
+			if s.holdsAt(low) {
+				break
+			}
+			low, _ = s.runReference()
+		}
+	}
+	for range 48 {
+		mid := math.Sqrt(low * high)
+		if !(mid > low && mid < high) || high <= low*(1+1e-9) {
+			break
+		}
+		if s.holdsAt(mid) {
+			low = mid
+		} else {
+			high = mid
+		}
+	}
+	return s.holdsAt(low)
+}
+
+// leastRoom is ρ_f, the least ρ in [low, high] whose caps leave the servers
+// room to share out what they hold (roomFor), when low's do not; high's do.
+func (s *share) leastRoom(low, high float64) float64 {
+	for range 48 {
+		mid := math.Sqrt(low * high)
+		if !(mid > low && mid < high) || high <= low*(1+1e-12) {
+			break
+		}
+		if s.capAt(mid); s.roomFor(1) {
+			high = mid
+		} else {
+			low = mid
+		}
+	}
+	return high
+}
+
+// holdsAt caps at rho, shares out, and reports whether the solution's own
+// median is at least rho (the caps hold).
+func (s *share) holdsAt(rho float64) bool {
+	s.capAt(rho)
+	s.solve()
+	m, ok := s.runReference()
+	return ok && m >= rho*(1-1e-12)
+}
+
+// capAt sets every server's cap to (n_i+1+H)·rho.
+func (s *share) capAt(rho float64) {
+	h := s.c.runs.h
+	for i := range s.caps {
+		s.caps[i] = (float64(s.sessionsOf(i)+1) + h) * rho
+	}
+}
+
+// unpin frees every server the deadband pinned and reports whether there
+// was any.
+func (s *share) unpin() bool {
+	some := false
+	for i := range s.pinned {
+		some = some || s.pinned[i]
+		s.pinned[i] = false
+	}
+	return some
+}
+
+// sessionsOf is the open connections of server i, active servers then held.
+func (s *share) sessionsOf(i int) int {
+	if i < len(s.active) {
+		return s.active[i].sessions
+	}
+	return s.held[i-len(s.active)].sessions
+}
+
+// xOf is x of server i, active servers then held ones.
+func (s *share) xOf(i int) float64 {
+	if i < len(s.active) {
+		return s.activeX(i)
+	}
+	return s.heldX(i - len(s.active))
+}
+
+// runReference is ρ, the weight per connection slot x/(n+1) of the lower
+// median server of the current solution; false when no server has a weight.
+func (s *share) runReference() (float64, bool) {
+	rs := s.c.buf.runR[:0]
+	for i := range len(s.active) + len(s.held) {
+		if x := s.xOf(i); x > 0 {
+			rs = append(rs, x/float64(s.sessionsOf(i)+1))
+		}
+	}
+	s.c.buf.runR = rs
+	return runReference(rs)
+}
+
+// boundIntegers keeps the bound on the integer weights written, exact
+// being every server's weight before rounding (active servers then held
+// ones), each replaced by the integer written: rounding can take a weight
+// past (n_i+1+H)·r_ref by half a unit, and the reference server's own
+// rounding moves r_ref, by more than the bound's slack when H·r_ref is
+// under a unit. A weight above its integer limit floor((n_i+1+H)·r_ref) is
+// lowered towards it, but only as far as max_step allows: the integers
+// written must still stand for exact weights that keep it, every server's
+// exact weight before rounding except the lowered ones', which stand at
+// n+½, the nearest their integer allows (integerWitness). A weight lowered
+// can itself fall below r_ref (when H·r_ref < 1) and move the median, so
+// the passes repeat to a fixed point; they only lower weights, integers of
+// at least 1, so they end. At the end every weight above its limit is one
+// that max_step kept from going lower.
+func (s *share) boundIntegers(exact []float64) {
+	wit := s.integerWitness(exact)
+	for i, x := range exact {
+		exact[i] = float64(toWeight(x, MaxWeight))
+	}
 	for range 1000 {
-		if !c.enforceRunsOnce(active, held) {
+		if !s.lowerIntegers(exact, &wit) {
 			return
 		}
 	}
 }
 
-// enforceRunsOnce lowers every weight above its limit and reports whether
-// it lowered any.
-func (c *Controller) enforceRunsOnce(active, held []*work) bool {
-	rs := c.buf.runR[:0]
-	for _, ws := range [][]*work{active, held} {
-		for _, w := range ws {
-			if w.New > 0 {
-				rs = append(rs, float64(w.New)/float64(w.sessions+1))
-			}
+// integerWitness is exact weights the integers written stand for, each in
+// [n-½, n+½] (a 1 for one in (0, 1.5]), and what max_step asks of them over
+// the servers with a share before (a base weight b): their sum Y, and b's.
+// Each such server j's share y_j/Y stays within [s_j/step, s_j·step],
+// s_j = b_j/Σb: true of the solver's weights, kept by every lowering.
+type integerWitness struct {
+	y            []float64
+	sum, baseSum float64
+}
+
+func (s *share) integerWitness(exact []float64) integerWitness {
+	w := integerWitness{y: append(s.c.runs.witness[:0], exact...)}
+	s.c.runs.witness = w.y
+	for i, y := range w.y {
+		if b := s.baseOf(i); b > 0 {
+			w.sum += y
+			w.baseSum += b
 		}
 	}
-	c.buf.runR = rs
-	rMin, ok := runReference(rs)
+	return w
+}
+
+// stepFloor is the least integer server i (a share before) can be written
+// at, its witness at m+½, with its share still at least b_i/Σb / max_step,
+// and the sum of the witness at least need, the most any other server's
+// share needs to stay under its ceiling (y_j / (s_j·step)).
+func (s *share) stepFloor(i int, need float64, wit integerWitness) int {
+	q := s.baseOf(i) / wit.baseSum / s.step * (1 + 1e-12)
+	rest := wit.sum - wit.y[i] // the others' witness
+	m := int(math.Ceil(need*(1+1e-12) - rest - 0.5))
+	if q < 1 {
+		m = max(m, int(math.Ceil(q*rest/(1-q)-0.5)))
+	}
+	for m < MaxWeight && (float64(m)+0.5) < q*(rest+float64(m)+0.5) {
+		m++
+	}
+	return m
+}
+
+// lowerIntegers is one pass of boundIntegers; it reports whether it lowered
+// any weight.
+func (s *share) lowerIntegers(ints []float64, wit *integerWitness) bool {
+	rs := s.c.buf.runR[:0]
+	for i, n := range ints {
+		rs = append(rs, n/float64(s.sessionsOf(i)+1))
+	}
+	s.c.buf.runR = rs
+	ref, ok := runReference(rs)
 	if !ok {
 		return false
 	}
-	lowered := false
-	for _, ws := range [][]*work{active, held} {
-		for _, w := range ws {
-			limit := int(math.Floor((float64(w.sessions+1)+c.runs.h)*rMin + 1e-9))
-			if w.New <= limit || w.New <= 1 {
-				continue
-			}
-			nw, reason := max(limit, 1), ReasonRebalance
-			if !w.valid() {
-				reason = ReasonMissing
-			}
-			lowered = true
-			c.noteRun(w)
-			switch {
-			case nw == w.Current:
-				w.decide(ActionKeep, nw, ReasonUnchanged+"; "+w.note)
-			default:
-				w.decide(ActionSet, nw, reason+"; "+w.note)
+	// The two largest sums the others' ceilings need: the first bounds
+	// every server but its own.
+	need1, need2, who := 0.0, 0.0, -1
+	for j, y := range wit.y {
+		if b := s.baseOf(j); b > 0 {
+			switch need := y / (b / wit.baseSum * s.step); {
+			case need > need1:
+				need1, need2, who = need, need1, j
+			case need > need2:
+				need2 = need
 			}
 		}
 	}
+	h, lowered := s.c.runs.h, false
+	for i, n := range ints {
+		m := max(1, int(math.Floor((float64(s.sessionsOf(i)+1)+h)*ref+1e-9)))
+		if n <= float64(m) {
+			continue
+		}
+		if s.baseOf(i) > 0 {
+			need := need1
+			if who == i {
+				need = need2
+			}
+			m = max(m, s.stepFloor(i, need, *wit))
+		}
+		if float64(m) >= n {
+			continue
+		}
+		y := min(wit.y[i], float64(m)+0.5)
+		if s.baseOf(i) > 0 {
+			wit.sum -= wit.y[i] - y
+		}
+		wit.y[i], ints[i], lowered = y, float64(m), true
+		s.c.noteRun(s.workOf(i), "")
+	}
 	return lowered
+}
+
+// noteRuns records on each server its run bound lowered that it did, and
+// whether max_step held it above the bound this cycle.
+func (s *share) noteRuns() {
+	for i := range s.caps {
+		c, x, free := s.capOf(i), s.xOf(i), s.uncappedX(i)
+		if c >= free*(1-1e-12) {
+			continue
+		}
+		w := s.workOf(i)
+		switch {
+		case x > s.caps[i]*(1+1e-9):
+			s.c.noteRun(w, "; held above it by max_step, reached over the next cycles")
+		default:
+			s.c.noteRun(w, "")
+		}
+	}
+}
+
+// uncappedX is what x of server i would be without its cap, the rest of
+// the solution (k, top) as it is.
+func (s *share) uncappedX(i int) float64 {
+	if i < len(s.active) {
+		return sharedWeight(s.active[i], float64(s.raw[i])*s.k, s.pinned[i], s.step, s.top, math.Inf(1))
+	}
+	return keptWeight(s.baseOf(i), s.step, math.Inf(1))
+}
+
+// workOf is server i, active servers then held ones.
+func (s *share) workOf(i int) *work {
+	if i < len(s.active) {
+		return s.active[i]
+	}
+	return s.held[i-len(s.active)]
 }
 
 // busy reports whether the servers carry at least one open connection each
@@ -231,9 +444,10 @@ func runReference(rs []float64) (float64, bool) {
 	return rs[(len(rs)-1)/2], true
 }
 
-// noteRun records on w that the run bound lowered its weight.
-func (c *Controller) noteRun(w *work) {
-	note := fmt.Sprintf("%s: at most %.3g new connections in a row", ReasonMaxRun, 1+c.runs.h)
+// noteRun records on w that the run bound lowered its weight, and after
+// what (held above it by max_step).
+func (c *Controller) noteRun(w *work, after string) {
+	note := fmt.Sprintf("%s: at most %.3g new connections in a row%s", ReasonMaxRun, 1+c.runs.h, after)
 	if w.note != "" && w.note != note {
 		note = w.note + "; " + note
 	}

@@ -83,17 +83,23 @@ func TestMaxRunStopsTheHerd(t *testing.T) {
 // TestMaxRunBoundProperty: over random backends (2-16 servers, 0-200 open
 // connections each, random loads with missing ones, random weights) and
 // random bounds, for several cycles committing what was planned, a burst of
-// n arrivals placed by leastconn over the written weights never gives a
-// server i more than 1 + H + (n_i+1+H)/(n_ref+1) · k_ref, ref the lower
-// median server in leastconn's order (by weight/(n+1)) and k_ref what it
-// took; so at most 1 + H before ref takes one. A weight of 1 is exempt
-// (HAProxy has none lower).
+// n arrivals placed by leastconn over the written weights gives a server i
+// at most 1 + H + (n_i+1+H)/(n_ref+1) · k_ref, ref the lower median server
+// in leastconn's order (by weight/(n+1)) and k_ref what it took (so at most
+// 1 + H before ref takes one) — unless max_step is what held it there:
+// its share fell by the full max_step this cycle, or writing its weight one
+// lower would take another server's share above its max_step ceiling.
+// Every cycle also keeps max_step. A weight of 1 is exempt (HAProxy has
+// none lower), and so is a backend with fewer open connections than servers
+// (the bound is not applied there: leastconn fills idle servers first).
 func TestMaxRunBoundProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 2026))
+	var st runStats
 	for trial := range 1000 {
 		p := DefaultPolicy()
 		p.MaxRun = []float64{0.5, 1, 2, 4, 8}[rng.IntN(5)]
 		p.Deadband = rng.IntN(4)
+		p.MaxStep = []float64{1.5, 2, 4}[rng.IntN(3)]
 		if rng.IntN(3) == 0 {
 			p.RunChurn = float64(rng.IntN(20))
 		}
@@ -120,51 +126,181 @@ func TestMaxRunBoundProperty(t *testing.T) {
 			}
 			h := c.runs.h
 			require.GreaterOrEqual(t, h, p.MaxRun)
-			checkRunBound(t, fmt.Sprintf("trial %d cycle %d H %g", trial, cycle, h), plan, servers, h, 1+rng.IntN(60))
+			label := fmt.Sprintf("trial %d cycle %d H %g max_step %g", trial, cycle, h, p.MaxStep)
+			checkRunBound(t, label, p, plan, servers, h, 1+rng.IntN(60), &st)
+			var ms maxStepStats
+			require.Empty(t, checkShareStep(p, plan, baseWeights(servers), &ms), label)
 			c.Commit(plan.Changes())
 			for i := range servers {
 				servers[i].Weight = byServer(plan)[servers[i].Name].New
 			}
 		}
 	}
+	t.Logf("%d bursts checked: %d servers over the bound, every one held there by max_step (%d at their max_step floor, "+
+		"%d where writing it lower would put another server above its max_step ceiling)", st.bursts, st.over, st.atFloor, st.noRoom)
+	require.Positive(t, st.bursts)
 }
 
-func checkRunBound(t *testing.T, label string, plan Plan, servers []ServerState, h float64, n int) {
-	t.Helper()
-	weight, sessions := map[string]int{}, map[string]int{}
-	for _, s := range servers {
-		sessions[s.Name] = s.Sessions
-	}
-	type slot struct {
-		name string
-		r    float64
-	}
-	var order []slot
-	for _, sp := range plan.Servers {
-		weight[sp.Server] = sp.New
-		if sp.New > 0 {
-			order = append(order, slot{sp.Server, float64(sp.New) / float64(sessions[sp.Server]+1)})
+// TestMaxRunConvergesProperty: where max_step held a server over its run
+// bound, the bound is reached over the following cycles. Random backends as
+// in TestMaxRunBoundProperty, but with their open connections and loads
+// (missing ones included) kept from cycle to cycle, so that only the weights
+// move: each cycle keeps max_step, and after at most ⌈log_max_step(e)⌉+2
+// cycles, e the largest factor by which a server started over its bound
+// (the rounding of the start bounded by 256·201), every burst keeps the
+// bound exactly, with no server left over it on any excuse.
+func TestMaxRunConvergesProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(24, 2027))
+	converged := 0
+	for trial := range 300 {
+		p := DefaultPolicy()
+		p.MaxRun = []float64{0.5, 1, 2, 4, 8}[rng.IntN(5)]
+		p.Deadband = rng.IntN(4)
+		p.MaxStep = []float64{1.5, 2, 4}[rng.IntN(3)]
+		c := mustController(t, p)
+		n := 2 + rng.IntN(15)
+		weights, vals := make([]int, n), make([]float64, n)
+		for i := range weights {
+			weights[i], vals[i] = 1+rng.IntN(256), rng.Float64()*1000+1
+		}
+		servers := up(weights...)
+		for i := range servers {
+			servers[i].Sessions = rng.IntN(201)
+		}
+		settle := int(math.Ceil(math.Log(256*201)/math.Log(p.MaxStep))) + 2
+		for cycle := range settle + 5 {
+			now := t0.Add(timeStep(cycle))
+			plan := c.Plan(now, loadsAt(now, vals...), servers)
+			require.False(t, plan.Hold, plan.Reason)
+			label := fmt.Sprintf("trial %d cycle %d H %g max_step %g", trial, cycle, p.MaxRun, p.MaxStep)
+			var ms maxStepStats
+			require.Empty(t, checkShareStep(p, plan, baseWeights(servers), &ms), label)
+			if cycle >= settle {
+				var st runStats
+				checkRunBound(t, label, Policy{}, plan, servers, p.MaxRun, 1+rng.IntN(60), &st)
+				require.Zero(t, st.over, "%s: a server over its bound %d cycles on", label, cycle)
+				converged++
+			}
+			c.Commit(plan.Changes())
+			for i := range servers {
+				servers[i].Weight = byServer(plan)[servers[i].Name].New
+			}
 		}
 	}
+	t.Logf("%d bursts after the weights settled, none over the bound", converged)
+}
+
+// runStats sums up the run bound's property tests.
+type runStats struct {
+	bursts, over, atFloor, noRoom int
+}
+
+// baseWeights is each server's weight before the cycle.
+func baseWeights(servers []ServerState) map[string]int {
+	out := make(map[string]int, len(servers))
+	for _, s := range servers {
+		out[s.Name] = s.Weight
+	}
+	return out
+}
+
+// checkRunBound places a burst of n arrivals by leastconn over the plan's
+// weights and checks every server against the run bound; a server over it
+// must be one max_step held there (stepHeld).
+func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []ServerState, h float64, n int, st *runStats) {
+	t.Helper()
+	weight, sessions := map[string]int{}, map[string]int{}
+	open := 0
+	for _, s := range servers {
+		sessions[s.Name] = s.Sessions
+		open += s.Sessions
+	}
+	if open < len(servers) {
+		return // not busy: the bound is not applied
+	}
+	order := leastconnOrder(plan, sessions)
 	if len(order) == 0 {
 		return
 	}
-	slices.SortStableFunc(order, func(a, b slot) int { return cmp.Compare(a.r, b.r) })
-	ref := order[(len(order)-1)/2].name // the lower median in leastconn's order
+	for _, sp := range plan.Servers {
+		weight[sp.Server] = sp.New
+	}
+	ref := order[(len(order)-1)/2] // the lower median in leastconn's order
 	took := burst(plan, servers, n)
+	st.bursts++
 	for _, s := range servers {
 		if weight[s.Name] <= 1 || s.Name == ref {
 			continue
 		}
 		bound := 1 + h + (float64(sessions[s.Name]+1)+h)/float64(sessions[ref]+1)*float64(took[ref])
-		if float64(took[s.Name]) > bound+1e-9 {
-			for _, sp := range plan.Servers {
-				t.Logf("%s n=%d cur=%d new=%d %s %s", sp.Server, sessions[sp.Server], sp.Current, sp.New, sp.Action, sp.Reason)
-			}
-			t.Fatalf("%s: %s (w %d, n %d) took %d of %d, bound %.2f; reference %s (w %d, n %d) took %d",
-				label, s.Name, weight[s.Name], sessions[s.Name], took[s.Name], n, bound, ref, weight[ref], sessions[ref], took[ref])
+		if float64(took[s.Name]) <= bound+1e-9 {
+			continue
+		}
+		st.over++
+		if why := stepHeld(p, plan, baseWeights(servers), s.Name, st); why != "" {
+			continue
+		}
+		for _, sp := range plan.Servers {
+			t.Logf("%s n=%d cur=%d new=%d %s %s", sp.Server, sessions[sp.Server], sp.Current, sp.New, sp.Action, sp.Reason)
+		}
+		t.Fatalf("%s: %s (w %d, n %d) took %d of %d, bound %.2f; reference %s (w %d, n %d) took %d; max_step did not hold it there",
+			label, s.Name, weight[s.Name], sessions[s.Name], took[s.Name], n, bound, ref, weight[ref], sessions[ref], took[ref])
+	}
+}
+
+// leastconnOrder is the plan's servers with a weight, most favoured by
+// leastconn first (lowest (n+1)/w, that is highest w/(n+1)), ties in the
+// plan's order. It compares exactly, in integers.
+func leastconnOrder(plan Plan, sessions map[string]int) []string {
+	type slot struct {
+		name string
+		w, n int
+	}
+	var order []slot
+	for _, sp := range plan.Servers {
+		if sp.New > 0 {
+			order = append(order, slot{sp.Server, sp.New, sessions[sp.Server]})
 		}
 	}
+	// w_a/(n_a+1) < w_b/(n_b+1)  ⇔  w_a·(n_b+1) < w_b·(n_a+1)
+	slices.SortStableFunc(order, func(a, b slot) int { return cmp.Compare(a.w*(b.n+1), b.w*(a.n+1)) })
+	names := make([]string, len(order))
+	for i, s := range order {
+		names[i] = s.name
+	}
+	return names
+}
+
+// stepHeld says why max_step held server over its run bound, "" when it
+// did not. On the integers written, each n standing for an exact weight in
+// [n-½, n+½] (a 1 for one in (0, 1.5]), as checkShareStep reads them: its
+// lowest share reaches its max_step floor, share/max_step; or, were it
+// written one lower, another server's highest share would be above its
+// ceiling, share·max_step (it is at its ceiling up to the rounding). A server without a weight before (resumed from a drain)
+// has no share for max_step to keep: it is never held.
+func stepHeld(p Policy, plan Plan, base map[string]int, over string, st *runStats) string {
+	set := shareSet(plan, base)
+	i := slices.IndexFunc(set, func(m shareMember) bool { return m.name == over })
+	if i < 0 || p.MaxStep == 0 {
+		return ""
+	}
+	var oldSum, lowSum, highSum float64
+	for _, m := range set {
+		oldSum, lowSum, highSum = oldSum+m.old, lowSum+lowExact(m.new), highSum+m.new+0.5
+	}
+	if m := set[i]; lowExact(m.new)/(lowExact(m.new)+highSum-(m.new+0.5)) <= m.old/oldSum/p.MaxStep*(1+1e-9) {
+		st.atFloor++
+		return "at its max_step floor"
+	}
+	for j, m := range set {
+		// its highest share, were the other one lower
+		highest := (m.new + 0.5) / (m.new + 0.5 + lowSum - lowExact(m.new) - 1)
+		if j != i && highest > m.old/oldSum*p.MaxStep*(1-1e-12) {
+			st.noRoom++
+			return m.name + " at its max_step ceiling"
+		}
+	}
+	return ""
 }
 
 // TestRunChurnFollowsArrivals: H is max_run while servers gain nothing, and

@@ -43,12 +43,10 @@ type Policy struct {
 	// server takes under leastconn before the lower median server takes
 	// one: at most 1 + MaxRun, from the servers' open connections (HAProxy's
 	// scur), so that a burst of clients does not all land on the server the
-	// weights favour (maxrun.go; docs/production-world.md). Off by default:
-	// it caps weights after the max_step clamp and rescales, so a cycle in
-	// which it caps can move a server's share further than max_step (the
-	// max_step property test with open connections showed moves of x35);
-	// it must become one more bound inside the share solver before it can
-	// be a default.
+	// weights favour (maxrun.go; docs/production-world.md). It is one more
+	// bound inside the share solver, beside max_step: where the two
+	// conflict max_step holds and the run bound is reached over the
+	// following cycles.
 	MaxRun float64 `yaml:"max_run" json:"max_run"`
 	// RunChurn (>= 0, 0 = off) raises the run bound's H, per cycle, to this
 	// many times the new connections a server gains per cycle on average
@@ -103,7 +101,7 @@ func DefaultPolicy() Policy {
 		MinCoverage:    0.5,
 		Deadband:       2,
 		MaxStep:        2,
-		MaxRun:         0, // off until it respects max_step (see the field)
+		MaxRun:         2, // the run bound against herding: docs/production-world.md
 		Smoothing:      0,
 		PanicThreshold: 2,
 		MaxDrained:     1.0 / 3,
