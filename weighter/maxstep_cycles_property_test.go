@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +20,10 @@ import (
 // series missing altogether; weights carried from cycle to cycle by an
 // HAProxy model (integers, from its default weight 1 at start), servers set
 // to drain or maint and back, going down and up, and reloads that reset every
-// weight. Every cycle must keep the max_step rule (checkShareStep). Seeds are
-// fixed, so a failure names a run and cycle that reproduce.
+// weight; open connections that move between cycles, which the run bound
+// (max_run, on by default) reads. Every cycle must keep the max_step rule
+// (checkShareStep), the run bound's caps included. Seeds are fixed, so a
+// failure names a run and cycle that reproduce.
 func TestPropertyMaxStepOverCycles(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -35,6 +38,7 @@ func TestPropertyMaxStepOverCycles(t *testing.T) {
 		{"max_step 2 max_weight 100 min_coverage 0", func(p *Policy) { p.MaxWeight, p.MinCoverage = 100, 0 }},
 		{"max_step 4 drain_above", func(p *Policy) { p.MaxStep, p.DrainAbove, p.ResumeBelow = 4, 950, 500 }},
 		{"max_step 2 missing mean", func(p *Policy) { p.Missing = MissingMean }},
+		{"max_step 1.5 max_run 0.5 run_churn 4", func(p *Policy) { p.MaxStep, p.MaxRun, p.RunChurn = 1.5, 0.5, 4 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := DefaultPolicy()
@@ -44,10 +48,12 @@ func TestPropertyMaxStepOverCycles(t *testing.T) {
 				"by rounding (worst share move x%.3f); %d weights moved more than max_step on the scale where the largest is max_weight (worst x%.3f)",
 				st.cycles, st.writes, st.checked, st.broken, p.MaxStep, st.rounded, st.worst, st.weightMoves, st.worstWeight)
 			t.Log(st.worstCase)
+			t.Logf("the run bound (max_run %v) lowered %d weights in %d cycles", p.MaxRun, st.runCapped, st.runCycles)
 			for _, e := range st.first {
 				t.Error(e)
 			}
 			require.Zero(t, st.broken, "cycles outside the max_step rule")
+			require.Positive(t, st.runCycles, "the run bound, on by default, must be exercised")
 		})
 	}
 }
@@ -68,6 +74,9 @@ type maxStepStats struct {
 	// worstWeight is the largest such factor: for the record, not asserted.
 	weightMoves int
 	worstWeight float64
+	// runCapped counts the weights the run bound lowered (their reason says
+	// so), runCycles the cycles with at least one.
+	runCapped, runCycles int
 }
 
 // runMaxStepCycles runs backends of 2..12 servers, 50 cycles each, until n
@@ -99,6 +108,7 @@ func runMaxStepCycles(t *testing.T, p Policy, n int) maxStepStats {
 				}
 			}
 			countWeightMoves(p, c.Plan, base, &st)
+			countRunCaps(c.Plan, &st)
 			for _, ch := range c.Written {
 				written[ch.Server] = ch.Weight
 			}
@@ -207,6 +217,20 @@ func countWeightMoves(p Policy, plan Plan, base map[string]int, st *maxStepStats
 			st.weightMoves++
 			st.worstWeight = max(st.worstWeight, f)
 		}
+	}
+}
+
+// countRunCaps counts the weights of plan the run bound lowered.
+func countRunCaps(plan Plan, st *maxStepStats) {
+	n := 0
+	for _, s := range plan.Servers {
+		if strings.Contains(s.Reason, ReasonMaxRun) {
+			n++
+		}
+	}
+	st.runCapped += n
+	if n > 0 {
+		st.runCycles++
 	}
 }
 
