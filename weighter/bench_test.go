@@ -53,6 +53,26 @@ func BenchmarkPlan(b *testing.B) {
 	}
 }
 
+// BenchmarkPlanBusy is BenchmarkPlan over servers that carry 0-200 open
+// connections each, so that the run bound (max_run, on by default) searches
+// its reference and bounds the written integers every cycle.
+func BenchmarkPlanBusy(b *testing.B) {
+	for _, n := range []int{10, 1_000, 10_000} {
+		b.Run(fmt.Sprintf("servers=%d", n), func(b *testing.B) {
+			servers, loads := benchBackend(n, false)
+			rng := rand.New(rand.NewPCG(2, uint64(n)))
+			for i := range servers {
+				servers[i].Sessions = rng.IntN(201)
+			}
+			c := mustController(b, DefaultPolicy())
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Plan(t0, loads, servers)
+			}
+		})
+	}
+}
+
 // BenchmarkPlanFloor measures the part of BenchmarkPlan that any Plan over
 // this input pays, whatever its policy: for every server, find its series in
 // the name-keyed Loads, read the newest point and write the server's line into

@@ -3,7 +3,6 @@ package weighter
 import (
 	"fmt"
 	"math"
-	"slices"
 )
 
 // The run bound (Policy.MaxRun): how many new connections in a row one
@@ -179,7 +178,7 @@ func (s *share) searchReference() bool {
 	}
 	for range 48 {
 		mid := math.Sqrt(low * high)
-		if !(mid > low && mid < high) || high <= low*(1+1e-9) {
+		if !(mid > low && mid < high) || high <= low*(1+1e-6) { // ρ to a millionth: the integers are bounded after
 			break
 		}
 		if s.holdsAt(mid) {
@@ -196,7 +195,7 @@ func (s *share) searchReference() bool {
 func (s *share) leastRoom(low, high float64) float64 {
 	for range 48 {
 		mid := math.Sqrt(low * high)
-		if !(mid > low && mid < high) || high <= low*(1+1e-12) {
+		if !(mid > low && mid < high) || high <= low*(1+1e-9) {
 			break
 		}
 		if s.capAt(mid); s.roomFor(1) {
@@ -435,13 +434,45 @@ func busy(active, held []*work) bool {
 // runReference is r_ref, the weight per connection slot (w/(n+1)) of the
 // lower median server in leastconn's order (the (⌊S/2⌋+1)-th most favoured
 // of the S servers with a weight: the 5th of 8, the 2nd of 2); false when
-// there is none. rs is reordered.
+// there is none. rs is reordered. The search for ρ asks for it dozens of
+// times a cycle, so it selects (expected linear time) rather than sorts.
 func runReference(rs []float64) (float64, bool) {
 	if len(rs) == 0 {
 		return 0, false
 	}
-	slices.Sort(rs)
-	return rs[(len(rs)-1)/2], true
+	return nthSmallest(rs, (len(rs)-1)/2), true
+}
+
+// nthSmallest is the k-th smallest of rs (0-based), which it reorders:
+// Hoare's selection with the median of three as pivot.
+func nthSmallest(rs []float64, k int) float64 {
+	lo, hi := 0, len(rs)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		pivot := max(min(rs[lo], rs[mid]), min(max(rs[lo], rs[mid]), rs[hi]))
+		i, j := lo, hi
+		for i <= j {
+			for rs[i] < pivot {
+				i++
+			}
+			for rs[j] > pivot {
+				j--
+			}
+			if i <= j {
+				rs[i], rs[j] = rs[j], rs[i]
+				i, j = i+1, j-1
+			}
+		}
+		switch {
+		case k <= j:
+			hi = j
+		case k >= i:
+			lo = i
+		default:
+			return rs[k]
+		}
+	}
+	return rs[k]
 }
 
 // noteRun records on w that the run bound lowered its weight, and after

@@ -340,3 +340,18 @@ func TestMaxRunValidation(t *testing.T) {
 
 // timeStep is the start of cycle k, 2 s apart.
 func timeStep(k int) time.Duration { return time.Duration(k) * 2 * time.Second }
+
+// TestNthSmallest: the selection behind runReference agrees with sorting,
+// duplicates included.
+func TestNthSmallest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 2000 {
+		rs := make([]float64, 1+rng.IntN(40))
+		for i := range rs {
+			rs[i] = float64(rng.IntN(10)) / float64(1+rng.IntN(3))
+		}
+		k := rng.IntN(len(rs))
+		sorted := slices.Sorted(slices.Values(rs))
+		require.Equal(t, sorted[k], nthSmallest(slices.Clone(rs), k), "%v k=%d", rs, k)
+	}
+}
