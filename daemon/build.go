@@ -10,6 +10,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -80,13 +81,16 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error
 			return nil, err
 		}
 	}
+	if o.zeroes == nil {
+		o.zeroes = &ownzero.Record{} // built alone (Build, tests): a record of their own
+	}
 	clients := clientPool{}
 	maps.Copy(clients, o.clients)
 	var units []*Unit
 	for _, b := range cfg.Backends {
 		var client *haproxy.Client
 		if b.UsesSocket() {
-			c, err := clients.get(cfg.SocketOf(&b))
+			c, err := clients.get(cfg.SocketOf(&b), o.zeroes)
 			if err != nil {
 				closeAll(units) // IPVS services opened for earlier backends
 				return nil, fmt.Errorf("backend %s: haproxy: %w", b.Name, err)
@@ -119,7 +123,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	var hb *haproxy.Backend
 	var svc *lvs.Service
 	if b.IPVS != nil {
-		svc, err = lvs.New(*b.IPVS, log)
+		svc, err = lvs.New(*b.IPVS, o.zeroes, log)
 		if err != nil {
 			return nil, err
 		}

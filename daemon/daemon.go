@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
 )
@@ -49,6 +50,12 @@ type Daemon struct {
 	// other balancers' daemons' (package peers). It outlives reloads.
 	peers *peers.Set
 
+	// zeroes is the one record of the weight-0 drains this process wrote,
+	// which every target it builds writes to and reads (restore_on_exit
+	// undoes those and no other; IPVS writes over no other). It outlives
+	// reloads.
+	zeroes *ownzero.Record
+
 	// haproxyChecked is the last check of each HAProxy configuration file,
 	// by path (startcheck.go); only Run's goroutine uses it.
 	haproxyChecked map[string]haproxyFileState
@@ -79,7 +86,7 @@ func New(cfg *config.Config, o Options) *Daemon {
 	}
 	d := &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
 		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
-		startWeights: newStartWeights(o.Log), peers: peers.New(metrics.NewPeers(o.Registry), o.Log),
+		startWeights: newStartWeights(o.Log), peers: peers.New(metrics.NewPeers(o.Registry), o.Log), zeroes: &ownzero.Record{},
 		listen: net.Listen, webRetry: time.Second}
 	d.metrics.WatchSockets(d.socketStates)
 	d.metrics.WatchAddresses(d.addressStates)

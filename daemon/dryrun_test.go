@@ -267,7 +267,9 @@ func TestReloadIntoDryRunRestores(t *testing.T) {
 	r := startDaemon(t, d, n)
 	testenv.WaitFor(t, "be's start-up weights kept", func() bool { return d.startWeights.has("be") })
 
-	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)})
+	// Writes as the daemon's live cycles would (this source holds for its
+	// rate window), into its record of its own drains.
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Timeout: duration.Duration(5 * time.Second)}, haproxy.OwnZeroes(d.zeroes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +277,6 @@ func TestReloadIntoDryRunRestores(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	weights := func() map[string]int { return mustWeights(ctx, t, b) }
-	// As the daemon's live cycles would (this source holds for its rate window).
 	if err := b.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 0}}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -111,6 +112,11 @@ type buildOptions struct {
 	// master: the backend's socket is HAProxy's master CLI (set per
 	// backend by build).
 	master bool
+	// zeroes is the record of the weight-0 drains this process made, which
+	// the daemon owns and every HAProxy client and IPVS service it builds
+	// shares: a reload builds new ones while the old ones restore. nil: one
+	// of the build's own.
+	zeroes *ownzero.Record
 }
 
 // newHAProxyFast builds an HAProxy backend's fast signal: the chain of

@@ -19,7 +19,7 @@ func (d *Daemon) RunOnce(ctx context.Context, apply bool) ([]weighter.Cycle, err
 	cfg, wait := sampleOnce(d.config())
 	// A backend that weighs by the fast signal reads it twice, an interval
 	// apart, for a rate: the single cycle waits that long.
-	var o buildOptions
+	o := buildOptions{zeroes: d.zeroes}
 	for i := range cfg.Backends {
 		if cfg.Backends[i].UsesFastSignal() {
 			o.firstWait = time.Duration(cfg.Interval)

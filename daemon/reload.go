@@ -82,7 +82,7 @@ func (d *Daemon) reloadConfig(ctx context.Context, requests int) {
 	cfg, err := d.reload()
 	var units []*Unit
 	if err == nil {
-		units, err = build(cfg, d.log, buildOptions{peers: d.peers, clients: d.current().clients()})
+		units, err = build(cfg, d.log, buildOptions{peers: d.peers, clients: d.current().clients(), zeroes: d.zeroes})
 	}
 	if err != nil {
 		d.log.Error("config reload rejected, keeping the old configuration", append([]any{"err", err}, coalesced(requests)...)...)

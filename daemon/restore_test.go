@@ -31,7 +31,7 @@ func TestRestoreAfterHAProxyCameUpLate(t *testing.T) {
 	testenv.WaitFor(t, "the start-up weights, read once HAProxy answers", func() bool {
 		return d.startWeights.has("be")
 	})
-	hc, wctx := restoreClient(t, h.Socket)
+	hc, wctx := restoreClient(t, d, h.Socket)
 	b := hc.Backend("be")
 	// As the daemon's cycles would (this source holds for its rate window).
 	mustSetWeights(wctx, t, b, weighter.Change{Server: "s1", Weight: 77})
@@ -145,10 +145,11 @@ func restoreBackendsConfig(t *testing.T, socket, interval, socketTimeout string,
 }
 
 // restoreClient is a client of the HAProxy on socket, to write and read
-// weights beside the daemon, and a context for its calls that ends with the test.
-func restoreClient(t *testing.T, socket string) (*haproxy.Client, context.Context) {
+// weights beside the daemon d as its cycles would (its drains go into d's
+// record of its own), and a context for its calls that ends with the test.
+func restoreClient(t *testing.T, d *Daemon, socket string) (*haproxy.Client, context.Context) {
 	t.Helper()
-	hc, err := haproxy.New(haproxy.Config{Socket: socket, Timeout: duration.Duration(5 * time.Second)})
+	hc, err := haproxy.New(haproxy.Config{Socket: socket, Timeout: duration.Duration(5 * time.Second)}, haproxy.OwnZeroes(d.zeroes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestReloadRestoresRemovedBackend(t *testing.T) {
 		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
 
-	hc, wctx := restoreClient(t, h.Socket)
+	hc, wctx := restoreClient(t, d, h.Socket)
 	// As the daemon's cycles would (this source holds for its rate window).
 	for backend, ch := range map[string]weighter.Change{"be": {Server: "s1", Weight: 0}, "kept": {Server: "k1", Weight: 5}} {
 		mustSetWeights(wctx, t, hc.Backend(backend), ch)

@@ -33,7 +33,7 @@ func TestHungHAProxyAtExitDoesNotStopTheOthersRestore(t *testing.T) {
 	testenv.WaitFor(t, "the start-up weights of both backends", func() bool {
 		return d.startWeights.has("a") && d.startWeights.has("b")
 	})
-	hc, ctx := restoreClient(t, up.Socket)
+	hc, ctx := restoreClient(t, d, up.Socket)
 	// The daemon's drain on the HAProxy that answers, as its cycles would write it.
 	mustSetWeights(ctx, t, hc.Backend("b"), weighter.Change{Server: "s1", Weight: 0})
 	hung.Freeze()

@@ -30,7 +30,7 @@ func TestFailedRestoreOfRemovedBackendIsRetriedAtExit(t *testing.T) {
 	testenv.WaitFor(t, "start-up weights of both backends", func() bool {
 		return d.startWeights.has("be") && d.startWeights.has("kept")
 	})
-	hc, ctx := restoreClient(t, h.Socket)
+	hc, ctx := restoreClient(t, d, h.Socket)
 	// The daemon's drain, as its cycles would write it.
 	mustSetWeights(ctx, t, hc.Backend("be"), weighter.Change{Server: "s1", Weight: 0})
 	// HAProxy's socket out of reach during the reload (HAProxy keeps listening on it).

@@ -38,7 +38,7 @@ func TestRestoreOnExitTurnedOnAgainKeepsTheWeightsOfThatMoment(t *testing.T) {
 	// The new unit's start check writes a weight back as it read it: let it
 	// pass before the weights change.
 	testenv.WaitFor(t, "the start-up read after the reload", func() bool { return strings.Count(logs.String(), `msg="current weights"`) == 2 })
-	hc, ctx := restoreClient(t, h.Socket)
+	hc, ctx := restoreClient(t, d, h.Socket)
 	mustSetWeights(ctx, t, hc.Backend("be"), weighter.Change{Server: "s1", Weight: 5})
 	restore.Store(true)
 	reload(2) // on again: keeps s1=5 s2=20 at the backend's first read

@@ -17,7 +17,7 @@ import (
 // operator must learn that HAProxy kept the daemon's weights (drains
 // included) after it stopped. A value on hup reloads the configuration.
 func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
-	units, err := build(d.cfg, d.log, buildOptions{peers: d.peers})
+	units, err := build(d.cfg, d.log, buildOptions{peers: d.peers, zeroes: d.zeroes})
 	if err != nil {
 		return err
 	}

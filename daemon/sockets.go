@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
 )
 
@@ -13,11 +14,13 @@ import (
 // (another HAProxy process) have their own, and their own failures.
 type clientPool map[haproxy.Config]*haproxy.Client
 
-func (p clientPool) get(cfg haproxy.Config) (*haproxy.Client, error) {
+// get returns the client of cfg's socket, a new one recording its drains in
+// zeroes when the pool has none.
+func (p clientPool) get(cfg haproxy.Config, zeroes *ownzero.Record) (*haproxy.Client, error) {
 	if c, ok := p[cfg]; ok {
 		return c, nil
 	}
-	c, err := haproxy.New(cfg)
+	c, err := haproxy.New(cfg, haproxy.OwnZeroes(zeroes))
 	if err != nil {
 		return nil, err
 	}

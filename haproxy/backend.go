@@ -37,7 +37,7 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	// One round trip reads both the state (weights, admin and operational
 	// state) and the stats (open sessions, which the controller's
 	// connection_life estimate uses).
-	sent := ownZeroes.ReadSent()
+	sent := b.c.zeroes.ReadSent()
 	replies, err := b.c.roundTrip(ctx, []string{b.stateCmd(), statCmd(b.name)})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", b.name, err)
@@ -52,7 +52,7 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	for _, s := range servers {
 		if s.Weight != 0 {
 			// The daemon's 0 is gone (an HAProxy restart): a later 0 is not its.
-			ownZeroes.Seen(zeroKey{b.c.cfg.Socket, b.name, s.Name}, sent)
+			b.c.zeroes.Seen(b.zeroKey(s.Name), sent)
 		}
 	}
 	return servers, nil
@@ -163,7 +163,7 @@ func (b *Backend) verify(changes []weighter.Change, replies []string) error {
 				Err: fmt.Errorf("backend %s: set weight %d: %w", b.name, ch.Weight, classify(err))})
 			continue
 		}
-		ownZeroes.Wrote(zeroKey{b.c.cfg.Socket, b.name, ch.Server}, ch.Weight)
+		b.c.zeroes.Wrote(b.zeroKey(ch.Server), ch.Weight)
 	}
 	state, err := b.parseState(replies[len(changes)])
 	if err != nil {

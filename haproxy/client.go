@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -36,14 +37,33 @@ type Client struct {
 	trace  func(cmds []string) // tests: sees each round trip's commands
 	local  localState          // the shared `show sess all` of ReadLocal (local.go)
 	health health              // how the socket last answered (health.go)
+	// zeroes is the record of the weight-0 drains this process made, which
+	// Restore undoes and no other (snapshot.go): the one its owner handed
+	// every Client (OwnZeroes), or the Client's own.
+	zeroes *ownzero.Record
+}
+
+// Option changes how New builds a Client.
+type Option func(*Client)
+
+// OwnZeroes makes the Client record the weight-0 drains it writes in r and
+// take as the process's own those r has: a daemon hands every Client it
+// builds (a reload builds new ones while the old ones restore) the same.
+// Without it a Client keeps its own record.
+func OwnZeroes(r *ownzero.Record) Option {
+	return func(c *Client) { c.zeroes = r }
 }
 
 // New returns a client for cfg. It does not connect: each operation dials.
-func New(cfg Config) (*Client, error) {
+func New(cfg Config, opts ...Option) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg}, nil
+	c := &Client{cfg: cfg, zeroes: &ownzero.Record{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // Backend returns the weighter.Target for the named backend.

@@ -48,9 +48,9 @@ func bigConfig(n int) string {
 	return b.String()
 }
 
-func newClient(t testing.TB, socket string) *Client {
+func newClient(t testing.TB, socket string, opts ...Option) *Client {
 	t.Helper()
-	c, err := New(Config{Socket: socket, Timeout: duration.Duration(5 * time.Second)})
+	c, err := New(Config{Socket: socket, Timeout: duration.Duration(5 * time.Second)}, opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

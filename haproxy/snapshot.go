@@ -8,11 +8,11 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// ownZeroes is every Client's record of the weight-0 drains this process made
-// (per socket, backend and server): Restore undoes those and no other.
-var ownZeroes ownzero.Record[zeroKey]
-
-type zeroKey struct{ socket, backend, server string }
+// zeroKey is the key of one of the backend's servers in the Client's record
+// of the weight-0 drains this process made: Restore undoes those and no other.
+func (b *Backend) zeroKey(server string) ownzero.Key {
+	return ownzero.Key{Target: b.c.cfg.Socket, Group: b.name, Server: server}
+}
 
 // snapWeight is one server's weight at Snapshot time, with the configured
 // (initial) weight it had then, to tell whether the configuration changed since.
@@ -66,7 +66,7 @@ func (b *Backend) Restore(ctx context.Context) error {
 		if w, ok := snap[s.Name]; ok && w.initial == s.InitialWeight {
 			want = w.weight
 		}
-		if s.Weight == 0 && want != 0 && !ownZeroes.Ours(zeroKey{b.c.cfg.Socket, b.name, s.Name}) {
+		if s.Weight == 0 && want != 0 && !b.c.zeroes.Ours(b.zeroKey(s.Name)) {
 			continue // drained by an operator since: not the daemon's to undo
 		}
 		if want == 0 && s.Weight != 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -41,18 +42,35 @@ func TestRestoreAfterRestartAndNewServer(t *testing.T) {
 // while the daemon ran (`set weight be/s 0`, which the cycles leave alone)
 // must stay drained when the daemon exits; a server the daemon drained itself
 // gets its start-up weight back. The writes go through another Client, as
-// after a reload that changes the socket's settings.
+// after a reload that changes the socket's settings: the daemon hands both
+// its one record of its drains.
 func TestRestoreLeavesOperatorDrain(t *testing.T) {
-	h, c, b, ctx := startAppBackend(t)
+	h := testenv.StartHAProxy(t, appConfig(t))
+	zeroes := &ownzero.Record{}
+	c := newClient(t, h.Socket, OwnZeroes(zeroes))
+	b, ctx := c.Backend("be_app"), testCtx(t)
 	mustSnapshot(ctx, t, b)
 
-	reloaded := newClient(t, h.Socket).Backend("be_app")
+	reloaded := newClient(t, h.Socket, OwnZeroes(zeroes)).Backend("be_app")
 	require.NoError(t, reloaded.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 5}, {Server: "s2", Weight: 0}}))
 	require.Empty(t, raw(t, c, "set weight be_app/s1 0"), "the operator drains s1")
 
 	got := restoreAndRead(ctx, t, b)
 	assert.Equal(t, 0, got["s1"].Weight, "the operator's drain stays")
 	assert.Equal(t, 20, got["s2"].Weight, "the daemon's drain is undone")
+}
+
+// TestRestoreLeavesAnotherRecordsDrain: a drain written through a Client
+// with another record of drains (another daemon in the process, a tool) is
+// not this one's to undo: the record is its owner's, not the package's.
+func TestRestoreLeavesAnotherRecordsDrain(t *testing.T) {
+	h, _, b, ctx := startAppBackend(t)
+	mustSnapshot(ctx, t, b)
+
+	other := newClient(t, h.Socket).Backend("be_app") // a record of its own
+	require.NoError(t, other.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 0}}))
+
+	assert.Equal(t, 0, restoreAndRead(ctx, t, b)["s2"].Weight, "the other's drain stays")
 }
 
 // TestRestoreDoesNotDrainALiftedServer: a server at weight 0 when the daemon

@@ -22,7 +22,7 @@ func tcpCounts(t *testing.T) (*Service, *fakeConn, *time.Time) {
 		dests:   []ipvs.Destination{dr("10.0.2.1:80", 100), dr("10.0.2.2:80", 100), dr("10.0.2.3:80", 100)},
 		perDest: map[netip.Addr]uint32{}}
 	s, err := newService(Config{Service: "tcp://10.0.0.1:80",
-		Servers: map[string]string{"a": "10.0.2.1:80", "b": "10.0.2.2:80", "c": "10.0.2.3:80"}}, f, nil)
+		Servers: map[string]string{"a": "10.0.2.1:80", "b": "10.0.2.2:80", "c": "10.0.2.3:80"}}, f, nil, nil)
 	require.NoError(t, err)
 	now := time.Unix(1_800_000_000, 0)
 	s.count.nowFor = func() time.Time { return now }

@@ -31,7 +31,7 @@ func TestDialErrorNamesMissingIPVS(t *testing.T) {
 // no ip_vs (the case on the build machines) New must say so; where it has
 // ip_vs, New must still fail, on the TEST-NET service that cannot exist.
 func TestNewOnThisHost(t *testing.T) {
-	s, err := New(Config{Service: "udp://192.0.2.1:9"}, nil)
+	s, err := New(Config{Service: "udp://192.0.2.1:9"}, nil, nil)
 	require.Error(t, err)
 	assert.Nil(t, s)
 	if _, statErr := os.Stat("/proc/net/ip_vs"); errors.Is(statErr, os.ErrNotExist) {
@@ -44,7 +44,7 @@ func TestNewOnThisHost(t *testing.T) {
 }
 
 func TestNewRejectsBadConfigBeforeNetlink(t *testing.T) {
-	_, err := New(Config{Service: "udp://nowhere"}, nil)
+	_, err := New(Config{Service: "udp://nowhere"}, nil, nil)
 	assert.EqualError(t, err, `ipvs: service "udp://nowhere": want a literal ip:port with a non-zero port`)
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cloudflare/ipvs"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -39,6 +40,8 @@ type Service struct {
 	// redial opens a new netlink connection, for when ip_vs was unloaded
 	// and loaded again under us; nil where there is none (tests).
 	redial func() (conn, error)
+	// zeroes is the record of the quiesces this process made (target.go).
+	zeroes *ownzero.Record
 
 	countMu sync.Mutex // guards count (ReadLocal)
 	count   countState
@@ -47,8 +50,10 @@ type Service struct {
 var _ weighter.Target = (*Service)(nil)
 
 // New validates cfg, opens netlink and checks that the service exists. On a
-// kernel without ip_vs the error wraps ErrNoKernelSupport.
-func New(cfg Config, log *slog.Logger) (*Service, error) {
+// kernel without ip_vs the error wraps ErrNoKernelSupport. zeroes is the
+// record of the quiesces this process made, which its owner (the daemon)
+// hands every Service it builds; nil: the Service keeps its own.
+func New(cfg Config, zeroes *ownzero.Record, log *slog.Logger) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -56,7 +61,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newService(cfg, c, log)
+	s, err := newService(cfg, c, zeroes, log)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -66,7 +71,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 }
 
 // newService is New with the netlink connection supplied, for tests.
-func newService(cfg Config, c conn, log *slog.Logger) (*Service, error) {
+func newService(cfg Config, c conn, zeroes *ownzero.Record, log *slog.Logger) (*Service, error) {
 	svc, err := parseService(cfg.Service)
 	if err != nil {
 		return nil, err
@@ -78,8 +83,11 @@ func newService(cfg Config, c conn, log *slog.Logger) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if zeroes == nil {
+		zeroes = &ownzero.Record{}
+	}
 	s := &Service{spec: cfg.Service, svc: svc, names: n, log: log.With("ipvs_service", cfg.Service),
-		conn: c, initial: map[netip.AddrPort]int{}}
+		conn: c, initial: map[netip.AddrPort]int{}, zeroes: zeroes}
 	if err := s.Check(context.Background()); err != nil {
 		return nil, err
 	}

@@ -14,15 +14,12 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// ownZeroes is the record of the quiesces (weight 0) this process made, per
-// service and destination. Any other weight 0 is someone else's
-// (keepalived's inhibit_on_failure, an operator) and SetWeights does not
-// write over it.
-var ownZeroes ownzero.Record[zeroKey]
-
-type zeroKey struct {
-	service string
-	addr    netip.AddrPort
+// zeroKey is the key of a destination in the Service's record of the
+// quiesces (weight 0) this process made. Any other weight 0 is someone
+// else's (keepalived's inhibit_on_failure, an operator) and SetWeights does
+// not write over it.
+func (s *Service) zeroKey(addr netip.AddrPort) ownzero.Key {
+	return ownzero.Key{Target: "ipvs", Group: s.spec, Server: addr.String()}
 }
 
 // destination is one real server as read from the kernel, with its name.
@@ -39,7 +36,7 @@ type destination struct {
 func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sent := ownZeroes.ReadSent()
+	sent := s.zeroes.ReadSent()
 	dests, err := s.readLocked(ctx)
 	if err != nil {
 		return nil, err
@@ -51,7 +48,7 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 		present[d.addr] = true
 		if w != 0 {
 			// The daemon's quiesce is gone: a later 0 is someone else's.
-			ownZeroes.Seen(zeroKey{s.spec, d.addr}, sent)
+			s.zeroes.Seen(s.zeroKey(d.addr), sent)
 		}
 		if _, seen := s.initial[d.addr]; !seen {
 			s.initial[d.addr] = w
@@ -121,7 +118,7 @@ func (s *Service) setLocked(ctx context.Context, byName map[string]destination, 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ipvs: service %s: weight of %s not written: %w", s.spec, d.addr, err)
 	}
-	if d.dest.Weight == 0 && c.Weight != 0 && !ownZeroes.Ours(zeroKey{s.spec, d.addr}) {
+	if d.dest.Weight == 0 && c.Weight != 0 && !s.zeroes.Ours(s.zeroKey(d.addr)) {
 		// Quiesced by someone else since the cycle read it (keepalived does
 		// it once, when a check fails): a weight now would put a dead
 		// server back in rotation for good.
@@ -138,7 +135,7 @@ func (s *Service) setLocked(ctx context.Context, byName map[string]destination, 
 		}
 		return fmt.Errorf("ipvs: service %s: update destination %s: %w", s.spec, d.addr, err)
 	}
-	ownZeroes.Wrote(zeroKey{s.spec, d.addr}, c.Weight)
+	s.zeroes.Wrote(s.zeroKey(d.addr), c.Weight)
 	return nil
 }
 

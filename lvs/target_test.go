@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -21,7 +22,14 @@ var exampleServers = map[string]string{"node-1": "10.0.2.1:2003", "node-2": "10.
 
 func newTestService(t *testing.T, f *fakeConn, servers map[string]string) *Service {
 	t.Helper()
-	s, err := newService(Config{Service: "udp://10.0.0.1:2003", Servers: servers}, f, nil)
+	return newRecordingService(t, f, servers, nil)
+}
+
+// newRecordingService is newTestService recording its quiesces in zeroes
+// (nil: a record of its own), as the daemon's Services share one.
+func newRecordingService(t *testing.T, f *fakeConn, servers map[string]string, zeroes *ownzero.Record) *Service {
+	t.Helper()
+	s, err := newService(Config{Service: "udp://10.0.0.1:2003", Servers: servers}, f, zeroes, nil)
 	require.NoError(t, err)
 	return s
 }
@@ -56,7 +64,7 @@ func TestServersSessions(t *testing.T) {
 		{"tcp://10.0.0.1:80", tcp, 3, 5, 3},
 	} {
 		f := &fakeConn{svc: tc.svc, dests: []ipvs.Destination{dr("10.0.2.1:2003", 100)}, active: tc.active, inactive: tc.inactive}
-		s, err := newService(Config{Service: tc.service}, f, nil)
+		s, err := newService(Config{Service: tc.service}, f, nil, nil)
 		require.NoError(t, err)
 		got, err := s.Servers(context.Background())
 		require.NoError(t, err)
@@ -238,7 +246,7 @@ func TestSetWeightsErrorsNameService(t *testing.T) {
 
 func TestServiceNotFound(t *testing.T) {
 	f := newFake()
-	_, err := newService(Config{Service: "udp://10.0.0.1:2004"}, f, nil)
+	_, err := newService(Config{Service: "udp://10.0.0.1:2004"}, f, nil, nil)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, syscall.ESRCH)
 	assert.ErrorContains(t, err, "ipvs: service udp://10.0.0.1:2004 not found in the kernel")
@@ -289,14 +297,15 @@ func TestCloseClosesConn(t *testing.T) {
 // itself is resumed as planned, also through a Service built by a reload.
 func TestSetWeightsLeavesDestinationQuiescedMeanwhile(t *testing.T) {
 	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.2:2003", 100), dr("10.0.2.3:2003", 100))
-	s := newTestService(t, f, exampleServers)
+	zeroes := &ownzero.Record{} // the daemon's, which every Service it builds shares
+	s := newRecordingService(t, f, exampleServers, zeroes)
 	ctx := context.Background()
 	require.NoError(t, s.SetWeights(ctx, []weighter.Change{{Server: "10.0.2.3:2003", Weight: 0}}), "the daemon drains .3")
 	_, err := s.Servers(ctx)
 	require.NoError(t, err)
 
 	f.dests[1].Weight = 0 // keepalived: node-2's check failed
-	reloaded := newTestService(t, f, exampleServers)
+	reloaded := newRecordingService(t, f, exampleServers, zeroes)
 	err = reloaded.SetWeights(ctx, []weighter.Change{
 		{Server: "node-1", Weight: 37}, {Server: "node-2", Weight: 50}, {Server: "10.0.2.3:2003", Weight: 60}})
 	var se *weighter.ServerError
@@ -304,6 +313,20 @@ func TestSetWeightsLeavesDestinationQuiescedMeanwhile(t *testing.T) {
 	assert.Equal(t, "node-2", se.Server)
 	assert.ErrorContains(t, err, "weight 0")
 	assert.Equal(t, []uint32{37, 0, 60}, []uint32{f.dests[0].Weight, f.dests[1].Weight, f.dests[2].Weight})
+}
+
+// TestSetWeightsLeavesAnotherRecordsQuiesce: a quiesce written through a
+// Service with another record (another daemon in the process, a tool) is
+// someone else's: the record is its owner's, not the package's.
+func TestSetWeightsLeavesAnotherRecordsQuiesce(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.4:2003", 100))
+	ctx := context.Background()
+	other := newTestService(t, f, exampleServers)
+	require.NoError(t, other.SetWeights(ctx, []weighter.Change{{Server: "10.0.2.4:2003", Weight: 0}}))
+	err := newTestService(t, f, exampleServers).SetWeights(ctx, []weighter.Change{{Server: "10.0.2.4:2003", Weight: 60}})
+	var se *weighter.ServerError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, uint32(0), f.dests[1].Weight)
 }
 
 // TestSetWeightsQuiesceRecordEndsWhenWeightComesBack: the daemon quiesced a

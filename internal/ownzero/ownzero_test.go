@@ -7,8 +7,8 @@ import "testing"
 // restore at exit leaves the process's own drain behind. A read sent after
 // it that sees a weight does (the target restarted and put it back).
 func TestRecordEndsOnlyByAReadSentAfterIt(t *testing.T) {
-	var r Record[[2]string]
-	s1, s2, s3 := [2]string{"be", "s1"}, [2]string{"be", "s2"}, [2]string{"be", "s3"}
+	var r Record
+	s1, s2, s3 := Key{"/run/haproxy.sock", "be", "s1"}, Key{"/run/haproxy.sock", "be", "s2"}, Key{"/run/haproxy.sock", "be", "s3"}
 	before := r.ReadSent()
 	r.Wrote(s1, 0)
 	r.Seen(s1, before)
@@ -25,7 +25,7 @@ func TestRecordEndsOnlyByAReadSentAfterIt(t *testing.T) {
 		t.Fatal("a weight written after the 0 left the record")
 	}
 	r.Wrote(s3, 0)
-	if r.Ours([2]string{"other", "s3"}) {
-		t.Fatal("the record of one backend answered for another")
+	if r.Ours(Key{"/run/haproxy.sock", "other", "s3"}) || r.Ours(Key{"/run/other.sock", "be", "s3"}) {
+		t.Fatal("the record of one backend (or socket) answered for another")
 	}
 }

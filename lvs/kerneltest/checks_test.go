@@ -39,7 +39,7 @@ var logger = slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{Level:
 
 // checkWithoutIPVS: on a real kernel without ip_vs, New must say why.
 func checkWithoutIPVS() error {
-	_, err := lvs.New(lvs.Config{Service: vip}, logger)
+	_, err := lvs.New(lvs.Config{Service: vip}, nil, logger)
 	if !errors.Is(err, lvs.ErrNoKernelSupport) {
 		return fmt.Errorf("lvs.New = %v, want ErrNoKernelSupport", err)
 	}
@@ -59,7 +59,7 @@ func checkWriter() error {
 	if err != nil {
 		return err
 	}
-	if _, err := lvs.New(lvs.Config{Service: "udp://10.0.0.1:2004"}, logger); err == nil ||
+	if _, err := lvs.New(lvs.Config{Service: "udp://10.0.0.1:2004"}, nil, logger); err == nil ||
 		!strings.Contains(err.Error(), "not found in the kernel") {
 		return fmt.Errorf("lvs.New on a missing service = %v, want \"not found in the kernel\"", err)
 	}
@@ -68,7 +68,7 @@ func checkWriter() error {
 	if after, err := openFDs(); err != nil || after != fds {
 		return fmt.Errorf("open fds: %d before a failed lvs.New, %d after (%v)", fds, after, err)
 	}
-	w, err := lvs.New(lvs.Config{Service: vip, Servers: mapping}, logger)
+	w, err := lvs.New(lvs.Config{Service: vip, Servers: mapping}, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -454,7 +454,7 @@ func checkFWMark(nl ipvs.Client) error {
 		}
 		created[a] = d
 	}
-	w, err := lvs.New(lvs.Config{Service: "fwmark:7", Servers: map[string]string{"fw-1": "10.0.3.1", "fw-3": "10.0.3.3"}}, logger)
+	w, err := lvs.New(lvs.Config{Service: "fwmark:7", Servers: map[string]string{"fw-1": "10.0.3.1", "fw-3": "10.0.3.3"}}, nil, logger)
 	if err != nil {
 		return err
 	}
@@ -504,7 +504,7 @@ func checkIPv6(nl ipvs.Client) error {
 			return fmt.Errorf("create ipv6 destination %s: %w", a, err)
 		}
 	}
-	w, err := lvs.New(lvs.Config{Service: "tcp://[2001:db8::1]:80", Servers: map[string]string{"v6-a": "[2001:db8::a]:80"}}, logger)
+	w, err := lvs.New(lvs.Config{Service: "tcp://[2001:db8::1]:80", Servers: map[string]string{"v6-a": "[2001:db8::a]:80"}}, nil, logger)
 	if err != nil {
 		return err
 	}
