@@ -266,3 +266,14 @@ func TestScenarioFlags(t *testing.T) {
 	_, err = parseFlags([]string{"-scenario", "nope"})
 	assert.Error(t, err)
 }
+
+func TestShedsLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	log := `time=2026-12-02T07:23:00.000Z level=INFO msg="weights written" backend=be_ingest
+time=2026-12-02T07:23:02.473Z level=INFO msg="session shed" backend=be_ingest server=s8 session=0x7fdca40527f0 client=127.200.0.2:52233 rate_bytes_per_second=300000 age=13s load_ratio=1.55 reason="shed session"
+`
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o644))
+	start := time.Date(2026, 12, 2, 7, 22, 0, 0, time.UTC)
+	assert.Equal(t, []string{"62s s8 127.200.0.2 6000/s"}, shedsLogged(path, start))
+	assert.Empty(t, shedsLogged(filepath.Join(t.TempDir(), "none"), start))
+}

@@ -220,6 +220,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if res.Late > len(res.Snaps)/20 {
 			note += fmt.Sprintf("; %d of %d one-second samples came late (busy machine)", res.Late, len(res.Snaps))
 		}
+		if len(res.ShedLog) > 0 {
+			note += fmt.Sprintf("\n  sheds (time after the traffic started, server, client, datapoints/s): %s", strings.Join(res.ShedLog, "; "))
+		}
 		if res.Changes == 0 {
 			note += "\n  the weighter's last log lines:\n" + res.LogTail
 		}
@@ -295,6 +298,7 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 	for _, l := range strings.Split(cfg, "\n") {
 		if t := strings.TrimSpace(l); strings.HasPrefix(t, "shed:") {
 			shedLine, _, _ = strings.Cut(t, " #")
+			shedLine = strings.TrimSpace(shedLine)
 		}
 	}
 	fmt.Fprintf(w, "scenario %s\n", o.Scenario)

@@ -77,6 +77,11 @@ func (l *lab) finish(ctx context.Context, prod *prodTraffic, res *seedResult) er
 	l.traffic = nil
 	res.Sent = prod.sentLines()
 	res.Received = l.drain(ctx)
+	for _, a := range l.arms {
+		if a.spec.Shed {
+			res.ShedLog = append(res.ShedLog, shedsLogged(a.logPath, prod.start)...)
+		}
+	}
 	return nil
 }
 
@@ -155,6 +160,36 @@ func mostHeavyOnOneServer(reply string) int {
 		most = max(most, per[srv])
 	}
 	return most
+}
+
+// shedsLogged lists the sheds a weighter logged ("session shed" lines): when, after the
+// traffic started at start, from which server, which client, at what rate; so a run
+// says which sessions were moved (a heavy client's address is 127.200.0.x).
+func shedsLogged(path string, start time.Time) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, `msg="session shed"`) {
+			continue
+		}
+		kv := map[string]string{}
+		for _, f := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				kv[k] = v
+			}
+		}
+		at, err := time.Parse(time.RFC3339Nano, kv["time"])
+		if err != nil {
+			continue
+		}
+		client, _, _ := strings.Cut(kv["client"], ":")
+		rate, _ := strconv.ParseFloat(kv["rate_bytes_per_second"], 64)
+		out = append(out, fmt.Sprintf("%.0fs %s %s %.0f/s", at.Sub(start).Seconds(), kv["server"], client, rate/float64(len(datapoint))))
+	}
+	return out
 }
 
 // weighterFigures is what a weighter's /metrics says at the end of a run.

@@ -59,6 +59,7 @@ type seedResult struct {
 	Readers        []string  // the arm's weighter's fast_signal_reader ("" : no weighter)
 	HeavyAfter     []int     // most heavy clients on one server at the end of the first window after the burst (-1: not read)
 	HeavyEnd       []int     // the same at the end of the run
+	ShedLog        []string  // the shedding arm's sheds, as its weighter logged them
 }
 
 // runSeed runs one seed for o.Duration and returns its samples; it always stops what it
