@@ -10,9 +10,9 @@ import (
 )
 
 // asyncSource fetches a remote metrics source in the background, one fetch at
-// a time, each bounded by its own timeout, and answers every Fetch at once
-// with the newest completed result (after the first, which it waits for
-// within the caller's deadline).
+// a time, each bounded by its own timeout (a weighter.BackgroundSource): the
+// Fresh source starts a fetch when its schedule says and takes the answer
+// in a later cycle, without waiting for it (but for the first).
 //
 // Why: with the fast signal the cycle is 2 s and the source gets 4/5 of it,
 // so a source that takes longer to answer (a Graphite across the internet,
@@ -21,64 +21,72 @@ import (
 // minutes: one more refresh of age costs nothing, a source that never
 // arrives costs the calibration.
 //
-// It also starts a fetch no more often than every: while the fast signal is
-// idle or dead the source's loads weigh and every cycle asks for them, but a
-// metrics source's data changes no faster than its refresh (15 s); each
-// cycle still gets the newest answer as soon as it has come back.
+// It keeps no schedule (the Fresh's refresh is the one) and no cache: an
+// answer waits here only until it is taken.
 type asyncSource struct {
 	src     weighter.Source
 	timeout time.Duration
-	every   time.Duration    // 0: a fetch whenever none runs
-	now     func() time.Time // nil: time.Now
 
 	mu      sync.Mutex
-	loads   weighter.Loads
-	err     error
-	have    bool          // a fetch has completed
-	running chan struct{} // closed when the fetch in flight ends; nil when none runs
-	started time.Time     // when the last fetch started
+	ready   *weighter.Answer // an answer not taken yet
+	taken   bool             // an answer has been taken
+	running chan struct{}    // closed when the fetch in flight ends; nil when none runs
 }
+
+var _ weighter.BackgroundSource = (*asyncSource)(nil)
 
 func newAsyncSource(src weighter.Source, timeout time.Duration) *asyncSource {
 	return &asyncSource{src: src, timeout: timeout}
 }
 
-// Fetch starts a background fetch unless one is running and returns the
-// newest completed result. Before the first result it waits for it, as long
-// as ctx allows.
+// Fetch fetches the source in the caller's time, as if it were not wrapped.
 func (a *asyncSource) Fetch(ctx context.Context, servers []weighter.ServerState) (weighter.Loads, error) {
+	return a.src.Fetch(ctx, servers)
+}
+
+// Start starts a background fetch of servers unless one is running.
+func (a *asyncSource) Start(servers []weighter.ServerState) {
 	a.mu.Lock()
-	now := time.Now()
-	if a.now != nil {
-		now = a.now()
-	}
-	// A tenth of slack: the Fresh asks on its own clock every refresh, and
-	// must not find the next fetch a hair too early and wait another refresh.
-	if a.running == nil && (!a.have || now.Sub(a.started) >= a.every-a.every/10) {
-		a.running, a.started = make(chan struct{}), now
+	defer a.mu.Unlock()
+	if a.running == nil {
+		a.running = make(chan struct{})
 		go a.fetch(a.running, servers)
 	}
-	running, have := a.running, a.have
+}
+
+// Take hands over the answer of a fetch that ended since the last Take.
+// Until one has been taken it waits for the fetch in flight, as long as ctx
+// allows.
+func (a *asyncSource) Take(ctx context.Context) (weighter.Answer, bool, error) {
+	a.mu.Lock()
+	running, first := a.running, !a.taken && a.ready == nil
 	a.mu.Unlock()
-	if !have {
+	if first && running != nil {
 		select {
 		case <-running:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("no answer from the source yet (it goes on in the background, for up to %s): %w",
+			return weighter.Answer{}, false, fmt.Errorf("no answer from the source yet (it goes on in the background, for up to %s): %w",
 				a.timeout, ctx.Err())
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.loads, a.err
+	got := a.ready
+	if got == nil {
+		return weighter.Answer{}, false, nil
+	}
+	a.ready, a.taken = nil, true
+	return *got, true, nil
 }
 
+// fetch runs one fetch under the wrapper's own timeout: the cycle that
+// started it may have ended long before.
 func (a *asyncSource) fetch(done chan struct{}, servers []weighter.ServerState) {
 	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
 	defer cancel()
 	loads, err := a.src.Fetch(ctx, servers)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.loads, a.err, a.have, a.running = loads, err, true, nil
+	a.ready, a.running = &weighter.Answer{Loads: loads, Err: err}, nil
 	close(done)
 }

@@ -47,98 +47,90 @@ func (s *slowSource) Fetch(ctx context.Context, _ []weighter.ServerState) (weigh
 
 // TestAsyncSourceOutlastsTheCycle: a source slower than the cycle's deadline
 // still delivers. The first cycle gives up at its deadline while the fetch
-// goes on in the background; the next cycle gets that fetch's answer at once
-// and starts the next fetch; never two at a time; an error is reported by
-// the cycle after it, and the answer after that replaces it.
+// goes on in the background; the next cycle takes that fetch's answer at
+// once, and the answer is handed over once (the Fresh keeps it, not the
+// wrapper); never two fetches at a time; an error is an answer like another.
 func TestAsyncSourceOutlastsTheCycle(t *testing.T) {
 	src := &slowSource{gate: make(chan struct{})}
 	a := newAsyncSource(src, time.Minute)
 
 	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err := a.Fetch(short, nil)
+	a.Start(nil)
+	_, ok, err := a.Take(short)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "nothing has come back yet")
+	require.False(t, ok)
 	// The fetch runs in the background: wait until it has reached the source
 	// (under load the goroutine may not have run yet when the cycle gives up).
 	require.Eventually(t, func() bool { return src.calls.Load() == 1 }, 5*time.Second, time.Millisecond)
-	_, err = a.Fetch(short, nil) // a second cycle while the first fetch runs
+	a.Start(nil) // a second cycle while the first fetch runs
+	_, _, err = a.Take(short)
 	require.Error(t, err)
 	assert.EqualValues(t, 1, src.calls.Load(), "one fetch at a time")
 
 	src.gate <- struct{}{} // the first fetch answers
-	loads, err := a.Fetch(context.Background(), nil)
+	got, ok, err := a.Take(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, 1.0, loads["s1"][0].Value, "the answer of the fetch that outlasted the cycle")
-	require.Eventually(t, func() bool {
-		l, err := a.Fetch(context.Background(), nil) // answers at once, and starts the next fetch
-		return err == nil && l["s1"][0].Value == 1 && src.calls.Load() == 2
-	}, 5*time.Second, time.Millisecond, "a cycle starts the next fetch")
+	require.True(t, ok)
+	require.NoError(t, got.Err)
+	assert.Equal(t, 1.0, got.Loads["s1"][0].Value, "the answer of the fetch that outlasted the cycle")
+	_, ok, err = a.Take(context.Background())
+	require.NoError(t, err)
+	assert.False(t, ok, "handed over once: the wrapper keeps no copy")
 
 	src.mu.Lock()
 	src.err = errors.New("graphite: 503")
 	src.mu.Unlock()
+	a.Start(nil)
 	src.gate <- struct{}{} // the second fetch fails
 	require.Eventually(t, func() bool {
-		_, err := a.Fetch(context.Background(), nil)
-		return err != nil
+		got, ok, _ = a.Take(context.Background())
+		return ok
 	}, 5*time.Second, time.Millisecond)
-	_, err = a.Fetch(context.Background(), nil)
-	require.ErrorContains(t, err, "graphite: 503")
+	require.ErrorContains(t, got.Err, "graphite: 503")
 
 	src.mu.Lock()
 	src.err = nil
 	src.mu.Unlock()
 	close(src.gate) // every later fetch answers at once
+	a.Start(nil)
 	require.Eventually(t, func() bool {
-		l, err := a.Fetch(context.Background(), nil)
-		return err == nil && l["s1"][0].Value >= 3
+		got, ok, _ = a.Take(context.Background())
+		return ok
 	}, 5*time.Second, time.Millisecond)
+	require.NoError(t, got.Err)
+	assert.Equal(t, 3.0, got.Loads["s1"][0].Value)
 	assert.EqualValues(t, 1, src.most.Load(), "never two fetches at a time")
 }
 
 // TestAsyncSourceBoundsTheFetch: a fetch that never answers is cut by the
-// wrapper's own timeout, and the next one starts.
+// wrapper's own timeout, which is its answer, and the next one starts.
 func TestAsyncSourceBoundsTheFetch(t *testing.T) {
 	src := &slowSource{gate: make(chan struct{})} // never opened
 	a := newAsyncSource(src, 30*time.Millisecond)
-	_, err := a.Fetch(context.Background(), nil)
-	require.ErrorIs(t, err, context.DeadlineExceeded, "the wrapper's timeout, not the caller's")
-	_, _ = a.Fetch(context.Background(), nil)
+	a.Start(nil)
+	got, ok, err := a.Take(context.Background())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.ErrorIs(t, got.Err, context.DeadlineExceeded, "the wrapper's timeout, not the caller's")
+	a.Start(nil)
 	require.Eventually(t, func() bool { return src.calls.Load() >= 2 }, 5*time.Second, time.Millisecond)
 }
 
-// While the source's loads weigh (fast signal idle or dead), every cycle
-// asks; the source itself is asked once per refresh, and each cycle gets the
-// newest answer, an error included, as soon as it has come back.
-func TestAsyncSourceAsksOncePerRefresh(t *testing.T) {
+// The wrapper keeps no clock: each Start starts a fetch unless one runs
+// (when is the Fresh's refresh, weighter.TestFreshStartsABackgroundSourceOncePerRefresh).
+func TestAsyncSourceStartsWhenTold(t *testing.T) {
 	open := make(chan struct{})
 	close(open)
 	src := &slowSource{gate: open}
-	now := time.Unix(1_800_000_000, 0)
 	a := newAsyncSource(src, time.Minute)
-	a.every, a.now = 15*time.Second, func() time.Time { return now }
-	ctx := context.Background()
-	settled := func() bool { // the fetch in flight, if any, has ended
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return a.running == nil
+	for i := range 3 {
+		a.Start(nil)
+		testenv.WaitFor(t, "the fetch's answer", func() bool {
+			_, ok, err := a.Take(context.Background())
+			require.NoError(t, err)
+			return ok
+		})
+		assert.EqualValues(t, i+1, src.calls.Load())
 	}
-	for range 60 { // a minute of 1 s cycles
-		_, err := a.Fetch(ctx, nil)
-		require.NoError(t, err)
-		testenv.WaitFor(t, "the fetch to end", settled)
-		now = now.Add(time.Second)
-	}
-	assert.Equal(t, int32(5), src.calls.Load(), "at 0, 14, 28, 42 and 56 s (a tenth of slack)")
-
-	src.mu.Lock()
-	src.err = errors.New("prometheus: connection refused")
-	src.mu.Unlock()
-	now = now.Add(15 * time.Second)
-	_, _ = a.Fetch(ctx, nil) // starts the failing fetch (the answer is the last one, or the error if it is back already)
-	testenv.WaitFor(t, "the failing fetch to end", settled)
-	now = now.Add(time.Second)
-	_, err := a.Fetch(ctx, nil) // the next cycle: the error, without a new fetch
-	require.ErrorContains(t, err, "connection refused")
-	assert.Equal(t, int32(6), src.calls.Load())
 }

@@ -137,10 +137,9 @@ func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source
 	ext := src
 	if b.Calibrates() {
 		// A remote metrics source answers in the background (asyncSource):
-		// the 2 s cycle must not decide whether it may calibrate.
-		async := newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
-		async.every = time.Duration(b.Calibration.Refresh)
-		ext = async
+		// the 2 s cycle must not decide whether it may calibrate. When it
+		// is asked is the Fresh's refresh.
+		ext = newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
 	}
 	fast := reader
 	if o.peers != nil {

@@ -366,40 +366,57 @@ func (e externalSource) Fetch(context.Context, []weighter.ServerState) (weighter
 }
 
 // asyncExternal answers as the daemon's background fetch of a calibrating
-// source does (daemon/async.go): a fetch starts when asked and none has for
-// a refresh (less a tenth), and every ask gets the newest fetch that had
-// completed before it. A remote answers within the model's step, so a
-// fetch completes by the next ask; only the first ask waits for its own.
+// source does (daemon/async.go, a weighter.BackgroundSource): the Fresh
+// starts a fetch when its refresh says (Start) and takes the answer in a
+// later cycle (Take). A remote answers within the model's step, so a fetch
+// started before now has ended by now; only the first Take waits for its
+// own fetch.
 type asyncExternal struct {
-	src   weighter.Source
-	now   func() float64
-	every float64 // seconds
+	src weighter.Source
+	now func() float64
 
-	started  float64
-	inflight *fetched // started at the last ask: complete by the next
-	done     *fetched // the newest completed
+	pending   *weighter.Answer // the fetch in flight, started at pendingAt
+	pendingAt float64
+	ready     *weighter.Answer // ended, not taken yet
+	taken     bool
 }
 
-type fetched struct {
-	loads weighter.Loads
-	err   error
-}
+var _ weighter.BackgroundSource = (*asyncExternal)(nil)
 
 func (a *asyncExternal) Fetch(ctx context.Context, servers []weighter.ServerState) (weighter.Loads, error) {
-	now := a.now()
-	if a.inflight != nil {
-		a.done, a.inflight = a.inflight, nil
+	return a.src.Fetch(ctx, servers)
+}
+
+// Start fetches now, as the background fetch would when it began, unless a
+// fetch is in flight.
+func (a *asyncExternal) Start(servers []weighter.ServerState) {
+	a.settle()
+	if a.pending == nil {
+		l, err := a.src.Fetch(context.Background(), servers)
+		a.pending, a.pendingAt = &weighter.Answer{Loads: l, Err: err}, a.now()
 	}
-	if a.done == nil || now-a.started >= a.every-a.every/10 {
-		l, err := a.src.Fetch(ctx, servers)
-		a.started = now
-		if a.done == nil {
-			a.done = &fetched{l, err}
-		} else {
-			a.inflight = &fetched{l, err}
-		}
+}
+
+// Take hands over the answer of a fetch that has ended (the first waits for
+// its own).
+func (a *asyncExternal) Take(context.Context) (weighter.Answer, bool, error) {
+	a.settle()
+	if !a.taken && a.ready == nil && a.pending != nil {
+		a.ready, a.pending = a.pending, nil
 	}
-	return a.done.loads, a.done.err
+	if a.ready == nil {
+		return weighter.Answer{}, false, nil
+	}
+	got := *a.ready
+	a.ready, a.taken = nil, true
+	return got, true, nil
+}
+
+// settle ends a fetch started before now.
+func (a *asyncExternal) settle() {
+	if a.pending != nil && a.now() > a.pendingAt {
+		a.ready, a.pending = a.pending, nil
+	}
 }
 
 // monitorSource is the external metric of the one-balancer model (Run).
@@ -489,7 +506,7 @@ func (f *fleet) freshConfig(lb *balancer, settings weighter.FreshSettings) weigh
 	}
 	var ext weighter.Source = externalSource{f}
 	if settings.Calibrate && !f.pl.SyncExternal {
-		ext = &asyncExternal{src: ext, now: func() float64 { return f.now }, every: settings.Refresh.Seconds()}
+		ext = &asyncExternal{src: ext, now: func() float64 { return f.now }}
 	}
 	cfg := settings.Config(fast, ext)
 	cfg.Now = func() time.Time { return simTime(epoch, f.now) }

@@ -105,7 +105,8 @@ type FreshConfig struct {
 	Fast LocalReader
 	// External is the monitoring source: the calibration's input when
 	// Calibrate is set, and the loads themselves while the fast signal is not
-	// live. Required.
+	// live. Required. One that is a BackgroundSource is asked through Start
+	// and Take, never Fetch.
 	External  Source
 	Calibrate bool
 	// Calibration is the calibration policy. With StepWindow its Window is
@@ -114,7 +115,8 @@ type FreshConfig struct {
 	Calibration CalibrationPolicy
 	StepWindow  bool
 	// Refresh is how often the external source is asked while the fast signal
-	// is live (it is asked every cycle when it is the load).
+	// is live (it is asked every cycle when it is the load), and how often a
+	// BackgroundSource's fetch starts, live or not.
 	Refresh time.Duration
 	// FirstWait, when set, makes a Fetch without an earlier read read twice,
 	// this far apart (a single cycle: once).
@@ -139,9 +141,39 @@ type Fresh struct {
 	last      *LocalRead    // the last successful fast read
 	state     FastState
 	reason    string
-	fetchedAt time.Time // when the external source was last asked
-	ext       Loads     // its last good answer (shifted for the calibration)
-	newestExt time.Time // newest point in it
+	// askedAt is when the external source was last asked (a
+	// BackgroundSource: when its last fetch started): the one schedule of
+	// the external source (see refreshExternal).
+	askedAt time.Time
+	// answer is the external source's newest answer: the one copy of its
+	// loads (a BackgroundSource hands each answer over once and keeps none).
+	answer     Answer
+	haveAnswer bool
+	ext        Loads     // the calibration's view of the last good answer (shifted, StepWindow)
+	newestExt  time.Time // newest point in ext
+}
+
+// Answer is one answer of a Source's fetch: its loads, or why none.
+type Answer struct {
+	Loads Loads
+	Err   error
+}
+
+// BackgroundSource is an external Source slower than a cycle (a remote
+// metrics source across the internet, a heavy query) whose fetches run in
+// the background, one at a time (the daemon's asyncSource). A Fresh source
+// starts a fetch when its schedule says (Start) and takes the answer in the
+// cycles after (Take): no cycle waits for the source but the first, for its
+// first answer. Its Fetch is then never called.
+type BackgroundSource interface {
+	Source
+	// Start begins a fetch of servers unless one is running.
+	Start(servers []ServerState)
+	// Take hands over the answer of a fetch that ended since the last Take
+	// (ok false when none has). While none has ever been taken it waits for
+	// the fetch running, as long as ctx allows, and fails when it does not
+	// come in time.
+	Take(ctx context.Context) (a Answer, ok bool, err error)
 }
 
 var _ SignalSource = (*Fresh)(nil)
@@ -245,21 +277,27 @@ func (f *Fresh) firstWait(ctx context.Context, servers []ServerState) error {
 // so a dead metrics source is not asked every 2 s while the fast signal
 // carries the weights. Its answer feeds the calibration; the cycle's Signal
 // says what was asked and how old the newest point is.
+//
+// This is the one schedule of the external source. A BackgroundSource (the
+// daemon's asyncSource) keeps no clock of its own: it only moves the fetch
+// out of the cycle. The schedule is here because Fresh is what knows why
+// the source is needed (the load itself while the fast signal is not live,
+// the calibration every Refresh while it is), and because the simulator
+// runs this same code.
 func (f *Fresh) refreshExternal(ctx context.Context, servers []ServerState, sig *Signal) (Loads, error) {
 	now := f.cfg.Now()
 	live := f.state == FastLive
-	due := !live || (f.cfg.Calibrate && (f.fetchedAt.IsZero() || now.Sub(f.fetchedAt) >= f.cfg.Refresh))
+	refreshed := f.askedAt.IsZero() || now.Sub(f.askedAt) >= f.cfg.Refresh
+	due := !live || (f.cfg.Calibrate && refreshed)
 	var ext Loads
 	var eerr error
 	if due {
 		sig.ExternalFetched = true
-		f.fetchedAt = now
-		ext, eerr = f.cfg.External.Fetch(ctx, servers)
+		ext, eerr = f.ask(ctx, servers, now, refreshed)
 		switch {
 		case eerr != nil:
 			sig.ExternalError = eerr.Error()
 		case f.cfg.Calibrate:
-			f.keepExternal(ext)
 			if len(servers) > 0 {
 				// A wrong server_label would otherwise leave every server
 				// uncalibrated without a word while the fast signal weighs.
@@ -279,6 +317,45 @@ func (f *Fresh) refreshExternal(ctx context.Context, servers []ServerState, sig 
 		sig.ExternalAge = max(f.cfg.Now().Sub(f.newestExt), 0)
 	}
 	return ext, eerr
+}
+
+// ask asks the external source in a cycle that is due and returns its
+// newest answer. A source in the cycle is fetched now. A BackgroundSource's
+// fetch starts only once a Refresh has passed since the last (refreshed),
+// live or not: while its loads weigh, every cycle takes the newest answer as
+// soon as it has come back, but a metrics source's data changes no faster
+// than its refresh (15 s) and it is not asked every 2 s.
+func (f *Fresh) ask(ctx context.Context, servers []ServerState, now time.Time, refreshed bool) (Loads, error) {
+	bg, ok := f.cfg.External.(BackgroundSource)
+	if !ok {
+		f.askedAt = now
+		loads, err := f.cfg.External.Fetch(ctx, servers)
+		f.keepAnswer(Answer{Loads: loads, Err: err})
+		return loads, err
+	}
+	if refreshed {
+		f.askedAt = now
+		bg.Start(servers)
+	}
+	a, ok, err := bg.Take(ctx)
+	switch {
+	case ok:
+		f.keepAnswer(a)
+	case !f.haveAnswer && err == nil:
+		return nil, errors.New("the external source has not answered yet")
+	case !f.haveAnswer:
+		return nil, err // the first answer has not come in time
+	}
+	return f.answer.Loads, f.answer.Err
+}
+
+// keepAnswer keeps the external source's newest answer, and a good one for
+// the calibration.
+func (f *Fresh) keepAnswer(a Answer) {
+	f.answer, f.haveAnswer = a, true
+	if a.Err == nil && f.cfg.Calibrate {
+		f.keepExternal(a.Loads)
+	}
 }
 
 // externalLoads is the cycle's answer while the fast signal is not live:

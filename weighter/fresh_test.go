@@ -451,3 +451,89 @@ func TestFreshDeadAndSourceFailingIsNotStarting(t *testing.T) {
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, ErrFastStarting)
 }
+
+// backgroundExternal is a BackgroundSource on the fake clock: a fetch
+// started ends by the next cycle (the clock moved), and the first Take waits
+// for its own.
+type backgroundExternal struct {
+	clock     *time.Time
+	ext       *fakeExternal
+	starts    []time.Time
+	pending   *Answer
+	pendingAt time.Time
+	ready     *Answer
+	taken     bool
+}
+
+func (b *backgroundExternal) Fetch(context.Context, []ServerState) (Loads, error) {
+	panic("a BackgroundSource is started and taken, not fetched")
+}
+
+func (b *backgroundExternal) Start([]ServerState) {
+	b.settle()
+	if b.pending == nil {
+		l, err := b.ext.Fetch(context.Background(), nil)
+		b.pending, b.pendingAt = &Answer{Loads: l, Err: err}, *b.clock
+		b.starts = append(b.starts, *b.clock)
+	}
+}
+
+func (b *backgroundExternal) Take(context.Context) (Answer, bool, error) {
+	b.settle()
+	if !b.taken && b.ready == nil && b.pending != nil {
+		b.ready, b.pending = b.pending, nil
+	}
+	if b.ready == nil {
+		return Answer{}, false, nil
+	}
+	got := *b.ready
+	b.ready, b.taken = nil, true
+	return got, true, nil
+}
+
+func (b *backgroundExternal) settle() {
+	if b.pending != nil && b.clock.After(b.pendingAt) {
+		b.ready, b.pending = b.pending, nil
+	}
+}
+
+// The Fresh's refresh is the one schedule of a background source: while its
+// loads weigh (the fast signal dead) every cycle takes the newest answer as
+// soon as it has come back, but a fetch starts once per Refresh, exactly (no
+// second clock in the wrapper, no slack between the two); an error is the
+// cycle's answer until the next fetch's.
+func TestFreshStartsABackgroundSourceOncePerRefresh(t *testing.T) {
+	now := t0
+	ext := &fakeExternal{clock: &now, loads: map[string]float64{"s1": 100, "s2": 200}}
+	bg := &backgroundExternal{clock: &now, ext: ext}
+	local := &fakeLocal{clock: &now, err: errors.New("socket gone")}
+	src, err := NewFresh(FreshConfig{Fast: local, External: bg, Calibrate: true,
+		Calibration: DefaultCalibration(30 * time.Second), Refresh: 15 * time.Second, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	for i := range 60 { // a minute of 1 s cycles
+		loads, sig, err := src.FetchSignal(context.Background(), nil)
+		require.NoError(t, err, "cycle %d", i)
+		assert.Equal(t, FastDead, sig.Fast)
+		assert.True(t, sig.ExternalFetched)
+		newest := bg.starts[len(bg.starts)-1]
+		if len(bg.starts) > 1 && now.Equal(newest) {
+			newest = bg.starts[len(bg.starts)-2] // started this cycle: its answer comes next cycle
+		}
+		assert.Equal(t, newest, loads["s1"][0].Time, "cycle %d: the newest answer", i)
+		now = now.Add(time.Second)
+	}
+	assert.Equal(t, []time.Time{t0, t0.Add(15 * time.Second), t0.Add(30 * time.Second), t0.Add(45 * time.Second)}, bg.starts)
+
+	ext.err = errors.New("prometheus: connection refused")
+	now = t0.Add(75 * time.Second)
+	_, _, err = src.FetchSignal(context.Background(), nil) // starts the failing fetch
+	require.NoError(t, err, "the answer of the fetch before")
+	now = now.Add(time.Second)
+	_, sig, err := src.FetchSignal(context.Background(), nil)
+	require.ErrorContains(t, err, "connection refused")
+	assert.Equal(t, "prometheus: connection refused", sig.ExternalError)
+	now = now.Add(time.Second)
+	_, _, err = src.FetchSignal(context.Background(), nil)
+	require.ErrorContains(t, err, "connection refused", "kept until the next fetch's answer")
+	assert.Len(t, bg.starts, 5)
+}
