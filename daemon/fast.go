@@ -49,16 +49,7 @@ func (r *localReader) ReadLocal(ctx context.Context, servers []weighter.ServerSt
 		return weighter.LocalRead{}, err
 	}
 	r.next.Store(got.Next.UnixNano())
-	out := weighter.LocalRead{At: got.At, Since: got.Since, Servers: make(map[string]weighter.LocalCounter, len(got.Servers)),
-		Streams: got.Streams, Age: got.Age, Dead: got.Dead, Skipped: got.Skipped}
-	if got.SkipErr != nil {
-		out.SkipReason = got.SkipErr.Error()
-	}
-	for name, s := range got.Servers {
-		out.Servers[name] = weighter.LocalCounter{Bytes: float64(s.Bytes), Rate: s.Rate, Sessions: s.Sessions, Reset: s.Reset}
-	}
-	out.Open = openSessions(got.Open)
-	return out, nil
+	return got.LocalRead, nil
 }
 
 // nextRead is when a read can next see a new dump of HAProxy (zero before

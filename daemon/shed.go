@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -65,18 +64,6 @@ func inheritStuckShedders(old []*Unit, stuck []string, next []*Unit) {
 			}
 		}
 	}
-}
-
-// openSessions converts the fast read's open streams for the shed planner.
-func openSessions(open []haproxy.OpenStream) []weighter.ShedSession {
-	if len(open) == 0 {
-		return nil
-	}
-	out := make([]weighter.ShedSession, len(open))
-	for i, s := range open {
-		out[i] = weighter.ShedSession{ID: s.ID, Serial: s.Serial, Server: s.Server, Client: s.Client, Age: s.Age, Rate: s.Rate}
-	}
-	return out
 }
 
 // sheds logs the cycle's session shedding: one info line per session shed

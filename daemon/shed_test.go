@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -40,20 +38,6 @@ func TestReloadKeepsTheShedderOfAnUnchangedPolicy(t *testing.T) {
 	keepShedder(old, off)
 	if off.Backend.Shedder != nil {
 		t.Error("shed removed: the reload kept a Shedder")
-	}
-}
-
-func TestOpenSessionsKeepEveryField(t *testing.T) {
-	got := openSessions([]haproxy.OpenStream{{ID: "0x1", Serial: 7, Server: "s1", Client: "10.0.0.7:1", Age: time.Minute, Rate: math.NaN()}})
-	if len(got) != 1 {
-		t.Fatalf("got %d sessions", len(got))
-	}
-	s := got[0]
-	if s.ID != "0x1" || s.Serial != 7 || s.Server != "s1" || s.Client != "10.0.0.7:1" || s.Age != time.Minute || !math.IsNaN(s.Rate) {
-		t.Errorf("got %+v", s)
-	}
-	if openSessions(nil) != nil {
-		t.Error("no streams: want nil")
 	}
 }
 

@@ -53,6 +53,6 @@ func TestSessionsWithInternalHTTPClientStream(t *testing.T) {
 
 	r, err := c.Backend("be_app").ReadLocal(testCtx(t), LocalQuery{Servers: []string{"s1", "s2"}})
 	require.NoError(t, err)
-	assert.Equal(t, 1, r.Servers["s1"].Open)
-	assert.Equal(t, 1, r.Servers["s2"].Open)
+	assert.Equal(t, 1, r.OpenAt["s1"])
+	assert.Equal(t, 1, r.OpenAt["s2"])
 }

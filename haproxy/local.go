@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // The fast local signal: per server, how many bytes this HAProxy has forwarded
@@ -57,99 +57,49 @@ func (q LocalQuery) Validate() error {
 	return fmt.Errorf("haproxy local signal: unknown counter %q (want %s, %s or %s)", q.Counter, CounterBytesIn, CounterBytesOut, LocalBoth)
 }
 
-// LocalReading is one read of a backend's local signal.
+// LocalReading is one read of a backend's local signal: what the weighter
+// takes (weighter.LocalRead, filled here rather than copied field by field
+// by the caller) and what the caller needs of the dump besides.
 //
 // Between dumps (see LocalBudget) ReadLocal returns the newest dump's reading
 // again, with its own (older) At: a rate taken between two readings' At stays
 // exact, it only spans longer. weighter.Calibrator.Local ignores a reading
 // whose At is not newer than the previous one.
+//
+// Of the weighter's LocalRead: At is the middle of the dump, which HAProxy
+// writes stream by stream while it runs (~90 ms at 10,000 streams); Since the
+// previous dump's At (zero at the first). Servers has an entry per server of
+// the backend: Bytes is the cumulative count of the query's direction, every
+// byte of the server's streams seen in a dump, each counted once, including
+// those of streams that have since closed. It never decreases through one
+// Client, across HAProxy restarts too; it starts at an arbitrary base (what
+// the open streams had forwarded at the first dump), so only its differences
+// mean anything. Bytes a stream forwarded after the last dump that saw it,
+// and streams that opened and closed between two dumps, are not counted:
+// right for connections that live many intervals (the product's clients), an
+// undercount for short ones (HTTP requests of a few ms each are streams of
+// their own and mostly never seen). Rate is Bytes' rate over (Since, At];
+// Sessions the mean number of open streams over it (each stream open at the
+// dump for the part of the span it was open, from its age; each gone since
+// the previous dump for half the span; at the first dump, the streams open
+// at it). Reset marks a server's first reading through this Client: a value
+// read through another Client (before a reload built a new one) has another
+// base. Streams is how many streams the whole HAProxy process had in the
+// dump (every backend's, and the CLI's own): what the dump cost. Skipped
+// streams could not be read (their bytes are not counted), SkipReason the
+// first one's why; a dump with more unreadable streams than readable ones is
+// an error instead. Dead wraps ErrLocalSignalDead when streams have been open
+// on the backend's servers and no byte total of the counted direction has
+// moved for LocalBudget.DeadAfter dumps in a row. Open lists the backend's
+// streams open at the dump on a server, each with its own rate (what session
+// shedding chooses from), when the query asked for them.
 type LocalReading struct {
-	// At is when HAProxy was read: the middle of the dump, which HAProxy
-	// writes stream by stream while it runs (~90 ms at 10,000 streams).
-	At time.Time
-	// Since is the previous dump's At, the start of the span Rate and
-	// Sessions cover; zero at the first dump.
-	Since time.Time
-	// Servers maps each server of the backend to its signal.
-	Servers map[string]ServerLocal
-	// Streams is how many streams the whole HAProxy process had in the dump
-	// (every backend's, and the CLI's own): what the dump cost, and what the
-	// budget spaces the next one by. Torn is how many of them ended while
-	// being dumped (left out, not counted as closed). Skipped is how many
-	// could not be read (left out; their bytes are not counted), SkipErr
-	// why the first of them could not: the caller logs it and exports the
-	// count. A dump with more unreadable streams than readable ones is an
-	// error instead.
-	Streams, Torn, Skipped int
-	SkipErr                error
-	// Took is how long the dump took, Age how old it was when returned.
-	Took, Age time.Duration
+	weighter.LocalRead
 	// Next is the earliest time the next dump may be made (the budget).
 	Next time.Time
-	// Restarted: the HAProxy process changed since the previous dump (its
-	// stream numbers started again). The counters go on from where they were
-	// (they are this reader's sums, not HAProxy's); the bytes the old
-	// process forwarded after the previous dump are not in them.
-	Restarted bool
-	// Dead is non-nil, wrapping ErrLocalSignalDead, when streams have been
-	// open on the backend's servers and no byte total of the counted
-	// direction has moved for LocalBudget.DeadAfter dumps in a row.
-	Dead error
-	// Open are the backend's streams open at the dump on a server, each
-	// with its own rate (what session shedding chooses from); nil unless
-	// the query asked for them.
-	Open []OpenStream
-}
-
-// ServerLocal is one server's local signal.
-type ServerLocal struct {
-	// Bytes is the cumulative count of the query's direction: every byte of
-	// the server's streams seen in a dump, each counted once, including those
-	// of streams that have since closed. It never decreases through one
-	// Client; it starts at an arbitrary base (what the open streams had
-	// forwarded at the first dump), so only its differences mean anything.
-	// Bytes a stream forwarded after the last dump that saw it, and streams
-	// that opened and closed between two dumps, are not counted: right for
-	// connections that live many intervals (the product's clients), an
-	// undercount for short ones (HTTP requests of a few ms each are streams
-	// of their own and mostly never seen).
-	Bytes uint64
-	// Rate is Bytes' rate over (Since, At], in bytes per second; 0 when Reset.
-	Rate float64
-	// Sessions is the mean number of open streams over (Since, At]: each
-	// stream open at the dump counts for the part of the span it was open (from
-	// its age), each stream gone since the previous dump for half the span.
-	// At the first dump, the streams open at it.
-	Sessions float64
-	// Open is how many streams were open on the server at the dump.
-	Open int
-	// SessionSeconds is the cumulative time streams were open on the server
-	// (the integral of Sessions), for summing the signal over several
-	// balancers as Bytes is.
-	SessionSeconds float64
-	// Reset: the first reading of this server through this Client. Its
-	// Bytes have no earlier value to compare with here; a value read through
-	// another Client (before a reload built a new one) has another base.
-	// Through one Client, Bytes never goes back, across HAProxy restarts too.
-	Reset bool
-}
-
-// Counters returns each server's Bytes as weighter.Calibrator.Local takes them.
-func (r LocalReading) Counters() map[string]float64 {
-	out := make(map[string]float64, len(r.Servers))
-	for name, s := range r.Servers {
-		out[name] = float64(s.Bytes)
-	}
-	return out
-}
-
-// Names returns the servers of the reading.
-func (r LocalReading) Names() []string {
-	return sortedKeys(r.Servers)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
+	// OpenAt is how many streams were open on each server at the dump
+	// (Sessions is their mean over the span).
+	OpenAt map[string]int
 }
 
 // LocalBudget bounds what the `show sess all` dumps of one HAProxy process
@@ -236,11 +186,10 @@ func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, er
 		st.acc.apply(d.localDump)
 		p := st.budgetOf()
 		st.next = d.began.Add(max(p.Share, time.Duration(d.total)*p.PerStream))
-		st.took = d.took
 		break
 	}
 	r := st.acc.reading(b.name, q, st.budgetOf().DeadAfter)
-	r.Took, r.Next = st.took, st.next
+	r.Next = st.next
 	r.Age = max(st.clock().Sub(r.At), 0)
 	return r, nil
 }
@@ -254,7 +203,6 @@ type localState struct {
 	acc     *localAcc        // nil until the first dump
 	busy    chan struct{}    // non-nil while a dump runs; closed when it ends
 	next    time.Time        // no dump before this (the budget)
-	took    time.Duration    // the newest dump's duration
 	failed  time.Time        // when the newest dump failed, if failErr
 	failErr error
 }
@@ -313,7 +261,7 @@ func (c *Client) localDump(ctx context.Context, now func() time.Time) (timedDump
 	}
 	out := timedDump{began: began, took: ended.Sub(began)}
 	out.at = began.Add(out.took / 2)
-	out.maxSerial, out.total, out.torn = maxSerial, d.streams+d.skipped, d.torn
+	out.maxSerial, out.total = maxSerial, d.streams+d.skipped
 	out.skipped, out.skipErr = d.skipped, d.skipErr
 	out.streams = make([]dumpedStream, 0, len(d.sessions))
 	for _, s := range d.sessions {

@@ -2,6 +2,8 @@ package haproxy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,8 +116,8 @@ func serverOf(t *testing.T, b *Backend, before LocalReading) string {
 	t.Helper()
 	var got string
 	waitLocal(t, b, LocalQuery{}, func(r LocalReading) bool {
-		for name, s := range r.Servers {
-			if s.Open > before.Servers[name].Open {
+		for name, open := range r.OpenAt {
+			if open > before.OpenAt[name] {
 				got = name
 				return true
 			}
@@ -131,7 +133,7 @@ func serverOf(t *testing.T, b *Backend, before LocalReading) string {
 // stream adds its own. The per-stream sum does not read show stat, so
 // contstats must change nothing.
 func TestLocalLiveCountsBytes(t *testing.T) {
-	results := map[bool][]uint64{}
+	results := map[bool][]float64{}
 	for _, contstats := range []bool{false, true} {
 		t.Run(fmt.Sprintf("contstats=%v", contstats), func(t *testing.T) {
 			sc := startLocalScenario(t, contstats)
@@ -139,25 +141,25 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			q := LocalQuery{Servers: []string{"s1", "s2"}}
 			r0, err := be.ReadLocal(testCtx(t), q)
 			require.NoError(t, err)
-			assert.Equal(t, []string{"s1", "s2"}, r0.Names())
+			assert.Equal(t, []string{"s1", "s2"}, slices.Sorted(maps.Keys(r0.Servers)))
 			c1 := dialFront(t, sc.feA)
 			srv1 := serverOf(t, be, r0)
 			r1 := waitLocal(t, be, q, func(LocalReading) bool { return true })
 			c2 := dialFront(t, sc.feA)
 			srv2 := serverOf(t, be, r1)
 			require.NotEqual(t, srv1, srv2, "roundrobin alternates")
-			base := waitLocal(t, be, q, func(r LocalReading) bool { return r.Servers[srv1].Open == 1 && r.Servers[srv2].Open == 1 })
+			base := waitLocal(t, be, q, func(r LocalReading) bool { return r.OpenAt[srv1] == 1 && r.OpenAt[srv2] == 1 })
 
 			write(t, c1, 10_000)
 			write(t, c2, 30_000)
-			grown := func(a, b uint64) func(LocalReading) bool {
+			grown := func(a, b float64) func(LocalReading) bool {
 				return func(r LocalReading) bool {
 					return r.Servers[srv1].Bytes-base.Servers[srv1].Bytes >= a && r.Servers[srv2].Bytes-base.Servers[srv2].Bytes >= b
 				}
 			}
 			r := waitLocal(t, be, q, grown(10_000, 30_000))
-			assert.Equal(t, uint64(10_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
-			assert.Equal(t, uint64(30_000), r.Servers[srv2].Bytes-base.Servers[srv2].Bytes)
+			assert.Equal(t, float64(10_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
+			assert.Equal(t, float64(30_000), r.Servers[srv2].Bytes-base.Servers[srv2].Bytes)
 			assert.Equal(t, 1.0, r.Servers[srv1].Sessions, "open over the whole span")
 			assert.False(t, r.Servers[srv1].Reset)
 
@@ -165,18 +167,18 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			write(t, c1, 5_000)
 			waitLocal(t, be, q, grown(15_000, 30_000))
 			require.NoError(t, c1.Close())
-			r = waitLocal(t, be, q, func(r LocalReading) bool { return r.Servers[srv1].Open == 0 })
-			assert.Equal(t, uint64(15_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
+			r = waitLocal(t, be, q, func(r LocalReading) bool { return r.OpenAt[srv1] == 0 })
+			assert.Equal(t, float64(15_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
 			r = waitLocal(t, be, q, func(LocalReading) bool { return true })
-			assert.Equal(t, uint64(15_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes, "a closed stream's bytes stay")
+			assert.Equal(t, float64(15_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes, "a closed stream's bytes stay")
 			assert.Zero(t, r.Servers[srv1].Rate)
 
 			// A new stream (roundrobin: back on srv1) adds its own.
 			c3 := dialFront(t, sc.feA)
 			write(t, c3, 2_000)
 			r = waitLocal(t, be, q, grown(17_000, 30_000))
-			assert.Equal(t, uint64(17_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
-			assert.Equal(t, uint64(30_000), r.Servers[srv2].Bytes-base.Servers[srv2].Bytes)
+			assert.Equal(t, float64(17_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
+			assert.Equal(t, float64(30_000), r.Servers[srv2].Bytes-base.Servers[srv2].Bytes)
 
 			// Nothing came back from the discard servers.
 			out, err := be.ReadLocal(testCtx(t), LocalQuery{Counter: CounterBytesOut})
@@ -184,9 +186,9 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			assert.Zero(t, out.Servers[srv1].Bytes+out.Servers[srv2].Bytes)
 			both, err := be.ReadLocal(testCtx(t), LocalQuery{Counter: LocalBoth})
 			require.NoError(t, err)
-			assert.Equal(t, uint64(47_000), both.Servers[srv1].Bytes+both.Servers[srv2].Bytes-
+			assert.Equal(t, float64(47_000), both.Servers[srv1].Bytes+both.Servers[srv2].Bytes-
 				base.Servers[srv1].Bytes-base.Servers[srv2].Bytes)
-			results[contstats] = []uint64{r.Servers[srv1].Bytes - base.Servers[srv1].Bytes, r.Servers[srv2].Bytes - base.Servers[srv2].Bytes}
+			results[contstats] = []float64{r.Servers[srv1].Bytes - base.Servers[srv1].Bytes, r.Servers[srv2].Bytes - base.Servers[srv2].Bytes}
 		})
 	}
 	assert.Equal(t, results[false], results[true], "contstats changes nothing")
@@ -215,7 +217,7 @@ func TestLocalLiveBudget(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, before+1, sc.dumps.Load(), "one dump for both backends")
 	assert.Equal(t, ra.At, rb.At)
-	assert.Equal(t, uint64(300), rb.Servers["t1"].Bytes)
+	assert.Equal(t, float64(300), rb.Servers["t1"].Bytes)
 	assert.Equal(t, 3, ra.Streams)
 	assert.Equal(t, ra.At.Add(3*time.Second), ra.Next)
 	assert.Zero(t, ra.Age)
@@ -301,7 +303,7 @@ func TestLocalLiveServerAdded(t *testing.T) {
 	c := dialFront(t, sc.feA)
 	write(t, c, 4_000)
 	first := waitLocal(t, be, q, func(r LocalReading) bool { _, ok := r.Servers["s3"]; return ok })
-	assert.Equal(t, []string{"s1", "s2", "s3"}, first.Names())
+	assert.Equal(t, []string{"s1", "s2", "s3"}, slices.Sorted(maps.Keys(first.Servers)))
 	assert.True(t, first.Servers["s3"].Reset, "first count of s3")
 	assert.Zero(t, first.Servers["s3"].Rate, "no rate on a first count")
 	r := waitLocal(t, be, q, func(r LocalReading) bool { return r.Servers["s3"].Bytes == 4_000 })
@@ -319,8 +321,8 @@ func TestLocalLiveRestart(t *testing.T) {
 	be := sc.c.Backend("be_b")
 	c := dialFront(t, sc.feB)
 	write(t, c, 6_000)
-	before := waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 6_000 })
-	assert.False(t, before.Restarted)
+	waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 6_000 })
+	assert.False(t, restarted(be))
 	// More CLI streams in the old process than the new one will have had by
 	// its first dump, so the stream numbers visibly go back.
 	for range 20 {
@@ -330,13 +332,22 @@ func TestLocalLiveRestart(t *testing.T) {
 	sc.h.Restart()
 	r, err := be.ReadLocal(testCtx(t), LocalQuery{})
 	require.NoError(t, err)
-	assert.True(t, r.Restarted)
-	assert.Equal(t, uint64(6_000), r.Servers["t1"].Bytes, "the counter does not go back")
+	assert.True(t, restarted(be))
+	assert.Equal(t, float64(6_000), r.Servers["t1"].Bytes, "the counter does not go back")
 	assert.False(t, r.Servers["t1"].Reset)
 	c2 := dialFront(t, sc.feB)
 	write(t, c2, 1_500)
 	r = waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 7_500 })
-	assert.False(t, r.Restarted)
+	assert.False(t, restarted(be))
+}
+
+// restarted reports whether the newest dump of b's Client was of another
+// HAProxy process than the dump before.
+func restarted(b *Backend) bool {
+	st := &b.c.local
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.acc.restarted
 }
 
 // TestLocalLiveDead: a stream open and idle makes the signal dead after
@@ -354,7 +365,7 @@ func TestLocalLiveDead(t *testing.T) {
 		require.NoError(t, err)
 		return r
 	}
-	require.Eventually(t, func() bool { return read(LocalQuery{}).Servers["t1"].Open == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return read(LocalQuery{}).OpenAt["t1"] == 1 }, 10*time.Second, 5*time.Millisecond)
 	r := read(LocalQuery{})
 	for i := 0; r.Dead == nil; i++ {
 		require.Less(t, i, 5, "still alive after %d dumps", i+2)
@@ -397,7 +408,7 @@ func TestLocalLiveUnreachable(t *testing.T) {
 	sc.advance(time.Second)
 	r, err := be.ReadLocal(testCtx(t), LocalQuery{})
 	require.NoError(t, err)
-	assert.Equal(t, uint64(800), r.Servers["t1"].Bytes)
+	assert.Equal(t, float64(800), r.Servers["t1"].Bytes)
 }
 
 // TestLocalLiveContstatsDoubleCount is why the counters are per-stream sums
@@ -427,8 +438,8 @@ func TestLocalLiveContstatsDoubleCount(t *testing.T) {
 	assert.Greater(t, bin+uint64(open[0].ReqBytes), uint64(20_000), "bin + open totals counts the flushed bytes twice")
 	r, err := be.ReadLocal(testCtx(t), LocalQuery{})
 	require.NoError(t, err)
-	assert.Equal(t, uint64(20_000), r.Servers["t1"].Bytes-base.Servers["t1"].Bytes)
-	t.Logf("contstats: bin %d + open stream's total %d = %d for 20000 bytes sent; per-stream sum %d",
+	assert.Equal(t, float64(20_000), r.Servers["t1"].Bytes-base.Servers["t1"].Bytes)
+	t.Logf("contstats: bin %d + open stream's total %d = %d for 20000 bytes sent; per-stream sum %v",
 		bin, open[0].ReqBytes, bin+uint64(open[0].ReqBytes), r.Servers["t1"].Bytes-base.Servers["t1"].Bytes)
 }
 
@@ -446,6 +457,6 @@ func TestLocalLiveNewClientResets(t *testing.T) {
 	r, err := fresh.Backend("be_b").ReadLocal(testCtx(t), LocalQuery{})
 	require.NoError(t, err)
 	assert.True(t, r.Servers["t1"].Reset)
-	assert.Equal(t, uint64(700), r.Servers["t1"].Bytes, "the open stream's total so far")
+	assert.Equal(t, float64(700), r.Servers["t1"].Bytes, "the open stream's total so far")
 	assert.True(t, r.Since.IsZero())
 }

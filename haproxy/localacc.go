@@ -3,6 +3,8 @@ package haproxy
 import (
 	"fmt"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // How the per-server byte counters are built from `show sess all` dumps.
@@ -45,9 +47,8 @@ type localDump struct {
 	streams   []dumpedStream // streams of backends (no CLI stream)
 	maxSerial uint64         // the newest serial in the dump, the CLI's own included
 	total     int            // every stream of the process, as the dump listed them
-	torn      int
-	skipped   int   // streams that could not be read
-	skipErr   error // why the first of them could not
+	skipped   int            // streams that could not be read
+	skipErr   error          // why the first of them could not
 }
 
 // localRetain is how many dumps a stream not listed is remembered for. HAProxy
@@ -77,7 +78,6 @@ type localServer struct {
 	spanOut       uint64  //
 	open          int     // streams open at the newest dump
 	sessionSpan   float64 // stream-seconds over the newest dump's span
-	sessionTotal  float64 // cumulative stream-seconds
 	reportedSince bool    // a reading has reported this server
 }
 
@@ -108,7 +108,6 @@ type localAcc struct {
 	maxSerial uint64
 	restarted bool // the newest dump is of another HAProxy process
 	total     int
-	torn      int
 	skipped   int
 	skipErr   error
 	streams   map[streamKey]*localStream
@@ -160,7 +159,7 @@ func (a *localAcc) startDump(d localDump) time.Duration {
 	if n > 1 && d.at.After(a.at) {
 		span = d.at.Sub(a.at)
 	}
-	a.since, a.at, a.total, a.torn = a.at, d.at, d.total, d.torn
+	a.since, a.at, a.total = a.at, d.at, d.total
 	a.skipped, a.skipErr = d.skipped, d.skipErr
 	if n == 1 {
 		a.since = time.Time{}
@@ -241,7 +240,6 @@ func (a *localAcc) noteStillness(span time.Duration) {
 	for _, b := range a.backends {
 		var moved [3]bool
 		for _, s := range b.servers {
-			s.sessionTotal += s.sessionSpan
 			moved[0] = moved[0] || s.spanIn > 0
 			moved[1] = moved[1] || s.spanOut > 0
 			moved[2] = moved[2] || s.spanIn+s.spanOut > 0
@@ -284,29 +282,34 @@ func counterIndex(counter string) int {
 // reading returns backend's signal as of the newest dump, for q. Servers
 // reported for the first time have Reset set.
 func (a *localAcc) reading(backend string, q LocalQuery, deadAfter int) LocalReading {
-	r := LocalReading{At: a.at, Since: a.since, Streams: a.total, Torn: a.torn, Skipped: a.skipped, SkipErr: a.skipErr,
-		Restarted: a.restarted}
+	r := LocalReading{LocalRead: weighter.LocalRead{At: a.at, Since: a.since, Streams: a.total, Skipped: a.skipped}}
+	if a.skipErr != nil {
+		r.SkipReason = a.skipErr.Error()
+	}
 	b := a.backend(backend)
 	for _, name := range q.Servers {
 		b.server(name)
 	}
-	r.Servers = make(map[string]ServerLocal, len(b.servers))
+	r.Servers = make(map[string]weighter.LocalCounter, len(b.servers))
+	r.OpenAt = make(map[string]int, len(b.servers))
 	span := a.at.Sub(a.since).Seconds()
 	if a.since.IsZero() {
 		span = 0
 	}
 	for name, s := range b.servers {
-		sl := ServerLocal{Open: s.open, SessionSeconds: s.sessionTotal, Reset: !s.reportedSince}
+		sl := weighter.LocalCounter{Reset: !s.reportedSince}
+		r.OpenAt[name] = s.open
 		s.reportedSince = true
-		var spanBytes uint64
+		var bytes, spanBytes uint64
 		switch q.Counter {
 		case CounterBytesOut:
-			sl.Bytes, spanBytes = s.out, s.spanOut
+			bytes, spanBytes = s.out, s.spanOut
 		case LocalBoth:
-			sl.Bytes, spanBytes = s.in+s.out, s.spanIn+s.spanOut
+			bytes, spanBytes = s.in+s.out, s.spanIn+s.spanOut
 		default:
-			sl.Bytes, spanBytes = s.in, s.spanIn
+			bytes, spanBytes = s.in, s.spanIn
 		}
+		sl.Bytes = float64(bytes)
 		if span > 0 {
 			sl.Sessions = s.sessionSpan / span
 			if !sl.Reset {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -33,7 +34,7 @@ func TestLocalAccOpenStreamsHaveTheirOwnRates(t *testing.T) {
 		withClient(ds(3, 13, "", 10, 0, time.Millisecond), "0x3", "10.0.0.10:1")))
 	r = readIn(a)
 	require.Len(t, r.Open, 2, "a stream without a server is not open on one")
-	assert.Equal(t, OpenStream{ID: "0x1", Serial: 10, Server: "s1", Client: "10.0.0.7:51234", Age: time.Minute + 2*time.Second, Rate: 200}, r.Open[0])
+	assert.Equal(t, weighter.ShedSession{ID: "0x1", Serial: 10, Server: "s1", Client: "10.0.0.7:51234", Age: time.Minute + 2*time.Second, Rate: 200}, r.Open[0])
 	assert.Equal(t, "0x2", r.Open[1].ID)
 	assert.Equal(t, uint64(12), r.Open[1].Serial)
 	assert.True(t, math.IsNaN(r.Open[1].Rate), "a new stream at a reused address has no rate")

@@ -102,10 +102,10 @@ func TestSessionsWithLuaSocketStream(t *testing.T) {
 
 	r, err := c.Backend("be_app").ReadLocal(testCtx(t), LocalQuery{Servers: []string{"s1", "s2"}, Open: true})
 	require.NoError(t, err)
-	assert.Equal(t, 1, r.Servers["s1"].Open)
-	assert.Equal(t, 1, r.Servers["s2"].Open)
+	assert.Equal(t, 1, r.OpenAt["s1"])
+	assert.Equal(t, 1, r.OpenAt["s2"])
 	assert.Len(t, r.Open, 2)
-	assert.Zero(t, r.Skipped, "the Lua stream is read, not skipped: %v", r.SkipErr)
+	assert.Zero(t, r.Skipped, "the Lua stream is read, not skipped: %v", r.SkipReason)
 	// A backend named like the internal proxy gets none of its streams.
 	lb, err := c.Backend("LUA-SOCKET").Sessions(testCtx(t))
 	require.NoError(t, err)

@@ -141,13 +141,5 @@ type haproxyReader struct{ b *haproxy.Backend }
 
 func (r haproxyReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: haproxy.CounterBytesIn, Servers: weighter.Names(servers)})
-	if err != nil {
-		return weighter.LocalRead{}, err
-	}
-	out := weighter.LocalRead{At: got.At, Since: got.Since, Servers: map[string]weighter.LocalCounter{},
-		Streams: got.Streams, Age: got.Age, Dead: got.Dead}
-	for name, s := range got.Servers {
-		out.Servers[name] = weighter.LocalCounter{Bytes: float64(s.Bytes), Rate: s.Rate, Sessions: s.Sessions, Reset: s.Reset}
-	}
-	return out, nil
+	return got.LocalRead, err
 }

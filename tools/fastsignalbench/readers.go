@@ -55,8 +55,8 @@ func newReader(method string, servers map[string]netip.AddrPort, socket string, 
 		return reader{name: method, read: func(ctx context.Context) (int, error) {
 			got, err := be.ReadLocal(ctx, haproxy.LocalQuery{Servers: names})
 			seen := 0
-			for _, s := range got.Servers {
-				seen += s.Open
+			for _, n := range got.OpenAt {
+				seen += n
 			}
 			return seen, err
 		}}, nil
