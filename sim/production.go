@@ -228,6 +228,7 @@ func (r *ShedResult) WriteWorld(w io.Writer) error {
 func WorldPipelines() []Pipeline {
 	out := append(Random2Arms(), HerdCandidates()...)
 	out = append(out, RefreshCandidates()...)
+	out = append(out, worldShedRows("%s + shed above %g for %d at %d/min")...) // --pipelines splits on commas
 	return append(out, CandidatePipelines()...)
 }
 
@@ -275,7 +276,7 @@ func SelectWorldPipelines(list string) ([]Pipeline, error) {
 // (docs/production-world.md).
 func HerdCandidates() []Pipeline {
 	var out []Pipeline
-	for _, h := range []float64{0, 1, 2, 4, 8, 16} { // 0: the bound off, as it shipped before
+	for _, h := range []float64{0, 1, 2, 3, 4, 8, 16} { // 0: the bound off, as it shipped before
 		pl := ShippedPipeline()
 		pl.Name, pl.Default = fmt.Sprintf("%s max_run=%g", ShippedName, h), false
 		pl.Adjust = func(p *weighter.Policy) { p.MaxRun = h }
@@ -382,8 +383,15 @@ func WorldShedGrid() []weighter.ShedPolicy {
 func WorldShedSweep() []Pipeline {
 	arms := ProductionArms()
 	out := slices.DeleteFunc(arms, func(p Pipeline) bool { return p.Shed != nil })
+	return append(out, worldShedRows("shed above %[2]g, for %[3]d, %[4]d/min")...)
+}
+
+// worldShedRows is the shipped daemon with each point of WorldShedGrid,
+// named by format over ShippedName, above, for and per minute.
+func worldShedRows(format string) []Pipeline {
+	var out []Pipeline
 	for _, p := range WorldShedGrid() {
-		out = append(out, ShippedShedPipeline(fmt.Sprintf("shed above %g, for %d, %d/min", p.Above, p.For, p.MaxPerMinute), p))
+		out = append(out, ShippedShedPipeline(fmt.Sprintf(format, ShippedName, p.Above, p.For, p.MaxPerMinute), p))
 	}
 	return out
 }

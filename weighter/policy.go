@@ -101,7 +101,7 @@ func DefaultPolicy() Policy {
 		MinCoverage:    0.5,
 		Deadband:       2,
 		MaxStep:        2,
-		MaxRun:         2, // the run bound against herding: docs/production-world.md
+		MaxRun:         3, // the run bound against herding: docs/production-world.md
 		Smoothing:      0,
 		PanicThreshold: 2,
 		MaxDrained:     1.0 / 3,
