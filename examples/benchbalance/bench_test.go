@@ -146,7 +146,7 @@ func TestSmokeRun(t *testing.T) {
 		want     []string
 	}{
 		{scenarioLab, []string{"-conns", "60"},
-			[]string{"control p50 / p90", "gap closed p50 / p90", "\n1      ", "run --socket", "--query 'rate(datapoints_received_total"}},
+			[]string{"control p50 / p90", "gap closed p50 / p90", "\n1      ", "run --socket", "--query 'rate(datapoints_received_total", "fast signal reader kernel"}},
 		{scenarioBurst, []string{"-conns", "40", "-burst-at", "5s", "-heavy-rate", "600"},
 			[]string{"leastconn p50 / p90", "shed p50 / p90", "gap closed shed", "lines lost", "sheds/h/server",
 				"shed: {above: 1.5}", "\n1      default ", "\n1      shed  ", "kernel", "run --socket", "--query 'rate(datapoints_received_total"}},

@@ -220,6 +220,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if res.Late > len(res.Snaps)/20 {
 			note += fmt.Sprintf("; %d of %d one-second samples came late (busy machine)", res.Late, len(res.Snaps))
 		}
+		if res.Reader != "" {
+			note += "; fast signal reader " + res.Reader
+		}
 		if len(res.ShedLog) > 0 {
 			note += fmt.Sprintf("\n  sheds (time after the traffic started, server, client, datapoints/s): %s", strings.Join(res.ShedLog, "; "))
 		}

@@ -52,6 +52,7 @@ type seedResult struct {
 	Changes     int      // reads whose weights differ from the read before
 	LastWeights []string // "s1=12" ...
 	LogTail     string   // the weighter's last log lines
+	Reader      string   // the lab's weighter's fast_signal_reader at the end
 
 	// The production scenarios' figures, per arm (production.go).
 	Sent, Received []int64   // lines the clients wrote / the sinks received, over the whole run
@@ -107,6 +108,11 @@ func runSeed(ctx context.Context, o options, qs quickStart, seed uint64, dir str
 	res, err := l.sample(ctx, prod)
 	if err == nil && prod != nil {
 		err = l.finish(ctx, prod, &res)
+	} else if w := l.firstWeighted(); err == nil && w != nil {
+		// The lab's note says which fast signal the weighter read (issue 23).
+		if m, merr := scrapeWeighter(ctx, w.listen); merr == nil {
+			res.Reader = m.reader
+		}
 	}
 	l.stop()
 	if w := l.firstWeighted(); w != nil {
