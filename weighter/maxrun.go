@@ -3,6 +3,7 @@ package weighter
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // The run bound (Policy.MaxRun): how many new connections in a row one
@@ -479,8 +480,11 @@ func nthSmallest(rs []float64, k int) float64 {
 // what (held above it by max_step).
 func (c *Controller) noteRun(w *work, after string) {
 	note := fmt.Sprintf("%s: at most %.3g new connections in a row%s", ReasonMaxRun, 1+c.runs.h, after)
-	if w.note != "" && w.note != note {
-		note = w.note + "; " + note
+	switch {
+	case strings.Contains(w.note, note): // the solver's cap, then the integers' pass
+	case w.note != "":
+		w.note += "; " + note
+	default:
+		w.note = note
 	}
-	w.note = note
 }

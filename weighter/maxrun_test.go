@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +131,10 @@ func TestMaxRunBoundProperty(t *testing.T) {
 			checkRunBound(t, label, p, plan, servers, h, 1+rng.IntN(60), &st)
 			var ms maxStepStats
 			require.Empty(t, checkShareStep(p, plan, baseWeights(servers), &ms), label)
+			for _, sp := range plan.Servers {
+				// the solver's cap and the integers' pass may both lower a weight: said once
+				require.LessOrEqual(t, strings.Count(sp.Reason, ReasonMaxRun), 1, "%s: %s", label, sp.Reason)
+			}
 			c.Commit(plan.Changes())
 			for i := range servers {
 				servers[i].Weight = byServer(plan)[servers[i].Name].New
