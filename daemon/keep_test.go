@@ -10,6 +10,8 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -20,9 +22,10 @@ func unitWith(t *testing.T, name, kind string, p weighter.Policy) *Unit {
 	return &Unit{Kind: kind, Backend: &weighter.Backend{Name: name, Controller: c}}
 }
 
-// TestReloadKeepsWhatWasWritten: after a reload that leaves a backend's policy
-// alone, a weight 0 the daemon wrote (a drain) is still known as ours, so it is
-// not mistaken for an operator's drain; a changed policy starts afresh.
+// TestReloadKeepsWhatWasWritten: a reload that leaves a backend's policy
+// alone keeps its Controller (what it wrote, which it re-applies); a changed
+// policy starts afresh. Which weight 0 is the daemon's own is not the
+// Controller's memory (TestReloadKeepsTheDaemonsOwnZeroes).
 func TestReloadKeepsWhatWasWritten(t *testing.T) {
 	p := weighter.DefaultPolicy()
 	old := []*Unit{unitWith(t, "be_a", "haproxy", p), unitWith(t, "be_b", "haproxy", p)}
@@ -36,18 +39,47 @@ func TestReloadKeepsWhatWasWritten(t *testing.T) {
 
 	assert.Same(t, old[0].Backend.Controller, next[0].Backend.Controller, "unchanged policy keeps its state")
 	assert.Same(t, fresh, next[1].Backend.Controller, "changed policy starts afresh")
-
-	s1 := planS1AtZero(t, next[0].Backend.Controller)
-	assert.NotEqual(t, weighter.ActionSkip, s1.Action, "our own weight 0 is not an operator drain: %+v", s1)
 }
 
-// planS1AtZero plans a cycle of servers s1, at weight 0, and s2, both up
-// and equally loaded, and returns s1's plan: skipped when the controller
-// takes the 0 for an operator's drain.
-func planS1AtZero(t *testing.T, c *weighter.Controller) weighter.ServerPlan {
+// TestReloadKeepsTheDaemonsOwnZeroes: the units a reload builds read and
+// write through the daemon's one record of its weight-0 writes, so that a
+// drain written before the reload is still the daemon's own (the target says
+// so, and the Controller, kept or not, resumes it), while a build with a
+// record of its own (another daemon) takes it for an operator's.
+func TestReloadKeepsTheDaemonsOwnZeroes(t *testing.T) {
+	h := startFleetHAProxy(t, "be_a")
+	cfg, err := config.Parse("test.yml", []byte("listen: \"\"\nhaproxy: {socket: "+h.Socket+"}\nbackends:\n  - name: be_a\n    source: {haproxy: {counter: bytes_in}}\n"),
+		func(string) (string, bool) { return "", false })
+	require.NoError(t, err)
+	log := slog.New(slog.DiscardHandler)
+	zeroes := &ownzero.Record{}
+	before, err := build(cfg, log, buildOptions{zeroes: zeroes})
+	require.NoError(t, err)
+	ctx := testenv.Context(t, 10*time.Second)
+	require.NoError(t, before[0].Backend.Target.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 0}}))
+
+	ownZero := func(u *Unit) bool {
+		servers, err := u.Backend.Target.Servers(ctx)
+		require.NoError(t, err)
+		return servers[0].Name == "s1" && servers[0].OwnZero
+	}
+	reloaded, err := build(cfg, log, buildOptions{zeroes: zeroes}) // a new client: the socket's settings are built anew
+	require.NoError(t, err)
+	assert.True(t, ownZero(reloaded[0]), "the drain written before the reload is the daemon's")
+	assert.NotEqual(t, weighter.ActionSkip, planS1AtZero(t, reloaded[0].Backend.Controller, true).Action, "a fresh Controller resumes it")
+
+	other, err := build(cfg, log, buildOptions{})
+	require.NoError(t, err)
+	assert.False(t, ownZero(other[0]), "another record's drain is not this daemon's")
+}
+
+// planS1AtZero plans a cycle of servers s1, at weight 0 (the daemon's own
+// when ownZero), and s2, both up and equally loaded, and returns s1's plan:
+// skipped when the controller takes the 0 for an operator's drain.
+func planS1AtZero(t *testing.T, c *weighter.Controller, ownZero bool) weighter.ServerPlan {
 	t.Helper()
 	servers := []weighter.ServerState{
-		{Name: "s1", Weight: 0, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
+		{Name: "s1", Weight: 0, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up", OwnZero: ownZero},
 		{Name: "s2", Weight: 100, InitialWeight: 100, Admin: weighter.AdminReady, Operational: "up"},
 	}
 	now := time.Unix(1_800_000_000, 0)

@@ -35,7 +35,7 @@ func TestReloadToAnotherSocketStartsControllerAfresh(t *testing.T) {
 	keepControllers(old, moved)
 	assert.NotSame(t, old[0].Backend.Controller, moved[0].Backend.Controller, "another socket starts afresh")
 
-	s1 := planS1AtZero(t, moved[0].Backend.Controller)
+	s1 := planS1AtZero(t, moved[0].Backend.Controller, false)
 	assert.Equal(t, weighter.ActionSkip, s1.Action, "weight 0 on the other HAProxy is its operator's drain: %+v", s1)
 }
 

@@ -49,11 +49,13 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	if err := b.fillSessions(ctx, servers, replies[1]); err != nil {
 		return nil, err
 	}
-	for _, s := range servers {
+	for i, s := range servers {
 		if s.Weight != 0 {
 			// The daemon's 0 is gone (an HAProxy restart): a later 0 is not its.
 			b.c.zeroes.Seen(b.zeroKey(s.Name), sent)
+			continue
 		}
+		servers[i].OwnZero = b.c.zeroes.Ours(b.zeroKey(s.Name))
 	}
 	return servers, nil
 }

@@ -127,3 +127,15 @@ func restoreAndRead(ctx context.Context, t *testing.T, b *Backend) map[string]we
 	require.NoError(t, b.Restore(ctx))
 	return byName(t, b)
 }
+
+// TestServersSayWhichZeroIsOwn: a read says which weight 0 is this
+// process's own (written through the Client's record), so that the cycles
+// resume it and leave an operator's alone.
+func TestServersSayWhichZeroIsOwn(t *testing.T) {
+	_, c, b, ctx := startAppBackend(t)
+	require.NoError(t, b.SetWeights(ctx, []weighter.Change{{Server: "s2", Weight: 0}}))
+	require.Empty(t, raw(t, c, "set weight be_app/s1 0"), "the operator drains s1")
+	got := byName(t, b)
+	assert.False(t, got["s1"].OwnZero, "the operator's")
+	assert.True(t, got["s2"].OwnZero, "the process's own")
+}

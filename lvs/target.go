@@ -56,6 +56,7 @@ func (s *Service) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 		out = append(out, weighter.ServerState{
 			Name: d.name, Address: d.addr.String(), Weight: w, InitialWeight: s.initial[d.addr],
 			Admin: weighter.AdminReady, Operational: "up", Sessions: d.sessions,
+			OwnZero: w == 0 && s.zeroes.Ours(s.zeroKey(d.addr)),
 		})
 	}
 	// A destination that left and comes back is a new real server, with the

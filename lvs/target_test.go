@@ -347,3 +347,21 @@ func TestSetWeightsQuiesceRecordEndsWhenWeightComesBack(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, uint32(0), f.dests[1].Weight)
 }
+
+// TestServersSayWhichZeroIsOwn: a read says which weight 0 is this
+// process's own quiesce, so that the cycles resume it and leave
+// keepalived's alone.
+func TestServersSayWhichZeroIsOwn(t *testing.T) {
+	f := newFake(dr("10.0.2.1:2003", 100), dr("10.0.2.4:2003", 100))
+	s := newTestService(t, f, exampleServers)
+	ctx := context.Background()
+	require.NoError(t, s.SetWeights(ctx, []weighter.Change{{Server: "10.0.2.4:2003", Weight: 0}}))
+	f.dests[0].Weight = 0 // keepalived
+	got, err := s.Servers(ctx)
+	require.NoError(t, err)
+	own := map[string]bool{}
+	for _, st := range got {
+		own[st.Address] = st.OwnZero
+	}
+	assert.Equal(t, map[string]bool{"10.0.2.1:2003": false, "10.0.2.4:2003": true}, own)
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -38,6 +39,10 @@ type simTarget struct {
 	b *backend
 	// close ends connection id now; its client comes back after a delay.
 	close func(id int)
+	// zeroes is the record of the weight-0 writes of this balancer's
+	// daemon, kept as the daemon's writers keep theirs (internal/ownzero),
+	// so that the Controller tells its own drains from others' the same way.
+	zeroes ownzero.Record
 }
 
 var (
@@ -47,16 +52,28 @@ var (
 
 // Servers lists every server, as `show servers state` would.
 func (t *simTarget) Servers(context.Context) ([]weighter.ServerState, error) {
+	sent := t.zeroes.ReadSent()
 	out := make([]weighter.ServerState, 0, len(t.b.servers))
 	for i, s := range t.b.servers {
 		op := "up"
 		if !s.up {
 			op = "down"
 		}
-		out = append(out, weighter.ServerState{Name: s.name, Address: serverAddress(i), Weight: s.weight,
-			InitialWeight: initialWeight, Admin: weighter.AdminReady, Operational: op, Sessions: s.active})
+		st := weighter.ServerState{Name: s.name, Address: serverAddress(i), Weight: s.weight,
+			InitialWeight: initialWeight, Admin: weighter.AdminReady, Operational: op, Sessions: s.active}
+		if s.weight != 0 {
+			t.zeroes.Seen(t.zeroKey(s.name), sent)
+		} else {
+			st.OwnZero = t.zeroes.Ours(t.zeroKey(s.name))
+		}
+		out = append(out, st)
 	}
 	return out, nil
+}
+
+// zeroKey is a server's key in the record of the daemon's weight-0 writes.
+func (t *simTarget) zeroKey(server string) ownzero.Key {
+	return ownzero.Key{Target: "sim", Group: simBackend, Server: server}
 }
 
 // SetWeights writes the changes; one HAProxy would refuse fails alone, as a
@@ -72,6 +89,7 @@ func (t *simTarget) SetWeights(_ context.Context, changes []weighter.Change) err
 			errs = append(errs, &weighter.ServerError{Server: ch.Server, Err: fmt.Errorf("weight %d out of 0..%d", ch.Weight, weighter.MaxWeight)})
 		default:
 			t.b.setWeight(i, ch.Weight)
+			t.zeroes.Wrote(t.zeroKey(ch.Server), ch.Weight)
 		}
 	}
 	return errors.Join(errs...)

@@ -265,11 +265,30 @@ func TestPlanZeroWeightNotOursIsOperatorDrain(t *testing.T) {
 	assert.Equal(t, ActionSkip, s["s1"].Action)
 	assert.Equal(t, "operator drain (weight 0 not set by us)", s["s1"].Reason)
 
-	// a 0 we wrote ourselves is ours to change
-	c.Commit([]Change{{Server: "s1", Weight: 0}})
-	s = byServer(c.Plan(t0, loadsAt(t0, 1, 2, 3), up(0, 9, 9)))
+	// a 0 we wrote ourselves, as the target's record says, is ours to change
+	ours := up(0, 9, 9)
+	ours[0].OwnZero = true
+	s = byServer(c.Plan(t0, loadsAt(t0, 1, 2, 3), ours))
 	assert.Equal(t, ActionSet, s["s1"].Action)
 	assert.Equal(t, 256, s["s1"].New)
+}
+
+// Whether a weight 0 is ours is the target's record's to say, not what this
+// Controller last wrote: a fresh Controller (a reload with another policy)
+// takes the process's own drain as its own, and a 0 set after the record
+// ended (HAProxy restarted and put a weight back, then an operator drained)
+// is the operator's although the Controller's last write was a 0.
+func TestPlanZeroWeightIsOursByTheTargetsRecord(t *testing.T) {
+	ours := up(0, 9, 9)
+	ours[0].OwnZero = true
+	s := byServer(mustController(t, free()).Plan(t0, loadsAt(t0, 1, 2, 3), ours))
+	assert.Equal(t, ActionSet, s["s1"].Action, "a fresh Controller resumes the process's own drain")
+
+	c := mustController(t, free())
+	c.Commit([]Change{{Server: "s1", Weight: 0}})
+	s = byServer(c.Plan(t0, loadsAt(t0, 1, 2, 3), up(0, 9, 9)))
+	assert.Equal(t, ActionSkip, s["s1"].Action)
+	assert.Equal(t, "operator drain (weight 0 not set by us)", s["s1"].Reason)
 }
 
 func TestPlanReapplyAfterReload(t *testing.T) {

@@ -4,14 +4,17 @@ import "fmt"
 
 // classify marks a server that is not ours to weight: operator drain or
 // maint (unless ManageOperatorStates), down or stopping, and weight 0 that we
-// did not set (an operator's drain by weight).
+// did not set (an operator's drain by weight). Whether a 0 is ours is the
+// target's to say (ServerState.OwnZero, from the process's one record of its
+// writes, which outlives this Controller across reloads), or a drain this
+// Controller decided and has not resumed.
 func (c *Controller) classify(w *work, s *ServerState) {
 	switch {
 	case !c.p.ManageOperatorStates && (s.Admin == AdminDrain || s.Admin == AdminMaint):
 		w.decide(ActionSkip, w.Current, "operator "+string(s.Admin))
 	case s.Operational == "down" || s.Operational == "stopping":
 		w.decide(ActionSkip, w.Current, s.Operational)
-	case w.Current == 0 && !w.mem.drained && w.mem.written != 0:
+	case w.Current == 0 && !w.mem.drained && !s.OwnZero:
 		w.decide(ActionSkip, 0, "operator drain (weight 0 not set by us)")
 	case w.Current < 0:
 		// Above MaxWeight is fine: IPVS allows weights up to 2^31-1 and the

@@ -74,6 +74,11 @@ type ServerState struct {
 	// Sessions is the server's open connections now (HAProxy's scur); read
 	// only by a policy with connection_life set.
 	Sessions int
+	// OwnZero: Weight is 0 and it is this process's own write (a drain or
+	// quiesce), as the record of them that the target writes through says
+	// (internal/ownzero). Any other weight 0 is an operator's drain (or
+	// keepalived's), which the Controller leaves alone.
+	OwnZero bool
 }
 
 // Change is one weight a Target must write.
