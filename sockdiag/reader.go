@@ -155,6 +155,7 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (R
 	reqs := r.requests(idx)
 	d := r.acc.begin(idx, own.how)
 	var ownErr error
+	unsure := false
 	err = r.dial.dump(ctx, reqs, func(s *socket) {
 		d.dumped++
 		if ownErr != nil || !s.hasInfo {
@@ -164,15 +165,19 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (R
 		if !addr.IsValid() {
 			return
 		}
-		mine, err := r.mine(ctx, own, s)
+		mine, sure, err := r.mine(ctx, own, s)
 		if err != nil {
 			ownErr = err
 			return
 		}
+		unsure = unsure || !sure
 		d.add(s, addr, mine)
 	})
 	if err == nil {
 		err = ownErr
+	}
+	if err == nil && unsure {
+		err = r.settle(ctx, own, d)
 	}
 	r.ino.endRead()
 	if err != nil {
@@ -212,17 +217,37 @@ func (r *Reader) owner(ctx context.Context) (owner, error) {
 // mine reports whether s is HAProxy's. A closing socket whose process
 // closed it (an orphan: inode 0) has no owner left; it counts when the
 // Reader counted it while it was open (its last bytes), see account.add.
-func (r *Reader) mine(ctx context.Context, own owner, s *socket) (bool, error) {
+// sure is false when the inode set cannot tell before the dump ends (a
+// connection opened after the read listed HAProxy's descriptors): settle
+// decides.
+func (r *Reader) mine(ctx context.Context, own owner, s *socket) (mine, sure bool, err error) {
 	if s.inode == 0 {
-		return false, nil
+		return false, true, nil
 	}
 	switch own.how {
 	case OwnerInode:
 		return r.ino.owned(ctx, r.cfg.ProcRoot, own.pids, s.inode)
 	case OwnerUID:
-		return own.uids[s.uid], nil
+		return own.uids[s.uid], true, nil
 	}
-	return true, nil
+	return true, true, nil
+}
+
+// settle lists HAProxy's descriptors again after a dump that met sockets
+// opened after the read's first listing (see inodeSet), and counts those
+// that are HAProxy's as its own in this read already, so that a new
+// connection's bytes count from its opening.
+func (r *Reader) settle(ctx context.Context, own owner, d *pending) error {
+	got, err := r.ino.settle(ctx, r.cfg.ProcRoot, own.pids)
+	if err != nil {
+		return err
+	}
+	for i := range d.obs {
+		if v, ok := got[d.obs[i].inode]; ok {
+			d.obs[i].mine = v
+		}
+	}
+	return nil
 }
 
 // requests are the dumps of one read: one per address family the servers
