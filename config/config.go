@@ -74,7 +74,8 @@ type Backend struct {
 	// default) or "address" (match.go).
 	Match string `yaml:"match"`
 	// FastSignal is "on" (the default) or "off": whether an HAProxy backend
-	// weighs by HAProxy's fast local signal, calibrated by the source.
+	// weighs by HAProxy's fast local signal, calibrated by the source; or
+	// "kernel", "sessions" or "stat": on, read by that reader alone.
 	FastSignal string `yaml:"fast_signal"`
 	// Calibration tunes how the source calibrates the fast signal.
 	Calibration Calibration `yaml:"calibration"`

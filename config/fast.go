@@ -28,9 +28,17 @@ const (
 	// README's rate(...[1m]). A wrong window biases a server's factor only
 	// while its load changes within the window, and the start log says it.
 	DefaultCalibrationWindow = time.Minute
-	// FastOn and FastOff are the values of fast_signal.
-	FastOn  = "on"
-	FastOff = "off"
+	// FastOn and FastOff are the values of fast_signal; FastKernel,
+	// FastSessions and FastStat turn it on with one reader of an HAProxy
+	// backend's, pinned, instead of the chain that starts at the kernel's
+	// socket table (daemon/kernelfast.go): for servers the socket table
+	// cannot tell apart (one address in two backends, Compose's separate
+	// network namespaces) and for benchmarks that compare the readers.
+	FastOn       = "on"
+	FastOff      = "off"
+	FastKernel   = "kernel"
+	FastSessions = "sessions"
+	FastStat     = "stat"
 	// intervalAuto marks an interval the file did not set: it becomes
 	// DefaultFastInterval or DefaultInterval once the backends are known.
 	intervalAuto duration.Duration = math.MinInt64
@@ -171,8 +179,15 @@ func (c *Config) resolveInterval() {
 // validateFast checks fast_signal and the calibration block.
 func (b *Backend) validateFast() []*FieldError {
 	var problems []*FieldError
-	if b.FastSignal != FastOn && b.FastSignal != FastOff {
-		problems = append(problems, keyed(fmt.Errorf("fast_signal: want %s or %s, got %q", FastOn, FastOff, b.FastSignal), "fast_signal")...)
+	switch b.FastSignal {
+	case FastOn, FastOff:
+	case FastKernel, FastSessions, FastStat:
+		if b.IPVS != nil {
+			problems = append(problems, keyed(fmt.Errorf("fast_signal: %s is a reader of HAProxy's; an IPVS service has one fast signal, its connection counts (on or off)", b.FastSignal), "fast_signal")...)
+		}
+	default:
+		problems = append(problems, keyed(fmt.Errorf("fast_signal: want %s, %s, or one reader pinned: %s, %s or %s; got %q",
+			FastOn, FastOff, FastKernel, FastSessions, FastStat, b.FastSignal), "fast_signal")...)
 	}
 	return append(problems, b.Calibration.validate()...)
 }

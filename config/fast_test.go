@@ -69,7 +69,7 @@ func TestFastDefaultsAndWindow(t *testing.T) {
 
 func TestFastKeysAreChecked(t *testing.T) {
 	for yml, want := range map[string]string{
-		"    fast_signal: maybe\n":           `c.yml:3: backends[0] (b): fast_signal: want on or off, got "maybe"`,
+		"    fast_signal: maybe\n":           `c.yml:3: backends[0] (b): fast_signal: want on, off, or one reader pinned: kernel, sessions or stat; got "maybe"`,
 		"    calibration: {max_factor: 1}\n": `c.yml:3: backends[0] (b): calibration: max_factor must be > 1, got 1`,
 		"    calibration: {hold: 0}\n":       `c.yml:3: backends[0] (b): calibration: hold must be > 0, got 0s`,
 		"    calibration: {window: -1s}\n":   `c.yml:3: backends[0] (b): calibration: window must be >= 0 (0 = from the source), got -1s`,

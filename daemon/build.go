@@ -155,7 +155,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	case hb != nil && !on:
 		u.fastOff = why
 	case hb != nil:
-		u.fast, err = wrapFast(b, newHAProxyFast(hb, client, o.master, b.FastBytes(), log), src, o)
+		u.fast, err = wrapFast(b, newHAProxyFast(hb, client, o.master, b.FastBytes(), log).pinned(b.FastSignal), src, o)
 	case on: // IPVS: the kernel's live connection counts, calibrated by the source
 		u.fast, err = wrapFast(b, svc, src, buildOptions{firstWait: o.firstWait})
 	}

@@ -116,6 +116,22 @@ func newFastChain(backend string, kernel, sessions, stat weighter.LocalReader, l
 	return c
 }
 
+// pinned keeps only reader in the chain when it names one (fast_signal:
+// kernel, sessions or stat): the operator chose it, for servers the socket
+// table cannot tell apart (one address in two backends) or a benchmark of
+// one reader. It fails as a chain whose every reader fails, the source
+// weighing alone until it reads again, rather than stepping down to a
+// reader that was not chosen. Any other value (on) keeps the whole chain.
+func (c *fastChain) pinned(reader string) *fastChain {
+	for _, r := range c.rungs {
+		if r.name == reader {
+			c.rungs = []*fastRung{r}
+			break
+		}
+	}
+	return c
+}
+
 // ReadLocal reads the best reader that works. Bytes go on from the last
 // read across a change of reader (each reader counts from its own base),
 // and the read after a change has no rate (Reset).
