@@ -60,8 +60,8 @@ func addConfigFlags(c *cobra.Command, withListen bool) *configFlags {
 	// No flag default: left unset, the configuration picks the interval by
 	// whether the backend uses the fast signal.
 	fs.DurationVar(&cf.f.Interval, "interval", 0, intervalHelp)
-	fs.StringVar(&cf.f.FastSignal, "fast-signal", "", fmt.Sprintf("%s or %s: weigh an HAProxy backend by HAProxy's live per-connection bytes, calibrated by the source (default %s)",
-		config.FastOn, config.FastOff, config.FastOn))
+	fs.StringVar(&cf.f.FastSignal, "fast-signal", "", fmt.Sprintf("%s or %s: weigh an HAProxy backend by HAProxy's live per-connection bytes, calibrated by the source (default %s); %s, %s or %s: on, read by that reader alone",
+		config.FastOn, config.FastOff, config.FastOn, config.FastKernel, config.FastSessions, config.FastStat))
 	if withListen {
 		fs.StringVar(&cf.listen, "listen", config.DefaultListen, "address of /metrics, /healthz, /readyz (empty disables)")
 	}

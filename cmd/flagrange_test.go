@@ -25,7 +25,7 @@ func TestFlagRangeErrorsAreUsageErrors(t *testing.T) {
 		{with("run", hc, "--aggressiveness", "-1"), "--aggressiveness must be > 0, got -1"},
 		{with("once", hc, "--function", "nope"), `--function "nope" is unknown, valid: feedback, limited-proportions, normalised-exponential`},
 		{with("once", hc, "--interval", "1ms"), "--interval: must be at least 100ms, got 1ms"},
-		{with("run", hc, "--fast-signal", "maybe"), `--fast-signal: want on or off, got "maybe"`},
+		{with("run", hc, "--fast-signal", "maybe"), `--fast-signal: want on, off, or one reader pinned: kernel, sessions or stat; got "maybe"`},
 		{with("once", cfg, "--fast-signal", "off"), "--config and backend flags (--backend, --socket, --query, ...) cannot be mixed"},
 		{with("once", hc, "--interval", "0s"), "--interval: must be positive, got 0s"},
 		{with("run", hc, "--listen", "localhost"), `--listen: "localhost" is not host:port (address localhost: missing port in address)`},
