@@ -139,8 +139,8 @@ func fsUID(status string) (uint32, error) {
 // names one socket while it lives, and a socket is in the table only once
 // connected, after its descriptor was opened, so a socket classified once
 // stays so. HAProxy's descriptors are listed again only when a read meets an
-// inode not classified yet (new connections), at most once a read; inodes
-// gone from the table are forgotten.
+// inode not classified yet (new connections), once during the dump and at
+// most once more after it (below); inodes gone from the table are forgotten.
 //
 // A dump is not one instant: the kernel sends it in parts (about a hundred
 // server connections each) and walks the socket table again for each, after
