@@ -15,8 +15,8 @@ import (
 //   - a connection seen at the read before and now adds its growth;
 //   - a connection first seen now, to an address the read before also read,
 //     opened in between: it adds all its bytes (they were all carried since
-//     the read before). Better than `show sess all`'s streams, which add
-//     from their first sight only;
+//     the read before), as `show sess all`'s reader counts a new stream's
+//     totals from 0;
 //   - a connection first seen at the first read, or at the first read of its
 //     address (a new server, a changed address), or that was another
 //     process's before (the pids or the ownership changed) adds nothing
