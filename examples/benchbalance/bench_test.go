@@ -150,6 +150,8 @@ func TestSmokeRun(t *testing.T) {
 		{scenarioBurst, []string{"-conns", "40", "-burst-at", "5s", "-heavy-rate", "600"},
 			[]string{"leastconn p50 / p90", "shed p50 / p90", "gap closed shed", "lines lost", "sheds/h/server",
 				"shed: {above: 1.5}", "\n1      default ", "\n1      shed  ", "kernel", "run --socket", "--query 'rate(datapoints_received_total"}},
+		{scenarioMany, []string{"-conns", "40"},
+			[]string{"scenario many", "many: 40 clients: -conns", "leastconn p50 / p90", "gap closed shed", "sheds/h/server", "over 16s × 16 servers"}},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			dir, out := filepath.Join(tmp, tc.scenario), filepath.Join(tmp, tc.scenario+".txt")
@@ -264,6 +266,30 @@ func TestScenarioFlags(t *testing.T) {
 	assert.Equal(t, 5*time.Minute, o.Duration)
 	assert.Equal(t, labArms, o.arms)
 	_, err = parseFlags([]string{"-scenario", "nope"})
+	assert.Error(t, err)
+}
+
+// many: as many clients as the open-file limit allows at 8 descriptors a client in this
+// process, 16 servers, no heavy clients, rates scaled to the lab's total.
+func TestManyFlags(t *testing.T) {
+	n, why := manyConns(20000, 4)
+	assert.Equal(t, 2450, n)
+	assert.Contains(t, why, "÷ 8 descriptors")
+	n, _ = manyConns(100, 4)
+	assert.Equal(t, 1, n)
+	o, err := parseFlags([]string{"-scenario", scenarioMany})
+	require.NoError(t, err)
+	soft, _, err := raiseNoFile()
+	require.NoError(t, err)
+	want, _ := manyConns(soft, 4)
+	assert.Equal(t, want, o.Traffic.Conns)
+	assert.Equal(t, 16, o.Servers)
+	assert.Equal(t, 0, o.HeavyClients)
+	assert.Equal(t, time.Hour, o.Traffic.Lifetime)
+	assert.Equal(t, 6*time.Minute, o.Duration)
+	assert.InDelta(t, 2000*240/float64(want), o.Traffic.Median, 1e-6)
+	assert.GreaterOrEqual(t, haproxyMaxconn(o.Traffic.Conns), 2*o.Traffic.Conns)
+	_, err = parseFlags([]string{"-scenario", scenarioMany, "-conns", "1000000"})
 	assert.Error(t, err)
 }
 

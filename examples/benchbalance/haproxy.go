@@ -19,7 +19,7 @@ import (
 var haproxyCfg = template.Must(template.New("haproxy.cfg").Parse(`# written by bench-balance
 global
     stats socket {{.Socket}} mode 600 level admin
-    maxconn 4096
+    maxconn {{.Maxconn}}
 
 defaults
     mode tcp
@@ -54,6 +54,7 @@ type haproxyConf struct {
 	// any pause of its clients), 1h in production, where users of hour-long connections set
 	// it so (a tcp-mode stream whose server never answers must not be cut by it).
 	Timeout string
+	Maxconn int // global maxconn (haproxyMaxconn)
 	Binds   []string
 	Placed  bool
 	Ports   []string // with Placed: the port of each server's bind
@@ -68,6 +69,9 @@ func startHAProxy(ctx context.Context, conf haproxyConf, hap, dir, name string, 
 	backend := conf.Backend
 	if conf.Timeout == "" {
 		conf.Timeout = "5m"
+	}
+	if conf.Maxconn == 0 {
+		conf.Maxconn = 4096
 	}
 	nBinds := 1
 	if conf.Placed {

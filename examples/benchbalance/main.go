@@ -21,7 +21,9 @@
 // (default), the README's minimal config with its shed line on (shed), and the oracle.
 // It prints the same figures per arm, and the lines lost, sheds per hour per server and
 // heavy clients on one server; -scenario drift has 30 % of the clients change rate ×10
-// or ÷10 once during the run instead of the burst.
+// or ÷10 once during the run instead of the burst; -scenario many has as many clients as
+// the open-file limit allows (8 descriptors a client in this process with 4 arms: many.go)
+// on 16 servers, the lab's rates scaled to the lab's total, and no burst.
 package main
 
 import (
@@ -66,6 +68,8 @@ type options struct {
 	BurstWithin  time.Duration
 	DriftShare   float64
 
+	manyWhy string // -scenario many: how many clients and why
+
 	hapBin, promBin string
 	seeds           []uint64
 	sc              scenario
@@ -93,7 +97,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates")
 	fs.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
 	fs.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential); production scenarios: 1h unless given")
-	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (issue 24: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, oracle) or drift (1 h clients, 30 % change rate ×10 or ÷10 once)")
+	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (issue 24: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) or many (1 h clients, as many as the open-file limit allows, 16 servers, no burst)")
 	fs.IntVar(&o.HeavyClients, "heavy", 3, "long-lived-burst: heavy clients connecting together")
 	fs.Float64Var(&o.HeavyRate, "heavy-rate", 6000, "long-lived-burst: each heavy client's rate, datapoints (lines)/s")
 	fs.DurationVar(&o.BurstAt, "burst-at", 180*time.Second, "long-lived-burst: when the heavy clients connect")
@@ -106,7 +110,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	sc, ok := scenarios[o.Scenario]
 	if !ok {
-		return o, fmt.Errorf("-scenario: lab, %s or %s, not %q", scenarioBurst, scenarioDrift, o.Scenario)
+		return o, fmt.Errorf("-scenario: lab, %s, %s or %s, not %q", scenarioBurst, scenarioDrift, scenarioMany, o.Scenario)
 	}
 	o.sc, o.arms = sc, sc.arms
 	if o.Scenario != scenarioLab {
@@ -117,8 +121,37 @@ func parseFlags(args []string) (options, error) {
 		if !given["duration"] {
 			o.Duration = 6 * time.Minute
 		}
-		if o.Scenario == scenarioDrift && !given["heavy"] {
+		if (o.Scenario == scenarioDrift || o.Scenario == scenarioMany) && !given["heavy"] {
 			o.HeavyClients = 0
+		}
+	}
+	if o.Scenario == scenarioMany {
+		// Issue 24's many: as many connections as the descriptors allow (many.go).
+		if !given["servers"] {
+			o.Servers = 16
+		}
+		soft, _, err := raiseNoFile()
+		if err != nil {
+			return o, fmt.Errorf("open-file limit: %w", err)
+		}
+		most, why := manyConns(soft, len(o.arms))
+		switch {
+		case !given["conns"]:
+			o.Traffic.Conns, o.manyWhy = most, why
+		case o.Traffic.Conns > most:
+			return o, fmt.Errorf("-conns %d: more than the open-file limit allows (%s)", o.Traffic.Conns, why)
+		default:
+			o.manyWhy = fmt.Sprintf("%d clients: -conns (the open-file limit would allow %d)", o.Traffic.Conns, most)
+		}
+		// The lab's lognormal rates (sigma, cap over median) scaled so that all the clients
+		// together send what the lab's 240 do: 4 HAProxies and their sinks at 2,450 clients of
+		// the lab's rates (60 MB/s) saturate a 2-core machine; max/mean depends on the rates'
+		// shape, not their scale.
+		if scale := 240 / float64(o.Traffic.Conns); scale < 1 && !given["median-rate"] && !given["max-rate"] {
+			o.Traffic.Median *= scale
+			o.Traffic.MaxRate *= scale
+			o.manyWhy += fmt.Sprintf("; the lab's rates ×240/%d (median %.2f datapoints/s, cap %.0f/s), so that all together send what the lab's 240 clients do",
+				o.Traffic.Conns, o.Traffic.Median/float64(len(datapoint)), o.Traffic.MaxRate/float64(len(datapoint)))
 		}
 	}
 	for _, s := range strings.Split(o.Seeds, ",") {
@@ -311,11 +344,14 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 		o.Weighter, filepath.Base(o.Readme), shedLine)
 	fmt.Fprintf(w, "%s (leastconn, no weights set, no contstats, timeouts %s) ×%d; one %s per weighted arm, scraping its sinks every %s\n",
 		hap, o.sc.haproxyTimeout, len(o.arms), prom, o.Scrape)
-	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.0f datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (a client that leaves is replaced by a new one from a new address)\n",
+	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.3g datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (a client that leaves is replaced by a new one from a new address)\n",
 		t.Conns, t.Median/float64(len(datapoint)), t.Sigma, t.MaxRate/float64(len(datapoint)), t.Lifetime)
 	if o.HeavyClients > 0 {
 		fmt.Fprintf(w, "burst: %d heavy clients of %.0f datapoints/s (%.0fx the median client) from 127.200.0.x connect within %s at %s and stay to the end\n",
 			o.HeavyClients, o.HeavyRate, o.HeavyRate/(t.Median/float64(len(datapoint))), o.BurstWithin, o.BurstAt)
+	}
+	if o.manyWhy != "" {
+		fmt.Fprintf(w, "many: %s\n", o.manyWhy)
 	}
 	if o.Scenario == scenarioDrift {
 		fmt.Fprintf(w, "drift: %.0f %% of the clients change rate ×10 or ÷10 (a coin) once, at a uniform moment between %s and %s\n", 100*o.DriftShare, o.Warmup, o.Duration)

@@ -21,6 +21,7 @@ const (
 	scenarioLab   = "lab"              // 240 clients of 20 s, control / weighted / oracle (the first bench)
 	scenarioBurst = "long-lived-burst" // issue 24's production bench: hour-long clients, three heavy ones at 180 s
 	scenarioDrift = "drift"            // hour-long clients, 30 % of them ×10 or ÷10 once during the run
+	scenarioMany  = "many"             // hour-long clients, as many as the open-file limit allows, on 16 servers
 )
 
 // scenario is what a -scenario sets besides the flags it defaults.
@@ -43,6 +44,7 @@ var scenarios = map[string]scenario{
 	scenarioLab:   {arms: labArms, haproxyTimeout: "5m"},
 	scenarioBurst: {arms: prodArms, haproxyTimeout: "1h"},
 	scenarioDrift: {arms: prodArms, haproxyTimeout: "1h"},
+	scenarioMany:  {arms: prodArms, haproxyTimeout: "1h"},
 }
 
 // heavyReadAt is when the heavy clients' servers are read: the end of the first figures
@@ -200,7 +202,7 @@ type weighterFigures struct {
 
 // scrapeWeighter reads a weighter's /metrics.
 func scrapeWeighter(ctx context.Context, listen string) (weighterFigures, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second) // a busy machine (many)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/metrics", nil)
 	if err != nil {

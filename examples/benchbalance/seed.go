@@ -145,6 +145,7 @@ func (l *lab) start(ctx context.Context, qs quickStart) error {
 		a.hap, a.fronts, err = startHAProxy(ctx, haproxyConf{
 			Socket: filepath.Join(l.dir, spec.Name+".sock"), Backend: l.backend,
 			Placed: spec.Kind == kindOracle, Timeout: l.o.sc.haproxyTimeout,
+			Maxconn: haproxyMaxconn(l.o.Traffic.Conns),
 		}, l.o.hapBin, l.dir, spec.Name, a.sinks)
 		if err != nil {
 			return err
