@@ -152,6 +152,8 @@ func TestSmokeRun(t *testing.T) {
 				"shed: {above: 1.5}", "\n1      default ", "\n1      shed  ", "kernel", "run --socket", "--query 'rate(datapoints_received_total"}},
 		{scenarioMany, []string{"-conns", "40"},
 			[]string{"scenario many", "many: 40 clients: -conns", "leastconn p50 / p90", "gap closed shed", "sheds/h/server", "over 16s × 16 servers"}},
+		{scenarioRestart, []string{"-conns", "40", "-restart-at", "6s", "-restart-within", "2s"},
+			[]string{"scenario restart", "restart: at 6s every arm's HAProxy is stopped", "leastconn p50 / p90", "gap closed shed", "; HAProxies restarted at 6"}},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			dir, out := filepath.Join(tmp, tc.scenario), filepath.Join(tmp, tc.scenario+".txt")
@@ -291,6 +293,13 @@ func TestManyFlags(t *testing.T) {
 	assert.GreaterOrEqual(t, haproxyMaxconn(o.Traffic.Conns), 2*o.Traffic.Conns)
 	_, err = parseFlags([]string{"-scenario", scenarioMany, "-conns", "1000000"})
 	assert.Error(t, err)
+
+	o, err = parseFlags([]string{"-scenario", scenarioRestart})
+	require.NoError(t, err)
+	assert.Equal(t, 240, o.Traffic.Conns)
+	assert.Equal(t, 0, o.HeavyClients)
+	assert.Equal(t, 180*time.Second, o.RestartAt)
+	assert.Equal(t, 5*time.Second, o.RestartWithin)
 }
 
 func TestShedsLogged(t *testing.T) {

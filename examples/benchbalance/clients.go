@@ -42,6 +42,9 @@ type prodTraffic struct {
 	driftFrom  time.Duration // the changes happen at uniform moments in [driftFrom, driftTo)
 	driftTo    time.Duration
 
+	restartAt     time.Duration // a connection that breaks in [restartAt, restartAt+30s) redials after a uniform delay within restartWithin
+	restartWithin time.Duration
+
 	sent     []atomic.Int64 // lines written, per arm (the placed arm last)
 	nextAddr atomic.Uint32
 	start    time.Time
@@ -59,6 +62,9 @@ func newProdTraffic(o options, seed uint64, addrs []string, place func(float64) 
 		life: o.Traffic.Lifetime, seed: seed,
 		heavy: o.HeavyClients, heavyRate: o.HeavyRate, burstAt: o.BurstAt, burstWithin: o.BurstWithin,
 		sent: make([]atomic.Int64, len(addrs)+1),
+	}
+	if o.Scenario == scenarioRestart {
+		t.restartAt, t.restartWithin = o.RestartAt, o.RestartWithin
 	}
 	if o.Scenario == scenarioDrift {
 		t.driftShare, t.driftFrom, t.driftTo = o.DriftShare, o.Warmup, o.Duration
@@ -138,6 +144,7 @@ func (t *prodTraffic) session(ctx context.Context, rng *rand.Rand, ip net.IP, ra
 	conns := make([]net.Conn, arms)
 	releases := make([]func(), arms)
 	pending := make([]int, arms)
+	redialAt := make([]time.Time, arms) // a broken connection's redial waits until then (a restart's reconnect storm)
 	drop := func(a int) {
 		if conns[a] != nil {
 			conns[a].Close()
@@ -208,7 +215,7 @@ func (t *prodTraffic) session(ctx context.Context, rng *rand.Rand, ip net.IP, ra
 			owed -= float64(n)
 			for a := range arms {
 				pending[a] = min(pending[a]+n, maxPending(rate))
-				if conns[a] == nil {
+				if conns[a] == nil && !time.Now().Before(redialAt[a]) {
 					dial(a)
 				}
 				if conns[a] == nil || pending[a] == 0 {
@@ -222,6 +229,10 @@ func (t *prodTraffic) session(ctx context.Context, rng *rand.Rand, ip net.IP, ra
 				pending[a] -= full
 				if err != nil {
 					drop(a) // closed under it (a shed): reconnect at the next tick
+					if since := time.Since(t.start); t.restartWithin > 0 && since >= t.restartAt && since < t.restartAt+30*time.Second {
+						// Its HAProxy restarted: every client reconnects within restartWithin.
+						redialAt[a] = time.Now().Add(time.Duration(rng.Int64N(int64(t.restartWithin))))
+					}
 				}
 			}
 		}

@@ -23,7 +23,9 @@
 // heavy clients on one server; -scenario drift has 30 % of the clients change rate ×10
 // or ÷10 once during the run instead of the burst; -scenario many has as many clients as
 // the open-file limit allows (8 descriptors a client in this process with 4 arms: many.go)
-// on 16 servers, the lab's rates scaled to the lab's total, and no burst.
+// on 16 servers, the lab's rates scaled to the lab's total, and no burst; -scenario
+// restart stops and starts every arm's HAProxy at 180 s (same config and socket, no
+// server-state file) and its clients all reconnect within 5 s (restart.go).
 package main
 
 import (
@@ -68,6 +70,9 @@ type options struct {
 	BurstWithin  time.Duration
 	DriftShare   float64
 
+	RestartAt     time.Duration
+	RestartWithin time.Duration
+
 	manyWhy string // -scenario many: how many clients and why
 
 	hapBin, promBin string
@@ -97,7 +102,9 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates")
 	fs.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
 	fs.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential); production scenarios: 1h unless given")
-	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (issue 24: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) or many (1 h clients, as many as the open-file limit allows, 16 servers, no burst)")
+	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (issue 24: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) many (1 h clients, as many as the open-file limit allows, 16 servers, no burst) or restart (1 h clients; every HAProxy restarts at -restart-at, its clients reconnect within -restart-within)")
+	fs.DurationVar(&o.RestartAt, "restart-at", 180*time.Second, "restart: when every arm's HAProxy restarts")
+	fs.DurationVar(&o.RestartWithin, "restart-within", 5*time.Second, "restart: each client reconnects after a uniform delay within this")
 	fs.IntVar(&o.HeavyClients, "heavy", 3, "long-lived-burst: heavy clients connecting together")
 	fs.Float64Var(&o.HeavyRate, "heavy-rate", 6000, "long-lived-burst: each heavy client's rate, datapoints (lines)/s")
 	fs.DurationVar(&o.BurstAt, "burst-at", 180*time.Second, "long-lived-burst: when the heavy clients connect")
@@ -110,7 +117,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	sc, ok := scenarios[o.Scenario]
 	if !ok {
-		return o, fmt.Errorf("-scenario: lab, %s, %s or %s, not %q", scenarioBurst, scenarioDrift, scenarioMany, o.Scenario)
+		return o, fmt.Errorf("-scenario: lab, %s, %s, %s or %s, not %q", scenarioBurst, scenarioDrift, scenarioMany, scenarioRestart, o.Scenario)
 	}
 	o.sc, o.arms = sc, sc.arms
 	if o.Scenario != scenarioLab {
@@ -121,7 +128,7 @@ func parseFlags(args []string) (options, error) {
 		if !given["duration"] {
 			o.Duration = 6 * time.Minute
 		}
-		if (o.Scenario == scenarioDrift || o.Scenario == scenarioMany) && !given["heavy"] {
+		if o.Scenario != scenarioBurst && !given["heavy"] {
 			o.HeavyClients = 0
 		}
 	}
@@ -253,6 +260,9 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		if res.Late > len(res.Snaps)/20 {
 			note += fmt.Sprintf("; %d of %d one-second samples came late (busy machine)", res.Late, len(res.Snaps))
 		}
+		if res.Restart != "" {
+			note += "; " + res.Restart
+		}
 		if res.Reader != "" {
 			note += "; fast signal reader " + res.Reader
 		}
@@ -349,6 +359,10 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 	if o.HeavyClients > 0 {
 		fmt.Fprintf(w, "burst: %d heavy clients of %.0f datapoints/s (%.0fx the median client) from 127.200.0.x connect within %s at %s and stay to the end\n",
 			o.HeavyClients, o.HeavyRate, o.HeavyRate/(t.Median/float64(len(datapoint))), o.BurstWithin, o.BurstAt)
+	}
+	if o.Scenario == scenarioRestart {
+		fmt.Fprintf(w, "restart: at %s every arm's HAProxy is stopped (SIGTERM: every connection closed) and started again on the same config and socket, no server-state file "+
+			"(runtime weights back to the config's); each client reconnects after a uniform delay within %s (the oracle's placed again by the oracle)\n", o.RestartAt, o.RestartWithin)
 	}
 	if o.manyWhy != "" {
 		fmt.Fprintf(w, "many: %s\n", o.manyWhy)

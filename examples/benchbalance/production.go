@@ -18,10 +18,11 @@ import (
 
 // The scenarios (-scenario).
 const (
-	scenarioLab   = "lab"              // 240 clients of 20 s, control / weighted / oracle (the first bench)
-	scenarioBurst = "long-lived-burst" // issue 24's production bench: hour-long clients, three heavy ones at 180 s
-	scenarioDrift = "drift"            // hour-long clients, 30 % of them ×10 or ÷10 once during the run
-	scenarioMany  = "many"             // hour-long clients, as many as the open-file limit allows, on 16 servers
+	scenarioLab     = "lab"              // 240 clients of 20 s, control / weighted / oracle (the first bench)
+	scenarioBurst   = "long-lived-burst" // issue 24's production bench: hour-long clients, three heavy ones at 180 s
+	scenarioDrift   = "drift"            // hour-long clients, 30 % of them ×10 or ÷10 once during the run
+	scenarioMany    = "many"             // hour-long clients, as many as the open-file limit allows, on 16 servers
+	scenarioRestart = "restart"          // hour-long clients; every HAProxy restarts at 180 s and its clients reconnect within 5 s
 )
 
 // scenario is what a -scenario sets besides the flags it defaults.
@@ -41,10 +42,11 @@ var prodArms = []armSpec{
 }
 
 var scenarios = map[string]scenario{
-	scenarioLab:   {arms: labArms, haproxyTimeout: "5m"},
-	scenarioBurst: {arms: prodArms, haproxyTimeout: "1h"},
-	scenarioDrift: {arms: prodArms, haproxyTimeout: "1h"},
-	scenarioMany:  {arms: prodArms, haproxyTimeout: "1h"},
+	scenarioLab:     {arms: labArms, haproxyTimeout: "5m"},
+	scenarioBurst:   {arms: prodArms, haproxyTimeout: "1h"},
+	scenarioDrift:   {arms: prodArms, haproxyTimeout: "1h"},
+	scenarioMany:    {arms: prodArms, haproxyTimeout: "1h"},
+	scenarioRestart: {arms: prodArms, haproxyTimeout: "1h"},
 }
 
 // heavyReadAt is when the heavy clients' servers are read: the end of the first figures

@@ -61,6 +61,7 @@ type seedResult struct {
 	HeavyAfter     []int     // most heavy clients on one server at the end of the first window after the burst (-1: not read)
 	HeavyEnd       []int     // the same at the end of the run
 	ShedLog        []string  // the shedding arm's sheds, as its weighter logged them
+	Restart        string    // -scenario restart: when the HAProxies restarted and how long it took
 }
 
 // runSeed runs one seed for o.Duration and returns its samples; it always stops what it
@@ -216,6 +217,7 @@ func (l *lab) sample(ctx context.Context, prod *prodTraffic) (seedResult, error)
 	var prevWeights []string
 	weighted := l.firstWeighted()
 	heavyRead := prod == nil || l.o.HeavyClients == 0
+	restarted := prod == nil || l.o.Scenario != scenarioRestart
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	snap := func(now time.Time) snapshot {
@@ -249,6 +251,14 @@ func (l *lab) sample(ctx context.Context, prod *prodTraffic) (seedResult, error)
 				}
 				prevWeights, res.LastWeights = ws, ws
 			}
+		}
+		if !restarted && time.Since(start) >= l.o.RestartAt {
+			began := time.Now()
+			if err := l.restartHAProxies(ctx); err != nil {
+				return res, err
+			}
+			restarted = true
+			res.Restart = fmt.Sprintf("HAProxies restarted at %s in %s", began.Sub(start).Round(100*time.Millisecond), time.Since(began).Round(10*time.Millisecond))
 		}
 		if !heavyRead && time.Since(start) >= l.o.heavyReadAt() {
 			res.HeavyAfter, heavyRead = l.heavyPerArm(ctx), true

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+)
+
+// restartHAProxies is -scenario restart's HAProxy restart, on every arm at the same
+// moment: each HAProxy is stopped (SIGTERM: a hard stop, every connection closed) and
+// started again on the same config, ports and admin socket, without a server-state file,
+// so a weighted arm's runtime weights are the config's again and its weighter finds a
+// new process behind the socket, as after a restart in production. The clients see their
+// connections close and reconnect within -restart-within (clients.go).
+func (l *lab) restartHAProxies(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(l.arms))
+	for i, a := range l.arms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.hap.Stop(5 * time.Second)
+			h, err := loadlab.StartChild(a.spec.Name, filepath.Join(l.dir, a.spec.Name+"-restarted.log"),
+				l.o.hapBin, "-db", "-f", filepath.Join(l.dir, a.spec.Name+".cfg"))
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			a.hap = h
+			ready := func(ctx context.Context) error {
+				st, err := loadlab.ShowStat(ctx, a.socket, l.backend)
+				if err == nil && len(st) != len(a.sinks) {
+					err = fmt.Errorf("%d of %d servers in show stat", len(st), len(a.sinks))
+				}
+				return err
+			}
+			if err := h.WaitReady(ctx, 15*time.Second, ready); err != nil {
+				errs[i] = fmt.Errorf("%s haproxy restart: %w", a.spec.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
