@@ -118,8 +118,7 @@ func (t *prodTraffic) client(ctx context.Context, rng *rand.Rand) {
 		return
 	}
 	for ctx.Err() == nil {
-		rate := math.Min(t.median*math.Exp(t.sigma*rng.NormFloat64()), t.maxRate)
-		life := time.Duration(rng.ExpFloat64() * float64(t.life))
+		rate, life := loadlab.DrawClient(rng, t.median, t.sigma, t.maxRate, t.life)
 		drift := t.driftShare > 0 && rng.Float64() < t.driftShare
 		t.session(ctx, rng, clientAddr(t.nextAddr.Add(1)-1), rate, life, drift)
 	}

@@ -47,6 +47,14 @@ func RunTraffic(ctx context.Context, cfg TrafficConfig) {
 	wg.Wait()
 }
 
+// DrawClient draws one client: a lognormal rate (median, sigma, capped at maxRate) and
+// an exponential life of mean meanLife, in that order from rng. The lab's and the
+// production scenarios' clients both draw here, so the two worlds share one population.
+func DrawClient(rng *rand.Rand, median, sigma, maxRate float64, meanLife time.Duration) (float64, time.Duration) {
+	rate := math.Min(median*math.Exp(sigma*rng.NormFloat64()), maxRate)
+	return rate, time.Duration(rng.ExpFloat64() * float64(meanLife))
+}
+
 // client plays one client after another: when a connection's life ends, a new client
 // with a fresh rate connects, so the population stays at about Conns.
 func client(ctx context.Context, cfg TrafficConfig, rng *rand.Rand) {
@@ -55,8 +63,7 @@ func client(ctx context.Context, cfg TrafficConfig, rng *rand.Rand) {
 		return
 	}
 	for ctx.Err() == nil {
-		rate := math.Min(cfg.Median*math.Exp(cfg.Sigma*rng.NormFloat64()), cfg.MaxRate)
-		life := time.Duration(rng.ExpFloat64() * float64(cfg.Lifetime))
+		rate, life := DrawClient(rng, cfg.Median, cfg.Sigma, cfg.MaxRate, cfg.Lifetime)
 		if err := stream(ctx, cfg, rate, life); err != nil && !SleepCtx(ctx, Tick) {
 			return
 		}
