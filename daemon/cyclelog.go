@@ -100,6 +100,10 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 		l.failed(&ln, c, end)
 	}
 	l.signal(&ln, c)
+	if c.Plan.Reset {
+		ln.add(slog.LevelInfo, "HAProxy reset every weight to the configuration's (restarted or reloaded): weighting starts again from them",
+			"reset", true)
+	}
 	l.written(&ln, c)
 	would = l.wouldSet(&ln, c)
 	if ready != l.ready {

@@ -32,10 +32,13 @@ func cycleConfig(t testing.TB) string {
 	return cfg
 }
 
-// TestCycleSkipsMaintAndReappliesAfterRestart runs weighter.RunCycle against a
-// real HAProxy: a server the operator put in maint is left alone, and weights
-// lost when HAProxy restarts are written again on the next cycle.
-func TestCycleSkipsMaintAndReappliesAfterRestart(t *testing.T) {
+// TestCycleSkipsMaintAndStartsAgainAfterRestart runs weighter.RunCycle against
+// a real HAProxy: a server the operator put in maint is left alone, and after
+// HAProxy restarts (every weight back to the configuration's, every connection
+// the old weights were fitted to gone) the next cycle weights again from the
+// configuration's weights, within max_step of them, rather than putting the
+// old weights back.
+func TestCycleSkipsMaintAndStartsAgainAfterRestart(t *testing.T) {
 	h := testenv.StartHAProxy(t, cycleConfig(t))
 	c := newClient(t, h.Socket)
 	require.Empty(t, raw(t, c, "disable server be_cyc/s4"))
@@ -73,9 +76,21 @@ func TestCycleSkipsMaintAndReappliesAfterRestart(t *testing.T) {
 			assert.Equal(t, sp.New, after[sp.Server], "%s: HAProxy has what the plan set", sp.Server)
 		}
 	}
-	for _, s := range []string{"s1", "s2", "s3"} {
-		assert.NotEqual(t, 10, after[s], "%s re-applied after restart (plan %+v)", s, cyc.Plan)
+	assert.True(t, cyc.Plan.Reset, "plan: %+v", cyc.Plan)
+	sum := 0
+	for _, w := range after {
+		sum += w
 	}
+	for _, sp := range cyc.Plan.Servers {
+		if sp.Server != "s4" { // s4 was in maint: nothing written to forget
+			require.Contains(t, sp.Reason, weighter.ReasonReset, sp.Server)
+		}
+		// each share moved from the configuration's ¼ by at most max_step (2), up to rounding
+		share := float64(after[sp.Server]) / float64(sum)
+		assert.GreaterOrEqual(t, share, 0.125-0.01, "%s: %v", sp.Server, after)
+		assert.LessOrEqual(t, share, 0.5+0.01, "%s: %v", sp.Server, after)
+	}
+	assert.Greater(t, after["s4"], after["s3"], "the lightest server gains on the heaviest: %v", after)
 }
 
 // TestCycleAfterKillReportsHAProxyError checks that a dead socket fails the cycle

@@ -59,6 +59,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	}
 	c.roster.align(servers)
 	ws, found := c.newWork(now, loads, servers, plan.Servers)
+	plan.Reset = c.forgetResetWeights(ws, servers)
 	if found < len(loads) {
 		plan.Unknown = unknownServers(loads, c.roster.sorted)
 	}

@@ -291,13 +291,15 @@ func TestPlanZeroWeightIsOursByTheTargetsRecord(t *testing.T) {
 	assert.Equal(t, "operator drain (weight 0 not set by us)", s["s1"].Reason)
 }
 
-func TestPlanReapplyAfterReload(t *testing.T) {
+func TestPlanReapplyAfterOutsideChange(t *testing.T) {
 	p := free()
 	p.MaxStep, p.Deadband = 2, 50
 	c := mustController(t, p)
 	c.Commit([]Change{{"s1", 100}, {"s2", 200}, {"s3", 256}})
-	// HAProxy reloaded: every weight is back to 1. Wanted: 256, 128, 64.
-	s := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40), up(1, 1, 1)))
+	// Another tool set every weight to 5 (not the configuration's 1, which
+	// would be a reset: TestPlanStartsAgainAfterHAProxyResetsEveryWeight).
+	// Wanted: 256, 128, 64.
+	s := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40), up(5, 5, 5)))
 	for _, name := range []string{"s1", "s2", "s3"} {
 		assert.Equal(t, ActionSet, s[name].Action, name)
 		assert.Equal(t, ReasonReapply, s[name].Reason, name)

@@ -98,7 +98,7 @@ func runMaxStepCycles(t *testing.T, p Policy, n int) maxStepStats {
 			c := RunCycle(context.Background(), b, now, true)
 			require.NoError(t, c.Err, "run %d cycle %d", run, cycle)
 			where := fmt.Sprintf("run %d cycle %d (%s, max_step %v, deadband %d)", run, cycle, p.Function, p.MaxStep, p.Deadband)
-			base := bases(before, written)
+			base := bases(before, written, c.Plan.Reset)
 			broken := checkShareStep(p, c.Plan, base, &st)
 			st.cycles, st.writes = st.cycles+1, st.writes+len(c.Written)
 			st.broken += len(broken)
@@ -109,6 +109,13 @@ func runMaxStepCycles(t *testing.T, p Policy, n int) maxStepStats {
 			}
 			countWeightMoves(p, c.Plan, base, &st)
 			countRunCaps(c.Plan, &st)
+			if c.Plan.Reset { // the Controller forgot the weights it wrote (a reset)
+				for _, sp := range c.Plan.Servers {
+					if sp.Action != ActionSkip && written[sp.Server] > 0 {
+						delete(written, sp.Server)
+					}
+				}
+			}
 			for _, ch := range c.Written {
 				written[ch.Server] = ch.Weight
 			}
@@ -118,12 +125,15 @@ func runMaxStepCycles(t *testing.T, p Policy, n int) maxStepStats {
 }
 
 // bases is what the Controller measures a cycle from: the weight HAProxy
-// holds, or the one last written when HAProxy's differs (a reload reset it).
-func bases(servers []ServerState, written map[string]int) map[string]int {
+// holds, or the one last written when HAProxy's differs (changed outside),
+// unless HAProxy reset every weight to the configuration's (reset: a restart
+// or reload), which the cycle starts again from.
+func bases(servers []ServerState, written map[string]int, reset bool) map[string]int {
 	out := make(map[string]int, len(servers))
 	for _, s := range servers {
 		out[s.Name] = s.Weight
-		if w, ok := written[s.Name]; ok && w != s.Weight && s.Weight != 0 {
+		// a reset forgets the weights written, not the drains (0)
+		if w, ok := written[s.Name]; ok && !(reset && w > 0) && w != s.Weight && s.Weight != 0 {
 			out[s.Name] = w
 		}
 	}

@@ -36,6 +36,10 @@ type Plan struct {
 	// none): a common factor moves no traffic.
 	Scale   float64  `json:"scale"`
 	Unknown []string `json:"unknown,omitempty"`
+	// Reset: HAProxy reset every weight the daemon wrote to the
+	// configuration's (a restart or reload), and this plan starts again from
+	// them rather than re-applying the old ones (ReasonReset).
+	Reset bool `json:"reset,omitempty"`
 	// Shed is the cycle's session shedding, for a backend that sheds: the
 	// sessions to close after the weights are written, or why none.
 	Shed *ShedPlan `json:"shed,omitempty"`
