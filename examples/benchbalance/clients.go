@@ -42,6 +42,8 @@ type prodTraffic struct {
 	driftFrom  time.Duration // the changes happen at uniform moments in [driftFrom, driftTo)
 	driftTo    time.Duration
 
+	ramp time.Duration // the first clients connect at uniform moments within it (at least one tick)
+
 	restartAt     time.Duration // a connection that breaks in [restartAt, restartAt+30s) redials after a uniform delay within restartWithin
 	restartWithin time.Duration
 
@@ -61,7 +63,7 @@ func newProdTraffic(o options, seed uint64, addrs []string, place func(float64) 
 		median: o.Traffic.Median / perLine, sigma: o.Traffic.Sigma, maxRate: o.Traffic.MaxRate / perLine,
 		life: o.Traffic.Lifetime, seed: seed,
 		heavy: o.HeavyClients, heavyRate: o.HeavyRate, burstAt: o.BurstAt, burstWithin: o.BurstWithin,
-		sent: make([]atomic.Int64, len(addrs)+1),
+		sent: make([]atomic.Int64, len(addrs)+1), ramp: max(o.Ramp, loadlab.Tick),
 	}
 	if o.Scenario == scenarioRestart {
 		t.restartAt, t.restartWithin = o.RestartAt, o.RestartWithin
@@ -113,8 +115,9 @@ func (t *prodTraffic) run(ctx context.Context) {
 // client plays one client after another from the same stream of the seed: when one
 // leaves, a new one with a fresh rate, life and address connects.
 func (t *prodTraffic) client(ctx context.Context, rng *rand.Rand) {
-	// The first connections spread over one tick, as the lab's: all connected at the start.
-	if !loadlab.SleepCtx(ctx, time.Duration(rng.Int64N(int64(loadlab.Tick)))) {
+	// The first connections spread over -ramp (at least one tick, as the lab's): each
+	// placed by the weights of its moment. One draw either way: the seed's clients stay.
+	if !loadlab.SleepCtx(ctx, time.Duration(rng.Int64N(int64(t.ramp)))) {
 		return
 	}
 	for ctx.Err() == nil {

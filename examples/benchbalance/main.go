@@ -73,6 +73,8 @@ type options struct {
 	RestartAt     time.Duration
 	RestartWithin time.Duration
 
+	Ramp time.Duration // the first clients connect at uniform moments within it
+
 	manyWhy string // -scenario many: how many clients and why
 
 	hapBin, promBin string
@@ -109,6 +111,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.HeavyRate, "heavy-rate", 6000, "long-lived-burst: each heavy client's rate, datapoints (lines)/s")
 	fs.DurationVar(&o.BurstAt, "burst-at", 180*time.Second, "long-lived-burst: when the heavy clients connect")
 	fs.DurationVar(&o.BurstWithin, "burst-within", time.Second, "long-lived-burst: the heavy clients connect within this")
+	fs.DurationVar(&o.Ramp, "ramp", 0, "production scenarios: the first clients connect at uniform moments within this, each placed by the weights of its moment, as on a balancer whose clients arrived over hours (default: -warmup; 0: all within the first 100 ms, a cold start before any weight: the placement is leastconn's in every arm)")
 	fs.Float64Var(&o.DriftShare, "drift-share", 0.3, "drift: share of the clients whose rate changes ×10 or ÷10 (a coin) at a uniform moment between -warmup and -duration")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -130,6 +133,9 @@ func parseFlags(args []string) (options, error) {
 		}
 		if o.Scenario != scenarioBurst && !given["heavy"] {
 			o.HeavyClients = 0
+		}
+		if !given["ramp"] {
+			o.Ramp = o.Warmup
 		}
 	}
 	if o.Scenario == scenarioMany {
@@ -175,6 +181,8 @@ func parseFlags(args []string) (options, error) {
 		return o, errors.New("-duration must leave at least one window after -warmup")
 	case o.Servers < 2 || o.Traffic.Conns < 1:
 		return o, errors.New("-servers must be 2 or more and -conns 1 or more")
+	case o.Ramp < 0:
+		return o, errors.New("-ramp must be 0 or more")
 	case o.HeavyClients < 0 || o.HeavyRate <= 0 || o.DriftShare < 0 || o.DriftShare > 1:
 		return o, errors.New("-heavy must be 0 or more, -heavy-rate positive and -drift-share in [0, 1]")
 	}
@@ -236,7 +244,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err := writeScenarioHeader(w, o, qs); err != nil {
 		return err
 	}
-	var all []figures
+	var all, before, after []figures // before, after: -scenario restart's windows on each side of the restart
 	var prod []prodSeed
 	var notes []string
 	for _, seed := range o.seeds {
@@ -247,12 +255,16 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		}
 		f := figuresOf(strconv.FormatUint(seed, 10), len(o.arms), res.Snaps, o.Warmup, o.Duration, o.Window)
 		all = append(all, f)
+		split := o.restartSplit(seed, res.Snaps)
+		if split != nil {
+			before, after = append(before, split[0]), append(after, split[1])
+		}
 		if o.Scenario == scenarioLab {
 			writeTableHeader(stdout)
 			writeRow(stdout, f)
 		} else {
 			prod = append(prod, prodSeed{f: f, res: res})
-			writeProdTable(stdout, o.arms, []figures{f})
+			writeProdTable(stdout, o.arms, append([]figures{f}, split...))
 			writeProdLines(stdout, o, prod[len(prod)-1:])
 		}
 		note := fmt.Sprintf("seed %d: %d windows; weights changed between %d of %d reads (every 5 s), last: %s",
@@ -280,6 +292,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if len(all) > 1 {
 		rows = append(rows, meanOf(all))
 	}
+	rows = append(rows, splitRows(before, after)...)
 	if o.Scenario == scenarioLab {
 		writeTableHeader(w)
 		for _, f := range rows {
@@ -356,6 +369,12 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 		hap, o.sc.haproxyTimeout, len(o.arms), prom, o.Scrape)
 	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.3g datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (a client that leaves is replaced by a new one from a new address)\n",
 		t.Conns, t.Median/float64(len(datapoint)), t.Sigma, t.MaxRate/float64(len(datapoint)), t.Lifetime)
+	if o.Ramp > loadlab.Tick {
+		fmt.Fprintf(w, "arrival: the first %d clients connect at uniform moments within %s (-ramp), each placed by its arm as of its moment, as on a balancer whose clients arrived over hours; the figures start at %s\n",
+			t.Conns, o.Ramp, o.Warmup)
+	} else {
+		fmt.Fprintf(w, "arrival: the first %d clients connect within %s (-ramp 0: a cold start, every arm placing them before any weight)\n", t.Conns, loadlab.Tick)
+	}
 	if o.HeavyClients > 0 {
 		fmt.Fprintf(w, "burst: %d heavy clients of %.0f datapoints/s (%.0fx the median client) from 127.200.0.x connect within %s at %s and stay to the end\n",
 			o.HeavyClients, o.HeavyRate, o.HeavyRate/(t.Median/float64(len(datapoint))), o.BurstWithin, o.BurstAt)

@@ -341,7 +341,7 @@ type prodSeed struct {
 // the gap each weighted arm closes.
 func writeProdTable(w io.Writer, arms []armSpec, rows []figures) {
 	ctl, orc := armIndex(arms, kindControl), armIndex(arms, kindOracle)
-	fmt.Fprintf(w, "%-6s", "seed")
+	fmt.Fprintf(w, "%-12s", "seed")
 	for _, a := range arms {
 		fmt.Fprintf(w, " %-20s", a.Name+" p50 / p90")
 	}
@@ -352,7 +352,7 @@ func writeProdTable(w io.Writer, arms []armSpec, rows []figures) {
 	}
 	fmt.Fprintln(w)
 	for _, f := range rows {
-		fmt.Fprintf(w, "%-6s", f.Label)
+		fmt.Fprintf(w, "%-12s", f.Label)
 		for i := range arms {
 			fmt.Fprintf(w, " %-20s", ratio(f.P50[i])+" / "+ratio(f.P90[i]))
 		}

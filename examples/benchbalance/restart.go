@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,4 +47,33 @@ func (l *lab) restartHAProxies(ctx context.Context) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// restartSplit is -scenario restart's seed figures over the windows before the restart
+// (from -warmup) and after it (to the end), labelled "<seed> before" and "<seed> after";
+// nil for another scenario or when a side has no whole window.
+func (o options) restartSplit(seed uint64, snaps []snapshot) []figures {
+	if o.Scenario != scenarioRestart || o.RestartAt-o.Warmup < o.Window || o.Duration-o.RestartAt < o.Window {
+		return nil
+	}
+	label := strconv.FormatUint(seed, 10)
+	return []figures{
+		figuresOf(label+" before", len(o.arms), snaps, o.Warmup, o.RestartAt, o.Window),
+		figuresOf(label+" after", len(o.arms), snaps, o.RestartAt, o.Duration, o.Window),
+	}
+}
+
+// splitRows are the before and after rows of every seed, then their means when there
+// are several seeds.
+func splitRows(before, after []figures) []figures {
+	var rows []figures
+	for i := range before {
+		rows = append(rows, before[i], after[i])
+	}
+	if len(before) > 1 {
+		mb, ma := meanOf(before), meanOf(after)
+		mb.Label, ma.Label = "mean before", "mean after"
+		rows = append(rows, mb, ma)
+	}
+	return rows
 }
