@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -97,20 +96,31 @@ func (r *Report) writeShedTable(w io.Writer) error {
 
 // WriteJSON writes the report as indented JSON (NaN figures become null).
 func (r *Report) WriteJSON(w io.Writer) error {
-	sc, err := scenarioMap(r.Scenario)
+	out, err := r.jsonReport()
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Scenario   map[string]any `json:"scenario"`
-		Strategies []jsonFigures  `json:"strategies"`
-	}{Scenario: sc}
+	return writeIndented(w, out)
+}
+
+// jsonReport is a report in JSON: the scenario, every row's figures, and,
+// in the run without flags only, the world comparison (WriteJSONWithWorld).
+type jsonReport struct {
+	Scenario   map[string]any `json:"scenario"`
+	Strategies []jsonFigures  `json:"strategies"`
+	World      *jsonWorld     `json:"world,omitempty"`
+}
+
+func (r *Report) jsonReport() (jsonReport, error) {
+	sc, err := scenarioMap(r.Scenario)
+	if err != nil {
+		return jsonReport{}, err
+	}
+	out := jsonReport{Scenario: sc}
 	for _, f := range r.Strategies {
 		out.Strategies = append(out.Strategies, jsonFigures{f, nullable(f.GapClosedP50), nullable(f.GapClosedP90)})
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return out, nil
 }
 
 // scenarioMap is the scenario as its YAML keys and values, so durations read "30s".

@@ -172,26 +172,21 @@ func (r *ShedResult) WriteWorld(w io.Writer) error {
 		fmt.Fprintf(&b, " %s |", strings.TrimPrefix(sc.Name, "fresh-"))
 	}
 	b.WriteString(" ≤ leastconn everywhere |\n|---|" + strings.Repeat("---|", len(r.Scenarios)+1) + "\n")
-	lc := r.Cell("leastconn")
 	for i, name := range r.Names {
 		label := name
 		if name == ShippedName {
 			label = "**" + name + "** *"
 		}
 		fmt.Fprintf(&b, "| %s |", label)
-		ok := lc != nil
-		for si, c := range r.Cells[i] {
+		for _, c := range r.Cells[i] {
 			fmt.Fprintf(&b, " %.3f / %.3f (%s) |", c.P50, c.P90, pct(c.GapP50))
-			if lc != nil && (c.P50 > lc[si].P50 || c.P90 > lc[si].P90) {
-				ok = false
-			}
 		}
-		verdict := "no"
-		switch {
-		case name == "leastconn":
-			verdict = "–"
-		case ok:
+		verdict := "–"
+		switch ok, judged := r.neverAboveLeastconn(i); {
+		case judged && ok:
 			verdict = "yes"
+		case judged:
+			verdict = "no"
 		}
 		fmt.Fprintf(&b, " %s |\n", verdict)
 	}
@@ -220,6 +215,22 @@ func (r *ShedResult) WriteWorld(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// neverAboveLeastconn says whether pipeline i's p50 and p90 are at most
+// leastconn's on every scenario; judged is false for leastconn itself and
+// without a leastconn row.
+func (r *ShedResult) neverAboveLeastconn(i int) (ok, judged bool) {
+	lc := r.Cell("leastconn")
+	if lc == nil || r.Names[i] == "leastconn" {
+		return false, false
+	}
+	for si, c := range r.Cells[i] {
+		if c.P50 > lc[si].P50 || c.P90 > lc[si].P90 {
+			return false, true
+		}
+	}
+	return true, true
 }
 
 // WorldPipelines are the rows --world accepts in --pipelines besides its

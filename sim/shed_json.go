@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"io"
 	"math"
 	"strings"
@@ -42,23 +41,27 @@ func (r *ShedResult) WriteJSON(w io.Writer) error {
 	for i, name := range r.Names {
 		n, of := r.Verdict(i).Passes()
 		p := jsonShedPipeline{Name: name, Goals: n, Of: of}
-		for si, c := range r.Cells[i] {
-			jc := jsonShedCell{
-				Scenario: strings.TrimPrefix(r.Scenarios[si].Name, "fresh-"), P50: c.P50, P90: c.P90,
-				GapClosedP50:       nullable(c.GapP50),
-				WhaleRecoveryMean:  nullable(c.WhaleMean),
-				WhaleRecoveryWorst: nullable(c.WhaleWorst),
-				WhaleNever:         math.IsInf(c.WhaleWorst, 1),
-			}
-			if c.Sheds {
-				jc.PerHourPerServer, jc.MaxPerHourOneServer = nullable(c.PerHour), nullable(c.MaxPerHour)
-				jc.BytesInFlightMean, jc.BytesInFlightMax = nullable(c.BytesMean), nullable(c.BytesMax)
-			}
-			p.Cells = append(p.Cells, jc)
+		for si := range r.Cells[i] {
+			p.Cells = append(p.Cells, r.jsonCell(i, si))
 		}
 		out.Pipelines = append(out.Pipelines, p)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	return writeIndented(w, out)
+}
+
+// jsonCell is pipeline i's cell on scenario si for JSON.
+func (r *ShedResult) jsonCell(i, si int) jsonShedCell {
+	c := r.Cells[i][si]
+	jc := jsonShedCell{
+		Scenario: strings.TrimPrefix(r.Scenarios[si].Name, "fresh-"), P50: c.P50, P90: c.P90,
+		GapClosedP50:       nullable(c.GapP50),
+		WhaleRecoveryMean:  nullable(c.WhaleMean),
+		WhaleRecoveryWorst: nullable(c.WhaleWorst),
+		WhaleNever:         math.IsInf(c.WhaleWorst, 1),
+	}
+	if c.Sheds {
+		jc.PerHourPerServer, jc.MaxPerHourOneServer = nullable(c.PerHour), nullable(c.MaxPerHour)
+		jc.BytesInFlightMean, jc.BytesInFlightMax = nullable(c.BytesMean), nullable(c.BytesMax)
+	}
+	return jc
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 )
 
-// --pipelines runs the fresh-data model: the baselines, the named pipelines,
-// the recommended one marked default.
+// --pipelines runs the fresh-data model: the baselines, the shipped daemon
+// (the row marked default), the named pipelines.
 func TestPipelinesJSON(t *testing.T) {
 	out, stderr, code := run(t, "--pipelines", "fast,"+sim.RecommendedPipeline, "--scenario", "../../examples/scenarios/fresh/fresh-three-balancers.yaml",
 		"--duration", "6m", "-o", "json", "--external", "graphite-10s-delay-20s")
@@ -29,9 +29,9 @@ func TestPipelinesJSON(t *testing.T) {
 	var names []string
 	for _, s := range rep.Strategies {
 		names = append(names, s.Strategy)
-		assert.Equal(t, s.Strategy == sim.RecommendedPipeline, s.Default, s.Strategy)
+		assert.Equal(t, s.Strategy == sim.ShippedName, s.Default, s.Strategy)
 	}
-	assert.Equal(t, []string{"leastconn", "agent-check", "oracle", "fast", sim.RecommendedPipeline}, names)
+	assert.Equal(t, []string{"leastconn", "agent-check", "oracle", sim.ShippedName, "fast", sim.RecommendedPipeline}, names)
 }
 
 func TestPipelinesUsageErrors(t *testing.T) {

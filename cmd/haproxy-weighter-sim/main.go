@@ -50,8 +50,16 @@ connections of heavy-tailed rates, with HAProxy's own placement (leastconn, roun
 agent-check peer, the daemon as it ships (its own cycle, weighter.RunCycle, reading a simulated
 HAProxy's fast signal calibrated by a delayed metric: the row marked *), every weighting
 function fed the delayed metric alone, and an oracle lower bound, and prints their balance
-figures side by side. With no arguments it runs the default scenario. Flags override the
-scenario file. --sweep ranks a grid of policies instead.`,
+figures side by side.
+
+With no flags it runs the default scenario (~1 s), then compares the shipped daemon (*) with
+leastconn, the oracle and the shipped daemon with shedding over the lab's six scenarios and the
+production world's six (connections living hours, bursts of heavy clients, a balancer restarting,
+rates drifting, 20,000 connections): --world all, at --seeds seeds (2: under a minute on 2 cores;
+4 for the figures of docs/production-world.md), in full (no scenario shortened). --quick, --scenario
+or any flag that shapes the scenario (--duration, --seed, --servers, ...) or adds a custom row
+(--function, ...) runs that one scenario alone. Flags override the scenario file. --world,
+--fresh, --shed and --sweep run other comparisons instead.`,
 		Version:       fmt.Sprintf("%s (%s)", version, runtime.Version()),
 		Args:          usageArgs(cobra.NoArgs),
 		SilenceUsage:  true,

@@ -24,11 +24,11 @@ func TestShedPipelineRow(t *testing.T) {
 		} `json:"strategies"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &rep))
-	require.Len(t, rep.Strategies, 5)
+	require.Len(t, rep.Strategies, 6) // the baselines, the shipped daemon, the two named
 	for _, s := range rep.Strategies {
 		assert.Equal(t, s.Strategy == name, s.Shed != nil, s.Strategy)
 	}
-	assert.Len(t, rep.Strategies[4].Shed.WhaleRecovery, 2)
+	assert.Len(t, rep.Strategies[5].Shed.WhaleRecovery, 2)
 	table, stderr, code := run(t, args...)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, table, "shedding          sheds  per hour per server")

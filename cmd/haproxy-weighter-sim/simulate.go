@@ -18,7 +18,8 @@ import (
 type simulateFlags struct {
 	scenario, output, plot string
 	sweep, perConn         bool
-	fresh                  bool   // the fresh-data comparison over sim.FreshScenarios
+	quick                  bool   // the default scenario alone, without the worlds
+	fresh                  bool   // the fresh-data comparison over --world's scenarios (default all)
 	pipelines, external    string // fresh-data model: pipelines to run, external metric
 	seeds, top             int
 	sc                     sim.Scenario
@@ -37,13 +38,14 @@ func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	fl.StringVar(&f.plot, "plot", "", "write per-server load over time per strategy to this .svg or .png file")
 	fl.BoolVar(&f.sweep, "sweep", false, "sweep policies over the default, sigma-1.0 and 16-server scenarios (scenario flags apply to all three); print Markdown")
-	fl.IntVar(&f.seeds, "seeds", 2, "sweep: seeds per scenario")
+	fl.IntVar(&f.seeds, "seeds", 2, "seeds per scenario of a comparison: the worlds the run without flags prints, --world, --fresh, --shed, --sweep")
 	fl.IntVar(&f.top, "top", 25, "sweep: rows to print")
 	fl.BoolVar(&f.perConn, "per-conn", false, "custom row: feed the weighter load per open connection")
 	fl.StringVar(&f.pipelines, "pipelines", "", "run the fresh-data model (balancers, server costs, background, fast signals calibrated by the external metric) with these pipelines, comma-separated, or all")
-	fl.BoolVar(&f.fresh, "fresh", false, "compare --pipelines (default all) over the six fresh-data scenarios (or --scenario alone) with --seeds seeds; print Markdown (docs/fresh-by-default.md)")
+	fl.BoolVar(&f.quick, "quick", false, "the default scenario alone, every row (~1 s), without the comparison of the lab and production worlds the run without flags prints after it")
+	fl.BoolVar(&f.fresh, "fresh", false, "compare the shipped daemon (*) and --pipelines (default all) over the lab and production worlds' twelve scenarios (--world lab or production: one world; --scenario: that one) with --seeds seeds; print Markdown (docs/fresh-by-default.md; minutes: --world lab is the quick one)")
 	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m, graphite-10s-delay-20s, graphite-10s-delay-30s or graphite-60s-delay-60s (sets resolution, rate window and delay)")
-	fl.StringVar(&f.world, "world", "", "compare leastconn, the oracle, the shipped daemon (*) and the shipped daemon with shedding over a world's scenarios with --seeds seeds: production (long-lived, burst, restart, drift, many), lab (the six fresh-data scenarios) or all; --pipelines adds rows; with --shed-sweep, the shipped daemon with each point of a grid of shed factors (production: over long-lived, burst and drift); print Markdown, or JSON with -o json (docs/production-world.md)")
+	fl.StringVar(&f.world, "world", "", "compare leastconn, the oracle, the shipped daemon (*) and the shipped daemon with shedding over a world's scenarios with --seeds seeds: production (long-lived, burst-6m, burst, restart, drift, many), lab (the six fresh-data scenarios) or all (what the run without flags prints after the default scenario); --pipelines adds rows; with --shed-sweep, the shipped daemon with each point of a grid of shed factors (production: over long-lived, burst and drift); with --fresh, the scenarios it compares over; print Markdown, or JSON with -o json (docs/production-world.md)")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
 	addShedFlags(fl, f)
@@ -81,7 +83,7 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	if f.output != "table" && f.output != "json" {
 		return usageError{fmt.Errorf("unknown --output %q (want table or json)", f.output)}
 	}
-	if f.world != "" {
+	if f.world != "" && !f.fresh {
 		return runWorld(cmd, f)
 	}
 	if f.shed || f.shedSweep {
@@ -115,25 +117,21 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 		custom.Name = "custom: " + custom.Name
 		strategies = append(strategies, custom)
 	}
+	world, err := overviewPlan(cmd.Flags(), f)
+	if err != nil {
+		return err
+	}
 	rep, err := sim.RunDefault(sc, strategies)
 	if err != nil {
 		return err
 	}
-	if err := writeReport(rep, f, out); err != nil {
-		return err
-	}
-	if f.output == "table" {
-		cmd.PrintErrln(usageHint)
-	}
-	return nil
+	return writeOverview(cmd, f, rep, world)
 }
 
 // writeReport writes rep's --plot, when asked, and rep itself in --output's format.
 func writeReport(rep *sim.Report, f *simulateFlags, out io.Writer) error {
-	if f.plot != "" {
-		if err := rep.WritePlot(f.plot); err != nil {
-			return err
-		}
+	if err := writePlot(rep, f); err != nil {
+		return err
 	}
 	if f.output == "json" {
 		return rep.WriteJSON(out)
@@ -141,9 +139,17 @@ func writeReport(rep *sim.Report, f *simulateFlags, out io.Writer) error {
 	return rep.WriteTable(out)
 }
 
-// usageHint is the line the table ends with on stderr: a first run with no flags
-// shows one scenario, and a newcomer should learn there are more.
-const usageHint = "haproxy-weighter-sim --help lists the flags; --scenario FILE (examples/scenarios/), --fresh --seeds 4 (the daemon's default pipeline over six scenarios), --shed, --output json"
+// writePlot writes rep's --plot, when asked.
+func writePlot(rep *sim.Report, f *simulateFlags) error {
+	if f.plot == "" {
+		return nil
+	}
+	return rep.WritePlot(f.plot)
+}
+
+// usageHint is the line the table ends with on stderr: a newcomer should
+// learn what else there is, and how to get the one scenario quickly.
+const usageHint = "haproxy-weighter-sim --help lists the flags; --quick (the default scenario alone, ~1 s), --scenario FILE (examples/scenarios/), --world production --seeds 4, --fresh (every candidate pipeline over both worlds), --shed, --output json"
 
 // scenarioFromFlags loads --scenario (or the default), applies ext (the
 // --external metric, if any) and the flags the user set, and validates it.
@@ -197,8 +203,9 @@ func policyFlagsError(fs *pflag.FlagSet, err error) error {
 	return usageError{cliflags.PolicyError(fs, err)}
 }
 
-// runFresh runs the fresh-data model: one scenario with --pipelines, or with
-// --fresh the comparison over sim.FreshScenarios.
+// runFresh runs the fresh-data model, the shipped daemon starred
+// (sim.StarShipped): one scenario with --pipelines, or with --fresh the
+// comparison over --world's scenarios (all: the lab's and the production's).
 func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	list := f.pipelines
 	if list == "" {
@@ -208,6 +215,7 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	if err != nil {
 		return usageError{fmt.Errorf("--pipelines: %w", err)}
 	}
+	pipelines = sim.StarShipped(pipelines)
 	if err := applyShedFlags(cmd.Flags(), f, pipelines); err != nil {
 		return err
 	}
@@ -217,7 +225,11 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	if f.fresh {
-		scenarios, err := scenariosOr(f, sim.FreshScenarios())
+		defaults, err := freshScenarios(f.world)
+		if err != nil {
+			return err
+		}
+		scenarios, err := scenariosOr(f, defaults)
 		if err != nil {
 			return err
 		}
@@ -237,6 +249,19 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 		return err
 	}
 	return writeReport(rep, f, out)
+}
+
+// freshScenarios are the scenarios --fresh compares over: --world's, all
+// when not given.
+func freshScenarios(world string) ([]sim.Scenario, error) {
+	if world == "" {
+		world = sim.WorldAll
+	}
+	scenarios, err := sim.WorldScenarios(world)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--world: %w", err)}
+	}
+	return scenarios, nil
 }
 
 // loadScenarioFile reads and parses a scenario file, bounded in size.
