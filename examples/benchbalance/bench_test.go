@@ -152,8 +152,9 @@ func TestSmokeRun(t *testing.T) {
 				"shed: {above: 1.5}", "\n1      default ", "\n1      shed  ", "kernel", "run --socket", "--query 'rate(datapoints_received_total"}},
 		{scenarioMany, []string{"-conns", "40"},
 			[]string{"scenario many", "many: 40 clients: -conns", "leastconn p50 / p90", "gap closed shed", "sheds/h/server", "over 16s × 16 servers"}},
-		{scenarioRestart, []string{"-conns", "40", "-restart-at", "6s", "-restart-within", "2s"},
-			[]string{"scenario restart", "restart: at 6s every arm's HAProxy is stopped", "leastconn p50 / p90", "gap closed shed", "; HAProxies restarted at 6"}},
+		{scenarioRestart, []string{"-conns", "40", "-restart-at", "9s", "-restart-within", "2s", "-window", "2s", "-ramp", "3s"},
+			[]string{"scenario restart", "restart: at 9s every arm's HAProxy is stopped", "leastconn p50 / p90", "gap closed shed", "; HAProxies restarted at 9",
+				"arrival: the first 40 clients connect at uniform moments within 3s (-ramp)", "\n1 before    ", "\n1 after     "}},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			dir, out := filepath.Join(tmp, tc.scenario), filepath.Join(tmp, tc.scenario+".txt")
