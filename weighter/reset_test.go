@@ -70,7 +70,7 @@ func TestResetNeedsEveryWeightAtTheConfiguration(t *testing.T) {
 			}
 		})
 	}
-	// IPVS has no configured weight (0): never a reset
+	// a target that reports no configured weight (0): never a reset
 	c := mustController(t, p)
 	c.Commit([]Change{{"s1", 256}, {"s2", 128}})
 	servers := up(1, 1)
