@@ -361,10 +361,12 @@ func TestFastReadersAgreeWithTheTruth(t *testing.T) {
 		k, s := kernel[n], sessions[n]
 		require.Equal(t, cycles, k.spans, n)
 		// Every byte it can read, to within the bytes in flight and the
-		// sinks' own reads around the read's instant (a few 50 ms writes
-		// over 40 s: well under 1 %). A connection left out, or counted
-		// twice, or a check's bytes, is more.
-		assert.InEpsilon(t, k.readable, k.bytes, 0.01, "server %s: kernel bytes against what it could read", n)
+		// sinks' own reads around the read's instant: a few 50 ms writes
+		// over 40 s, well under 1 % on a quiet machine, 1.2 % measured on
+		// a loaded one (make test's packages side by side on 2 cores: a
+		// sink's read lags the instant it is taken at). A connection left
+		// out (a quarter of a server's 4), or counted twice, is 25 % or more.
+		assert.InEpsilon(t, k.readable, k.bytes, 0.02, "server %s: kernel bytes against what it could read", n)
 		// The same bytes as show sess all: the two readers' spans differ by
 		// the few milliseconds between them, at each end.
 		assert.InEpsilon(t, s.bytes, k.bytes, 0.02, "server %s: kernel bytes against show sess all's", n)
