@@ -54,7 +54,7 @@ type haproxyConf struct {
 	// any pause of its clients), 1h in production, where users of hour-long connections set
 	// it so (a tcp-mode stream whose server never answers must not be cut by it).
 	Timeout string
-	Maxconn int // global maxconn (haproxyMaxconn)
+	Maxconn int // global maxconn (haproxyMaxconn): every caller sets it
 	Binds   []string
 	Placed  bool
 	Ports   []string // with Placed: the port of each server's bind
@@ -69,9 +69,6 @@ func startHAProxy(ctx context.Context, conf haproxyConf, hap, dir, name string, 
 	backend := conf.Backend
 	if conf.Timeout == "" {
 		conf.Timeout = "5m"
-	}
-	if conf.Maxconn == 0 {
-		conf.Maxconn = 4096
 	}
 	nBinds := 1
 	if conf.Placed {
@@ -96,20 +93,27 @@ func startHAProxy(ctx context.Context, conf haproxyConf, hap, dir, name string, 
 	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
 		return nil, nil, fmt.Errorf("write haproxy config: %w", err)
 	}
-	logPath := filepath.Join(dir, name+".log")
+	h, err := runHAProxy(ctx, hap, cfg, filepath.Join(dir, name+".log"), name, conf.Socket, backend, len(sinks))
+	return h, conf.Binds, err
+}
+
+// runHAProxy starts HAProxy on the config file cfg, logging to logPath, and waits until
+// its socket shows the backend's servers (a start, or -scenario restart's start again on
+// the same file). The child is returned even with an error, so that it can be stopped.
+func runHAProxy(ctx context.Context, hap, cfg, logPath, name, socket, backend string, servers int) (*loadlab.Child, error) {
 	h, err := loadlab.StartChild(name, logPath, hap, "-db", "-f", cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ready := func(ctx context.Context) error {
-		st, err := loadlab.ShowStat(ctx, conf.Socket, backend)
-		if err == nil && len(st) != len(sinks) {
-			err = fmt.Errorf("%d of %d servers in show stat", len(st), len(sinks))
+		st, err := loadlab.ShowStat(ctx, socket, backend)
+		if err == nil && len(st) != servers {
+			err = fmt.Errorf("%d of %d servers in show stat", len(st), servers)
 		}
 		return err
 	}
 	if err := h.WaitReady(ctx, 15*time.Second, ready); err != nil {
-		return h, nil, fmt.Errorf("%w\n%s", err, tail(logPath))
+		return h, fmt.Errorf("%w\n%s", err, tail(logPath))
 	}
-	return h, conf.Binds, nil
+	return h, nil
 }

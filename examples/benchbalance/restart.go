@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
 
 // restartHAProxies is -scenario restart's HAProxy restart, on every arm at the same
@@ -26,21 +24,12 @@ func (l *lab) restartHAProxies(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			a.hap.Stop(5 * time.Second)
-			h, err := loadlab.StartChild(a.spec.Name, filepath.Join(l.dir, a.spec.Name+"-restarted.log"),
-				l.o.hapBin, "-db", "-f", filepath.Join(l.dir, a.spec.Name+".cfg"))
+			h, err := runHAProxy(ctx, l.o.hapBin, filepath.Join(l.dir, a.spec.Name+".cfg"),
+				filepath.Join(l.dir, a.spec.Name+"-restarted.log"), a.spec.Name, a.socket, l.backend, len(a.sinks))
+			if h != nil {
+				a.hap = h // stopped with the rest, ready or not
+			}
 			if err != nil {
-				errs[i] = err
-				return
-			}
-			a.hap = h
-			ready := func(ctx context.Context) error {
-				st, err := loadlab.ShowStat(ctx, a.socket, l.backend)
-				if err == nil && len(st) != len(a.sinks) {
-					err = fmt.Errorf("%d of %d servers in show stat", len(st), len(a.sinks))
-				}
-				return err
-			}
-			if err := h.WaitReady(ctx, 15*time.Second, ready); err != nil {
 				errs[i] = fmt.Errorf("%s haproxy restart: %w", a.spec.Name, err)
 			}
 		}()
