@@ -45,6 +45,8 @@ type cycleLog struct {
 	expired    map[string]bool // servers whose calibration expired
 	skipping   bool            // the fast read leaves streams out, and said so
 
+	rare bool // the run bound's rare-arrivals mode (run_rare), as last logged
+
 	// would is, in a dry run, the weight each server was last said to be
 	// wanted at ("would set"), so that a change is logged once, not every cycle.
 	would map[string]int
@@ -104,6 +106,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 		ln.add(slog.LevelInfo, "HAProxy reset every weight to the configuration's (restarted or reloaded): weighting starts again from them",
 			"reset", true)
 	}
+	l.rareArrivals(&ln, c)
 	l.written(&ln, c)
 	would = l.wouldSet(&ln, c)
 	if ready != l.ready {
@@ -272,6 +275,21 @@ func (l *cycleLog) due(end time.Time) bool {
 
 // written adds the weights a cycle wrote: at info their number, the largest
 // move and the imbalance (max/mean load) that made them; each at debug.
+// rareArrivals says once when new connections become rare on the backend
+// (run_rare: the run bound spreads a burst) and once when they stop being
+// rare; a cycle that held or failed says nothing about it.
+func (l *cycleLog) rareArrivals(ln *line, c weighter.Cycle) {
+	if c.Result != weighter.ResultOK || c.Plan.Hold || c.Plan.RareArrivals == l.rare {
+		return
+	}
+	l.rare = c.Plan.RareArrivals
+	if l.rare {
+		ln.add(slog.LevelInfo, "new connections are rare: the run bound spreads a burst over run_rare_spread servers", "rare_arrivals", true)
+	} else {
+		ln.add(slog.LevelInfo, "new connections are frequent again: the run bound is the lower median's", "rare_arrivals", false)
+	}
+}
+
 func (l *cycleLog) written(ln *line, c weighter.Cycle) {
 	if len(c.Written) == 0 {
 		return

@@ -227,3 +227,22 @@ func TestCalibrationWaitingForTheSourceIsSaidOnce(t *testing.T) {
 		t.Errorf("logs:\n%s", out.String())
 	}
 }
+
+// TestRareArrivalsSaidOnce: the run bound's rare-arrivals mode is said once
+// when it starts and once when it ends, not every cycle; a held cycle does
+// not end it.
+func TestRareArrivalsSaidOnce(t *testing.T) {
+	var out strings.Builder
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, nil)), ready: true, fastKnown: true}
+	now := time.Unix(1_800_000_000, 0)
+	for _, p := range []weighter.Plan{{}, {RareArrivals: true}, {RareArrivals: true}, {Hold: true}, {RareArrivals: true}, {}, {}} {
+		p.Time = now
+		l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: p}, now, true)
+	}
+	lines := infoLines(out.String())
+	if len(lines) != 2 ||
+		!strings.Contains(lines[0], `msg="new connections are rare: the run bound spreads a burst over run_rare_spread servers" rare_arrivals=true`) ||
+		!strings.Contains(lines[1], `msg="new connections are frequent again: the run bound is the lower median's" rare_arrivals=false`) {
+		t.Errorf("logs:\n%s", out.String())
+	}
+}

@@ -301,6 +301,18 @@ func HerdCandidates() []Pipeline {
 			out = append(out, pl)
 		}
 	}
+	for _, below := range []float64{0.05, 0.1, 0.2} {
+		for _, spread := range []int{3, 4} {
+			pl := ShippedPipeline()
+			pl.Name, pl.Default = fmt.Sprintf("%s run_rare=%g run_rare_spread=%d", ShippedName, below, spread), false
+			pl.Adjust = func(p *weighter.Policy) { p.RunRare, p.RunRareSpread = below, spread }
+			out = append(out, pl)
+		}
+	}
+	pl := ShippedPipeline()
+	pl.Name, pl.Default = ShippedName+" run_rare=0", false
+	pl.Adjust = func(p *weighter.Policy) { p.RunRare = 0 }
+	out = append(out, pl)
 	return out
 }
 

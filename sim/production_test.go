@@ -174,8 +174,18 @@ func TestHerdCandidatesChangeOnlyTheRunBound(t *testing.T) {
 	for _, pl := range HerdCandidates() {
 		_, p, err := pl.daemonSettings(LongLivedScenario())
 		require.NoError(t, err)
-		assert.Contains(t, pl.Name, fmt.Sprintf("max_run=%g", p.MaxRun), "the candidate's Adjust sets what its name says")
-		p.MaxRun, p.RunChurn = weighter.DefaultPolicy().MaxRun, weighter.DefaultPolicy().RunChurn
-		assert.Equal(t, weighter.DefaultPolicy(), p, pl.Name)
+		def := weighter.DefaultPolicy()
+		for key, v := range map[string][2]float64{
+			"max_run":         {p.MaxRun, def.MaxRun},
+			"run_churn":       {p.RunChurn, def.RunChurn},
+			"run_rare":        {p.RunRare, def.RunRare},
+			"run_rare_spread": {float64(p.RunRareSpread), float64(def.RunRareSpread)},
+		} {
+			if v[0] != v[1] {
+				assert.Contains(t, pl.Name, fmt.Sprintf(" %s=%g", key, v[0]), "the candidate's Adjust sets what its name says")
+			}
+		}
+		p.MaxRun, p.RunChurn, p.RunRare, p.RunRareSpread = def.MaxRun, def.RunChurn, def.RunRare, def.RunRareSpread
+		assert.Equal(t, def, p, pl.Name)
 	}
 }

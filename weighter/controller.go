@@ -65,6 +65,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	}
 	if c.p.MaxRun > 0 {
 		c.runAllowance(ws)
+		plan.RareArrivals = c.runs.rank > 0 && busyWork(ws)
 	}
 	st := statsOf(ws)
 	plan.Coverage, plan.Imbalance = st.coverage(), st.imbalance()

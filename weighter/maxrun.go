@@ -52,13 +52,31 @@ import (
 // kept on the weights before rounding and on the integers written
 // (boundIntegers). Weight 1, HAProxy's smallest, is never lowered further.
 
+// While new connections are rare (RunRare: the EWMA below counts fewer than
+// that many gained per server per cycle) the bound tightens: the reference
+// is the RunRareSpread-th most favoured server (never past the lower
+// median) and H is rareH, under one, so no server takes two new
+// connections in a row before the reference takes one and a burst of
+// RunRareSpread clients lands on as many servers. Where connections live
+// for hours a cycle sees an arrival every few dozen cycles; weights are
+// re-planned every cycle, so the favoured server needs one arrival of
+// reach, not a run, and a second one in the same burst is the herding
+// (docs/production-world.md §3 (g)). Only the servers more favoured than
+// the reference are capped, so the weights' order among the rest is kept.
+// Where connections are many and short (the lab, 0.3-0.8 gained per server
+// per cycle against 0.015 for hour-long ones in the simulator) the runs are
+// how a light server catches up, and the median bound stays.
+
 // runState is what the run bound remembers between cycles: each server's
 // open connections at the last cycle and the EWMA of the new connections a
-// server gains per cycle (RunChurn).
+// server gains per cycle (RunChurn, RunRare).
 type runState struct {
 	seen  map[string]int
 	churn float64 // per server per cycle; NaN before two cycles
+	rare  float64 // the same over ~10 cycles (RunRare); NaN before two cycles
+	known int     // cycles the churn has been measured over
 	h     float64 // this cycle's H
+	rank  int     // this cycle's reference: 0 the lower median, k the k-th most favoured server
 	// the share solver's caps and boundIntegers' witness, reused across cycles
 	caps, witness []float64
 }
@@ -66,6 +84,24 @@ type runState struct {
 // runAlpha is the weight of one cycle in the churn's EWMA: a half-life of
 // about 30 cycles (a minute at 2 s), so that a burst barely moves it.
 const runAlpha = 0.0228
+
+// rareAlpha is the weight of one cycle in RunRare's EWMA of the same
+// gains: a half-life of 10 cycles (20 s at 2 s), so that the bound
+// tightens within a minute of a backend's clients settling (a ramp of
+// clients reconnecting after a restart ends with ~1 per server per cycle),
+// while a burst of 3 on 8 servers adds 0.025.
+const rareAlpha = 0.067
+
+// rareWarm is how many cycles the churn is measured over before RunRare
+// may tighten the bound: the EWMA starts from its first cycle's gains,
+// which say little (a daemon starting beside a busy HAProxy sees none).
+const rareWarm = 30
+
+// rareH is H while new connections are rare: any H under one allows one
+// new connection in a row before the reference takes one; the nearer one,
+// the more room the weights keep among the capped servers (measured: 0.5,
+// 0.75 and 0.9 alike within the simulator's seeds).
+const rareH = 0.9
 
 // runAllowance sets this cycle's H: MaxRun, or with RunChurn > 0, at least
 // RunChurn times the new connections a server gains per cycle on average
@@ -77,12 +113,12 @@ const runAlpha = 0.0228
 // MaxRun, and a burst cannot follow the weights onto one server.
 func (c *Controller) runAllowance(ws []work) {
 	st := &c.runs
-	st.h = c.p.MaxRun
-	if c.p.RunChurn <= 0 {
+	st.h, st.rank = c.p.MaxRun, 0
+	if c.p.RunChurn <= 0 && c.p.RunRare <= 0 {
 		return
 	}
 	if st.seen == nil {
-		st.seen, st.churn = map[string]int{}, math.NaN()
+		st.seen, st.churn, st.rare = map[string]int{}, math.NaN(), math.NaN()
 	}
 	gained, known := 0, 0
 	for i := range ws {
@@ -100,16 +136,33 @@ func (c *Controller) runAllowance(ws []work) {
 		}
 	}
 	if known > 0 {
+		st.known++
 		x := float64(gained) / float64(known)
-		if math.IsNaN(st.churn) {
-			st.churn = x
-		} else {
-			st.churn += runAlpha * (x - st.churn)
-		}
+		st.churn = ewma(st.churn, x, runAlpha)
+		st.rare = ewma(st.rare, x, rareAlpha)
 	}
 	if !math.IsNaN(st.churn) {
 		st.h = max(st.h, c.p.RunChurn*st.churn)
 	}
+	if c.rareArrivals() {
+		st.h, st.rank = rareH, c.p.RunRareSpread
+	}
+}
+
+// rareArrivals reports whether new connections are rare enough for the
+// tightened bound (RunRare): the churn measured over at least rareWarm
+// cycles and below RunRare.
+func (c *Controller) rareArrivals() bool {
+	st := &c.runs
+	return c.p.RunRare > 0 && st.known >= rareWarm && st.rare < c.p.RunRare
+}
+
+// ewma moves avg towards x by alpha; the first x (avg NaN) starts it.
+func ewma(avg, x, alpha float64) float64 {
+	if math.IsNaN(avg) {
+		return x
+	}
+	return avg + alpha*(x-avg)
 }
 
 // ReasonMaxRun is the note of a weight the run bound lowered.
@@ -262,7 +315,7 @@ func (s *share) runReference() (float64, bool) {
 		}
 	}
 	s.c.buf.runR = rs
-	return runReference(rs)
+	return runReference(rs, s.c.runs.rank)
 }
 
 // boundIntegers keeps the bound on the integer weights written, exact
@@ -338,7 +391,7 @@ func (s *share) lowerIntegers(ints []float64, wit *integerWitness) bool {
 		rs = append(rs, n/float64(s.sessionsOf(i)+1))
 	}
 	s.c.buf.runR = rs
-	ref, ok := runReference(rs)
+	ref, ok := runReference(rs, s.c.runs.rank)
 	if !ok {
 		return false
 	}
@@ -432,16 +485,30 @@ func busy(active, held []*work) bool {
 	return n > 0 && open >= n
 }
 
+// busyWork is busy over a cycle's work: whether the run bound applies.
+func busyWork(ws []work) bool {
+	open := 0
+	for i := range ws {
+		open += ws[i].sessions
+	}
+	return len(ws) > 0 && open >= len(ws)
+}
+
 // runReference is r_ref, the weight per connection slot (w/(n+1)) of the
 // lower median server in leastconn's order (the (⌊S/2⌋+1)-th most favoured
-// of the S servers with a weight: the 5th of 8, the 2nd of 2); false when
-// there is none. rs is reordered. The search for ρ asks for it dozens of
-// times a cycle, so it selects (expected linear time) rather than sorts.
-func runReference(rs []float64) (float64, bool) {
+// of the S servers with a weight: the 5th of 8, the 2nd of 2), or with
+// rank k > 0 of the k-th most favoured, never past the lower median; false
+// when there is none. rs is reordered. The search for ρ asks for it dozens
+// of times a cycle, so it selects (expected linear time) rather than sorts.
+func runReference(rs []float64, rank int) (float64, bool) {
 	if len(rs) == 0 {
 		return 0, false
 	}
-	return nthSmallest(rs, (len(rs)-1)/2), true
+	k := (len(rs) - 1) / 2
+	if rank > 0 {
+		k = max(k, len(rs)-rank)
+	}
+	return nthSmallest(rs, k), true
 }
 
 // nthSmallest is the k-th smallest of rs (0-based), which it reorders:
@@ -480,6 +547,10 @@ func nthSmallest(rs []float64, k int) float64 {
 // what (held above it by max_step).
 func (c *Controller) noteRun(w *work, after string) {
 	note := fmt.Sprintf("%s: at most %.3g new connections in a row%s", ReasonMaxRun, 1+c.runs.h, after)
+	if c.runs.rank > 0 {
+		note = fmt.Sprintf("%s, new connections rare: one in a row before the %s most favoured server takes one%s",
+			ReasonMaxRun, ordinal(c.runs.rank), after)
+	}
 	switch {
 	case strings.Contains(w.note, note): // the solver's cap, then the integers' pass
 	case w.note != "":
@@ -487,4 +558,19 @@ func (c *Controller) noteRun(w *work, after string) {
 	default:
 		w.note = note
 	}
+}
+
+// ordinal spells k as "2nd", "3rd", "4th"….
+func ordinal(k int) string {
+	suffix := "th"
+	switch {
+	case k%100 >= 11 && k%100 <= 13:
+	case k%10 == 1:
+		suffix = "st"
+	case k%10 == 2:
+		suffix = "nd"
+	case k%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", k, suffix)
 }

@@ -104,7 +104,14 @@ func TestMaxRunBoundProperty(t *testing.T) {
 		if rng.IntN(3) == 0 {
 			p.RunChurn = float64(rng.IntN(20))
 		}
+		rare := rng.IntN(3) == 0
+		if rare { // the bound while new connections are rare: forced, whatever these cycles gain
+			p.RunRare, p.RunRareSpread = 1e300, 2+rng.IntN(4)
+		}
 		c := mustController(t, p)
+		if rare {
+			forceRare(c)
+		}
 		n := 2 + rng.IntN(15)
 		weights := make([]int, n)
 		for i := range weights {
@@ -125,10 +132,17 @@ func TestMaxRunBoundProperty(t *testing.T) {
 			if plan.Hold {
 				continue
 			}
-			h := c.runs.h
-			require.GreaterOrEqual(t, h, p.MaxRun)
-			label := fmt.Sprintf("trial %d cycle %d H %g max_step %g", trial, cycle, h, p.MaxStep)
-			checkRunBound(t, label, p, plan, servers, h, 1+rng.IntN(60), &st)
+			h, rank := c.runs.h, c.runs.rank
+			if rare {
+				require.Equal(t, rareH, h)
+				require.Equal(t, p.RunRareSpread, rank)
+				require.True(t, plan.RareArrivals)
+			} else {
+				require.GreaterOrEqual(t, h, p.MaxRun)
+				require.Zero(t, rank)
+			}
+			label := fmt.Sprintf("trial %d cycle %d H %g rank %d max_step %g", trial, cycle, h, rank, p.MaxStep)
+			checkRunBound(t, label, p, plan, servers, h, rank, 1+rng.IntN(60), &st)
 			var ms maxStepStats
 			require.Empty(t, checkShareStep(p, plan, baseWeights(servers), &ms), label)
 			for _, sp := range plan.Servers {
@@ -156,13 +170,25 @@ func TestMaxRunBoundProperty(t *testing.T) {
 // bound exactly, with no server left over it on any excuse.
 func TestMaxRunConvergesProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 2027))
-	converged := 0
+	converged, spread := 0, 0
 	for trial := range 300 {
 		p := DefaultPolicy()
 		p.MaxRun = []float64{0.5, 1, 2, 4, 8}[rng.IntN(5)]
 		p.Deadband = rng.IntN(4)
 		p.MaxStep = []float64{1.5, 2, 4}[rng.IntN(3)]
+		// Connections that stay gain nothing: after rareWarm cycles new
+		// connections are rare and the bound tightens, so each trial has
+		// one bound from the start: the median's (RunRare off) or the
+		// rare one's (its warm-up taken as done).
+		rare := rng.IntN(2) == 0
+		p.RunRare, p.RunRareSpread = 0, 2+rng.IntN(4)
+		if rare {
+			p.RunRare = 0.1
+		}
 		c := mustController(t, p)
+		if rare {
+			forceRare(c)
+		}
 		n := 2 + rng.IntN(15)
 		weights, vals := make([]int, n), make([]float64, n)
 		for i := range weights {
@@ -177,14 +203,27 @@ func TestMaxRunConvergesProperty(t *testing.T) {
 			now := t0.Add(timeStep(cycle))
 			plan := c.Plan(now, loadsAt(now, vals...), servers)
 			require.False(t, plan.Hold, plan.Reason)
-			label := fmt.Sprintf("trial %d cycle %d H %g max_step %g", trial, cycle, p.MaxRun, p.MaxStep)
+			h, rank := p.MaxRun, 0
+			if rare {
+				h, rank = rareH, p.RunRareSpread
+			}
+			require.Equal(t, rare, plan.RareArrivals)
+			label := fmt.Sprintf("trial %d cycle %d H %g rank %d max_step %g", trial, cycle, h, rank, p.MaxStep)
 			var ms maxStepStats
 			require.Empty(t, checkShareStep(p, plan, baseWeights(servers), &ms), label)
 			if cycle >= settle {
 				var st runStats
-				checkRunBound(t, label, Policy{}, plan, servers, p.MaxRun, 1+rng.IntN(60), &st)
+				checkRunBound(t, label, Policy{}, plan, servers, h, rank, 1+rng.IntN(60), &st)
 				require.Zero(t, st.over, "%s: a server over its bound %d cycles on", label, cycle)
 				converged++
+				if rare && busyServers(servers) {
+					// a burst of up to the spread lands on as many servers
+					k := 1 + rng.IntN(rareSpread(rank, weighted(plan)))
+					for name, took := range burst(plan, servers, k) {
+						require.LessOrEqual(t, took, 1, "%s: %s took %d of a burst of %d", label, name, took, k)
+					}
+					spread++
+				}
 			}
 			c.Commit(plan.Changes())
 			for i := range servers {
@@ -192,7 +231,43 @@ func TestMaxRunConvergesProperty(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d bursts after the weights settled, none over the bound", converged)
+	t.Logf("%d bursts after the weights settled, none over the bound; %d bursts of at most run_rare_spread, "+
+		"each on as many servers", converged, spread)
+	require.Positive(t, spread)
+}
+
+// forceRare makes c take new connections as rare from its first cycle, as
+// after rareWarm cycles without a gain.
+func forceRare(c *Controller) {
+	c.runs.seen, c.runs.churn, c.runs.rare, c.runs.known = map[string]int{}, math.NaN(), 0, rareWarm
+}
+
+// busyServers reports whether the servers carry at least one open
+// connection each on average (the bound applies).
+func busyServers(servers []ServerState) bool {
+	open := 0
+	for _, s := range servers {
+		open += s.Sessions
+	}
+	return open >= len(servers)
+}
+
+// weighted is how many of the plan's servers have a weight.
+func weighted(plan Plan) int {
+	n := 0
+	for _, sp := range plan.Servers {
+		if sp.New > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// rareSpread is how many servers a burst spreads over under the rare bound
+// with reference rank of S weighted servers: the rank, but never past the
+// lower median (the (⌊S/2⌋+1)-th most favoured).
+func rareSpread(rank, servers int) int {
+	return min(rank, servers/2+1)
 }
 
 // runStats sums up the run bound's property tests.
@@ -212,7 +287,7 @@ func baseWeights(servers []ServerState) map[string]int {
 // checkRunBound places a burst of n arrivals by leastconn over the plan's
 // weights and checks every server against the run bound; a server over it
 // must be one max_step held there (stepHeld).
-func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []ServerState, h float64, n int, st *runStats) {
+func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []ServerState, h float64, rank, n int, st *runStats) {
 	t.Helper()
 	weight, sessions := map[string]int{}, map[string]int{}
 	open := 0
@@ -231,6 +306,9 @@ func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []Se
 		weight[sp.Server] = sp.New
 	}
 	ref := order[(len(order)-1)/2] // the lower median in leastconn's order
+	if rank > 0 {
+		ref = order[len(order)-rareSpread(rank, len(order))] // the rank-th most favoured, never past the lower median
+	}
 	took := burst(plan, servers, n)
 	st.bursts++
 	for _, s := range servers {
@@ -253,8 +331,8 @@ func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []Se
 	}
 }
 
-// leastconnOrder is the plan's servers with a weight, most favoured by
-// leastconn first (lowest (n+1)/w, that is highest w/(n+1)), ties in the
+// leastconnOrder is the plan's servers with a weight, least favoured by
+// leastconn first (highest (n+1)/w, that is lowest w/(n+1)), ties in the
 // plan's order. It compares exactly, in integers.
 func leastconnOrder(plan Plan, sessions map[string]int) []string {
 	type slot struct {
@@ -359,4 +437,119 @@ func TestNthSmallest(t *testing.T) {
 		sorted := slices.Sorted(slices.Values(rs))
 		require.Equal(t, sorted[k], nthSmallest(slices.Clone(rs), k), "%v k=%d", rs, k)
 	}
+}
+
+// settleCycles plans and commits cycles with the servers' connections and
+// loads kept, as a backend of connections that stay, and returns the last
+// plan.
+func settleCycles(t *testing.T, c *Controller, servers []ServerState, vals []float64, cycles int) Plan {
+	t.Helper()
+	var plan Plan
+	for cycle := range cycles {
+		now := t0.Add(timeStep(cycle))
+		plan = c.Plan(now, loadsAt(now, vals...), servers)
+		require.False(t, plan.Hold, plan.Reason)
+		c.Commit(plan.Changes())
+		for i := range servers {
+			servers[i].Weight = byServer(plan)[servers[i].Name].New
+		}
+	}
+	return plan
+}
+
+// The herding once new connections are rare: hour-long connections,
+// none gained for a minute, s5 light. Under the median bound (run_rare off)
+// s5 takes two of a burst of three heavy clients; with the default the
+// three land on three servers, and only the two servers more favoured than
+// the third are capped, so the weights keep their order below it.
+func TestRunRareSpreadsTheBurst(t *testing.T) {
+	vals := []float64{100, 100, 100, 100, 50, 100, 100, 100}
+	run := func(rare float64) (Plan, []ServerState) {
+		p := DefaultPolicy()
+		p.RunRare = rare
+		servers := withScur(up(100, 100, 100, 100, 100, 100, 100, 100), 30, 30, 30, 30, 30, 30, 30, 30)
+		return settleCycles(t, mustController(t, p), servers, vals, rareWarm+10), servers
+	}
+	plan, servers := run(0)
+	require.False(t, plan.RareArrivals)
+	assert.GreaterOrEqual(t, burst(plan, servers, 3)["s5"], 2, "the median bound lets s5 take two of three")
+
+	plan, servers = run(DefaultPolicy().RunRare)
+	require.True(t, plan.RareArrivals, "no connection gained for %d cycles: rare", rareWarm+10)
+	took := burst(plan, servers, 3)
+	assert.Len(t, took, 3, "a burst of three on three servers: %v", took)
+	for name, n := range took {
+		assert.Equal(t, 1, n, "%s: %v", name, took)
+	}
+	assert.Contains(t, byServer(plan)["s5"].Reason, "one in a row before the 3rd most favoured server takes one")
+}
+
+// TestRunRareCapsOnlyAboveTheReference: loads graded from light to heavy,
+// equal connections. While new connections are rare only the servers more
+// favoured than the run_rare_spread-th are capped; the median bound at the
+// same H caps every server above the median.
+func TestRunRareCapsOnlyAboveTheReference(t *testing.T) {
+	vals := []float64{10, 20, 30, 40, 50, 60, 70, 80}
+	capped := func(rare float64, maxRun float64) []string {
+		p := DefaultPolicy()
+		p.RunRare, p.MaxRun = rare, maxRun
+		servers := withScur(up(100, 100, 100, 100, 100, 100, 100, 100), 30, 30, 30, 30, 30, 30, 30, 30)
+		plan := settleCycles(t, mustController(t, p), servers, vals, rareWarm+10)
+		require.Equal(t, rare > 0, plan.RareArrivals)
+		var out []string
+		for _, sp := range plan.Servers {
+			if strings.Contains(sp.Reason, ReasonMaxRun) {
+				out = append(out, sp.Server)
+			}
+		}
+		return out
+	}
+	assert.Equal(t, []string{"s1", "s2"}, capped(0.1, 3), "rare: the two servers above the 3rd most favoured")
+	assert.Equal(t, []string{"s1", "s2", "s3", "s4"}, capped(0, rareH), "the median bound: the favoured half")
+}
+
+// TestRunRareFollowsArrivals: new connections count as rare only after
+// rareWarm cycles measured, while the servers gain fewer than run_rare a
+// cycle on average (the EWMA over ~10 cycles); a burst does not end it,
+// steady arrivals do, and it comes back about a minute after they stop.
+func TestRunRareFollowsArrivals(t *testing.T) {
+	c := mustController(t, DefaultPolicy())
+	servers := withScur(up(100, 100, 100, 100), 10, 10, 10, 10)
+	cycle := 0
+	plan := func() Plan {
+		now := t0.Add(timeStep(cycle))
+		cycle++
+		return c.Plan(now, loadsAt(now, 10, 10, 10, 10), servers)
+	}
+	for range rareWarm {
+		require.False(t, plan().RareArrivals, "cycle %d: before the warm-up ends", cycle)
+	}
+	require.True(t, plan().RareArrivals, "after %d cycles without a gain", rareWarm)
+	servers[0].Sessions += 3 // a burst of three on one server
+	assert.True(t, plan().RareArrivals, "a burst is not steady arrivals")
+	for range 30 { // every server gains one a cycle: a minute of steady arrivals
+		for i := range servers {
+			servers[i].Sessions++
+		}
+		plan()
+	}
+	assert.False(t, plan().RareArrivals, "steady arrivals")
+	back := 0
+	for !plan().RareArrivals {
+		back++
+		require.Less(t, back, 40, "rare again within 40 cycles of the arrivals stopping (from 1 a cycle to below 0.1)")
+	}
+}
+
+func TestRunRareValidation(t *testing.T) {
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		p := DefaultPolicy()
+		p.RunRare = bad
+		assert.ErrorContains(t, p.Validate(), "run_rare")
+	}
+	p := DefaultPolicy()
+	p.RunRareSpread = 1
+	assert.ErrorContains(t, p.Validate(), "run_rare_spread")
+	p.RunRare = 0 // off: the spread is not read
+	assert.NoError(t, p.Validate())
 }

@@ -39,6 +39,9 @@ func TestPropertyMaxStepOverCycles(t *testing.T) {
 		{"max_step 4 drain_above", func(p *Policy) { p.MaxStep, p.DrainAbove, p.ResumeBelow = 4, 950, 500 }},
 		{"max_step 2 missing mean", func(p *Policy) { p.Missing = MissingMean }},
 		{"max_step 1.5 max_run 0.5 run_churn 4", func(p *Policy) { p.MaxStep, p.MaxRun, p.RunChurn = 1.5, 0.5, 4 }},
+		// whatever these backends gain, new connections count as rare after
+		// the warm-up: the tightened bound and the switch to it
+		{"max_step 2 run_rare always", func(p *Policy) { p.RunRare = 1e300 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := DefaultPolicy()
@@ -54,6 +57,10 @@ func TestPropertyMaxStepOverCycles(t *testing.T) {
 			}
 			require.Zero(t, st.broken, "cycles outside the max_step rule")
 			require.Positive(t, st.runCycles, "the run bound, on by default, must be exercised")
+			t.Logf("%d cycles with new connections rare (run_rare)", st.rareCycles)
+			if p.RunRare > 1 {
+				require.Positive(t, st.rareCycles, "the rare bound must be exercised")
+			}
 		})
 	}
 }
@@ -77,6 +84,7 @@ type maxStepStats struct {
 	// runCapped counts the weights the run bound lowered (their reason says
 	// so), runCycles the cycles with at least one.
 	runCapped, runCycles int
+	rareCycles           int // cycles planned with new connections rare (run_rare)
 }
 
 // runMaxStepCycles runs backends of 2..12 servers, 50 cycles each, until n
@@ -109,6 +117,9 @@ func runMaxStepCycles(t *testing.T, p Policy, n int) maxStepStats {
 			}
 			countWeightMoves(p, c.Plan, base, &st)
 			countRunCaps(c.Plan, &st)
+			if c.Plan.RareArrivals {
+				st.rareCycles++
+			}
 			if c.Plan.Reset { // the Controller forgot the weights it wrote (a reset)
 				for _, sp := range c.Plan.Servers {
 					if sp.Action != ActionSkip && written[sp.Server] > 0 {

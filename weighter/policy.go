@@ -53,6 +53,18 @@ type Policy struct {
 	// (runAllowance in maxrun.go): backends of many short connections keep
 	// the weights' reach, backends of rare long ones keep H at MaxRun.
 	RunChurn float64 `yaml:"run_churn" json:"run_churn"`
+	// RunRare (>= 0, 0 = off) tightens the run bound while new connections
+	// are rare: once the servers' mean gain of connections per cycle (the
+	// EWMA run_churn reads, measured for at least 30 cycles) is below it,
+	// no server takes two new connections in a row before the
+	// RunRareSpread-th most favoured server takes one, so a burst of
+	// RunRareSpread clients lands on as many servers (maxrun.go,
+	// rareArrivals; docs/production-world.md). It applies only with
+	// MaxRun > 0.
+	RunRare float64 `yaml:"run_rare" json:"run_rare"`
+	// RunRareSpread (>= 2) is how many servers a burst spreads over under
+	// RunRare (never past the lower median server).
+	RunRareSpread int `yaml:"run_rare_spread" json:"run_rare_spread"`
 	// Smoothing is the half-life of the per-server EWMA of the load (0 = off).
 	Smoothing duration.Duration `yaml:"smoothing" json:"smoothing"`
 	// PanicThreshold (> 1, 0 = off): a raw load above this multiple of the mean
@@ -102,6 +114,8 @@ func DefaultPolicy() Policy {
 		Deadband:       2,
 		MaxStep:        2,
 		MaxRun:         3, // the run bound against herding: docs/production-world.md
+		RunRare:        0.1,
+		RunRareSpread:  3,
 		Smoothing:      0,
 		PanicThreshold: 2,
 		MaxDrained:     1.0 / 3,
@@ -150,6 +164,12 @@ func (p Policy) Validate() error {
 	}
 	if !(p.RunChurn >= 0) || isInf(p.RunChurn) {
 		add("run_churn", "run_churn must be >= 0 (0 = off), got %v", p.RunChurn)
+	}
+	if !(p.RunRare >= 0) || isInf(p.RunRare) {
+		add("run_rare", "run_rare must be >= 0 (0 = off), got %v", p.RunRare)
+	}
+	if p.RunRare > 0 && p.RunRareSpread < 2 {
+		add("run_rare_spread", "run_rare_spread must be >= 2 while run_rare is on, got %d", p.RunRareSpread)
 	}
 	if p.Smoothing < 0 {
 		add("smoothing", "smoothing must be >= 0, got %v", p.Smoothing)
