@@ -85,6 +85,7 @@ type work struct {
 	*ServerPlan
 	mem      *memory // what the Controller remembers of the server
 	sessions int     // the server's open connections now
+	gained   int     // connections it gained since the last cycle (the run bound's memory)
 	done     bool    // action decided
 	filled   float64 // load fed to the function (Load, or the mean with missing: mean)
 	note     string  // context added to the reason (resumed, mean load used)

@@ -66,6 +66,15 @@ import (
 // Where connections are many and short (the lab, 0.3-0.8 gained per server
 // per cycle against 0.015 for hour-long ones in the simulator) the runs are
 // how a light server catches up, and the median bound stays.
+//
+// While rare, a server's allowance also loses the connections it gained
+// since the last cycle: H_i = rareH − gained_i, so its cap stays where it
+// was before them. A burst spread over a second can straddle a cycle; the
+// cycle in between sees the server's new connection but not yet its load
+// (the fast signal shows a new connection's bytes over the next seconds),
+// and with the cap counted from the new n it would make the server the
+// most favoured again, for the next heavy client of the same burst
+// (measured on a real HAProxy: docs/bench-balance.md, session 9).
 
 // runState is what the run bound remembers between cycles: each server's
 // open connections at the last cycle and the EWMA of the new connections a
@@ -124,7 +133,8 @@ func (c *Controller) runAllowance(ws []work) {
 	for i := range ws {
 		w := &ws[i]
 		if before, ok := st.seen[w.Server]; ok {
-			gained += max(0, w.sessions-before)
+			w.gained = max(0, w.sessions-before)
+			gained += w.gained
 			known++
 		}
 		st.seen[w.Server] = w.sessions
@@ -210,9 +220,9 @@ func (s *share) searchReference() bool {
 	if !ok {
 		return true
 	}
-	high, h := 0.0, s.c.runs.h // at ρ = high no cap binds, and there is room
+	high := 0.0 // at ρ = high no cap binds, and there is room
 	for i := range s.caps {
-		high = max(high, s.xOf(i)/(float64(s.sessionsOf(i)+1)+h))
+		high = max(high, s.xOf(i)/s.slotsOf(i))
 	}
 	if high <= low {
 		return true // the uncapped solution keeps the bound
@@ -270,12 +280,22 @@ func (s *share) holdsAt(rho float64) bool {
 	return ok && m >= rho*(1-1e-12)
 }
 
-// capAt sets every server's cap to (n_i+1+H)·rho.
+// capAt sets every server's cap to (n_i+1+H_i)·rho.
 func (s *share) capAt(rho float64) {
-	h := s.c.runs.h
 	for i := range s.caps {
-		s.caps[i] = (float64(s.sessionsOf(i)+1) + h) * rho
+		s.caps[i] = s.slotsOf(i) * rho
 	}
+}
+
+// slotsOf is n_i+1+H_i of server i, the slots its cap allows: H, less the
+// connections it gained since the last cycle while new connections are
+// rare (see runState). At least 1+rareH−gained+n ≥ 1.9, as n ≥ gained.
+func (s *share) slotsOf(i int) float64 {
+	h := s.c.runs.h
+	if s.c.runs.rank > 0 {
+		h -= float64(s.workOf(i).gained)
+	}
+	return float64(s.sessionsOf(i)+1) + h
 }
 
 // unpin frees every server the deadband pinned and reports whether there
@@ -408,9 +428,9 @@ func (s *share) lowerIntegers(ints []float64, wit *integerWitness) bool {
 			}
 		}
 	}
-	h, lowered := s.c.runs.h, false
+	lowered := false
 	for i, n := range ints {
-		m := max(1, int(math.Floor((float64(s.sessionsOf(i)+1)+h)*ref+1e-9)))
+		m := max(1, int(math.Floor(s.slotsOf(i)*ref+1e-9)))
 		if n <= float64(m) {
 			continue
 		}

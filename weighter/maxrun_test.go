@@ -3,6 +3,7 @@ package weighter
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -128,6 +129,7 @@ func TestMaxRunBoundProperty(t *testing.T) {
 				}
 			}
 			now := t0.Add(timeStep(cycle))
+			before := maps.Clone(c.runs.seen) // the connections at the last cycle, for the gains
 			plan := c.Plan(now, loadsAt(now, vals...), servers)
 			if plan.Hold {
 				continue
@@ -142,7 +144,7 @@ func TestMaxRunBoundProperty(t *testing.T) {
 				require.Zero(t, rank)
 			}
 			label := fmt.Sprintf("trial %d cycle %d H %g rank %d max_step %g", trial, cycle, h, rank, p.MaxStep)
-			checkRunBound(t, label, p, plan, servers, h, rank, 1+rng.IntN(60), &st)
+			checkRunBound(t, label, p, plan, servers, allowance(h, rank, servers, before), rank, 1+rng.IntN(60), &st)
 			var ms maxStepStats
 			require.Empty(t, checkShareStep(p, plan, baseWeights(servers), &ms), label)
 			for _, sp := range plan.Servers {
@@ -213,7 +215,7 @@ func TestMaxRunConvergesProperty(t *testing.T) {
 			require.Empty(t, checkShareStep(p, plan, baseWeights(servers), &ms), label)
 			if cycle >= settle {
 				var st runStats
-				checkRunBound(t, label, Policy{}, plan, servers, h, rank, 1+rng.IntN(60), &st)
+				checkRunBound(t, label, Policy{}, plan, servers, allowance(h, rank, servers, nil), rank, 1+rng.IntN(60), &st)
 				require.Zero(t, st.over, "%s: a server over its bound %d cycles on", label, cycle)
 				converged++
 				if rare && busyServers(servers) {
@@ -270,6 +272,20 @@ func rareSpread(rank, servers int) int {
 	return min(rank, servers/2+1)
 }
 
+// allowance is each server's H: h, less while new connections are rare
+// (rank > 0) the connections it gained since the last cycle (before: each
+// server's open connections then; nil or a server missing: none gained).
+func allowance(h float64, rank int, servers []ServerState, before map[string]int) map[string]float64 {
+	out := make(map[string]float64, len(servers))
+	for _, s := range servers {
+		out[s.Name] = h
+		if n, ok := before[s.Name]; ok && rank > 0 {
+			out[s.Name] -= float64(max(0, s.Sessions-n))
+		}
+	}
+	return out
+}
+
 // runStats sums up the run bound's property tests.
 type runStats struct {
 	bursts, over, atFloor, noRoom int
@@ -287,7 +303,7 @@ func baseWeights(servers []ServerState) map[string]int {
 // checkRunBound places a burst of n arrivals by leastconn over the plan's
 // weights and checks every server against the run bound; a server over it
 // must be one max_step held there (stepHeld).
-func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []ServerState, h float64, rank, n int, st *runStats) {
+func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []ServerState, hs map[string]float64, rank, n int, st *runStats) {
 	t.Helper()
 	weight, sessions := map[string]int{}, map[string]int{}
 	open := 0
@@ -315,8 +331,9 @@ func checkRunBound(t *testing.T, label string, p Policy, plan Plan, servers []Se
 		if weight[s.Name] <= 1 || s.Name == ref {
 			continue
 		}
+		h := hs[s.Name]
 		bound := 1 + h + (float64(sessions[s.Name]+1)+h)/float64(sessions[ref]+1)*float64(took[ref])
-		if float64(took[s.Name]) <= bound+1e-9 {
+		if took[s.Name] == 0 || float64(took[s.Name]) <= bound+1e-9 { // (a bound below 0: its gains while rare)
 			continue
 		}
 		st.over++
@@ -552,4 +569,26 @@ func TestRunRareValidation(t *testing.T) {
 	assert.ErrorContains(t, p.Validate(), "run_rare_spread")
 	p.RunRare = 0 // off: the spread is not read
 	assert.NoError(t, p.Validate())
+}
+
+// TestRunRareBurstAcrossACycle: a burst spread over a second can straddle
+// a cycle. The cycle in between sees s5's new connection but not yet its
+// load (the fast signal shows it over the next seconds); counted from the
+// new connections alone, s5's cap would rise with them and make it the
+// most favoured again for the next heavy client. Its gains come off its
+// allowance, so the rest of the burst goes elsewhere.
+func TestRunRareBurstAcrossACycle(t *testing.T) {
+	vals := []float64{100, 100, 100, 100, 50, 100, 100, 100}
+	servers := withScur(up(100, 100, 100, 100, 100, 100, 100, 100), 30, 30, 30, 30, 30, 30, 30, 30)
+	c := mustController(t, DefaultPolicy())
+	plan := settleCycles(t, c, servers, vals, rareWarm+10)
+	require.True(t, plan.RareArrivals)
+	first := burst(plan, servers, 1)
+	require.Equal(t, map[string]int{"s5": 1}, first, "the first heavy client goes to the light server")
+	servers[4].Sessions++
+	plan = settleCycles(t, c, servers, vals, 1) // the same loads: the new client's not seen yet
+	require.True(t, plan.RareArrivals, "a burst does not end rare arrivals")
+	rest := burst(plan, servers, 2)
+	assert.Zero(t, rest["s5"], "the rest of the burst: %v", rest)
+	assert.Len(t, rest, 2, "on two other servers: %v", rest)
 }
