@@ -58,8 +58,9 @@ type Policy struct {
 	// EWMA run_churn reads, measured for at least 30 cycles) is below it,
 	// no server takes two new connections in a row before the
 	// RunRareSpread-th most favoured server takes one, so a burst of
-	// RunRareSpread clients lands on as many servers (maxrun.go,
-	// rareArrivals; docs/production-world.md). It applies only with
+	// RunRareSpread clients lands on as many servers, and a server's
+	// allowance loses what it gained since the last cycle (maxrun.go,
+	// runState; docs/production-world.md). It applies only with
 	// MaxRun > 0.
 	RunRare float64 `yaml:"run_rare" json:"run_rare"`
 	// RunRareSpread (>= 2) is how many servers a burst spreads over under
