@@ -273,8 +273,6 @@ func (l *cycleLog) due(end time.Time) bool {
 	return l.cycles-l.summaryN >= summaryCycles && end.Sub(l.summaryAt) >= summaryEvery
 }
 
-// written adds the weights a cycle wrote: at info their number, the largest
-// move and the imbalance (max/mean load) that made them; each at debug.
 // rareArrivals says once when new connections become rare on the backend
 // (run_rare: the run bound spreads a burst) and once when they stop being
 // rare; a cycle that held or failed says nothing about it.
@@ -290,6 +288,8 @@ func (l *cycleLog) rareArrivals(ln *line, c weighter.Cycle) {
 	}
 }
 
+// written adds the weights a cycle wrote: at info their number, the largest
+// move and the imbalance (max/mean load) that made them; each at debug.
 func (l *cycleLog) written(ln *line, c weighter.Cycle) {
 	if len(c.Written) == 0 {
 		return

@@ -65,7 +65,6 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	}
 	if c.p.MaxRun > 0 {
 		c.runAllowance(ws)
-		plan.RareArrivals = c.runs.rank > 0 && busyWork(ws)
 	}
 	st := statsOf(ws)
 	plan.Coverage, plan.Imbalance = st.coverage(), st.imbalance()
@@ -76,6 +75,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 		c.drain(ws)
 		plan.Scale = c.weigh(now, loads, ws, fresh)
 	}
+	plan.RareArrivals = c.p.MaxRun > 0 && c.runs.rank > 0 && c.runs.bounded
 	return plan
 }
 

@@ -86,6 +86,9 @@ type runState struct {
 	known int     // cycles the churn has been measured over
 	h     float64 // this cycle's H
 	rank  int     // this cycle's reference: 0 the lower median, k the k-th most favoured server
+	// bounded: the bound was applied the last time weights were shared
+	// out (the backend busy: busy); a held cycle keeps it
+	bounded bool
 	// the share solver's caps and boundIntegers' witness, reused across cycles
 	caps, witness []float64
 }
@@ -505,15 +508,6 @@ func busy(active, held []*work) bool {
 	return n > 0 && open >= n
 }
 
-// busyWork is busy over a cycle's work: whether the run bound applies.
-func busyWork(ws []work) bool {
-	open := 0
-	for i := range ws {
-		open += ws[i].sessions
-	}
-	return len(ws) > 0 && open >= len(ws)
-}
-
 // runReference is r_ref, the weight per connection slot (w/(n+1)) of the
 // lower median server in leastconn's order (the (⌊S/2⌋+1)-th most favoured
 // of the S servers with a weight: the 5th of 8, the 2nd of 2), or with
@@ -566,10 +560,12 @@ func nthSmallest(rs []float64, k int) float64 {
 // noteRun records on w that the run bound lowered its weight, and after
 // what (held above it by max_step).
 func (c *Controller) noteRun(w *work, after string) {
-	note := fmt.Sprintf("%s: at most %.3g new connections in a row%s", ReasonMaxRun, 1+c.runs.h, after)
+	var note string
 	if c.runs.rank > 0 {
 		note = fmt.Sprintf("%s, new connections rare: one in a row before the %s most favoured server takes one%s",
 			ReasonMaxRun, ordinal(c.runs.rank), after)
+	} else {
+		note = fmt.Sprintf("%s: at most %.3g new connections in a row%s", ReasonMaxRun, 1+c.runs.h, after)
 	}
 	switch {
 	case strings.Contains(w.note, note): // the solver's cap, then the integers' pass

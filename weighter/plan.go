@@ -41,8 +41,9 @@ type Plan struct {
 	// them rather than re-applying the old ones (ReasonReset).
 	Reset bool `json:"reset,omitempty"`
 	// RareArrivals: new connections are rare on this backend (run_rare)
-	// and it is busy enough for the run bound (a connection per server),
-	// which spreads a burst over run_rare_spread servers.
+	// and the run bound applies (a connection per server, as of the last
+	// cycle that shared weights out), so it spreads a burst over
+	// run_rare_spread servers.
 	RareArrivals bool `json:"rare_arrivals,omitempty"`
 	// Shed is the cycle's session shedding, for a backend that sheds: the
 	// sessions to close after the weights are written, or why none.

@@ -49,6 +49,7 @@ func (c *Controller) shareOut(active, held []*work, raw []int) float64 {
 		s.solve()
 	}
 	bound := c.p.MaxRun > 0 && busy(active, held)
+	c.runs.bounded = bound
 	if bound {
 		s.boundRuns()
 	}
