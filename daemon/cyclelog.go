@@ -20,7 +20,10 @@ import (
 // readiness changing. A run of failing (or holding) cycles is logged when it
 // starts and for each new message in it, then summarised at its 10th cycle and
 // after that at most every summaryEvery (and never more often than every 10
-// cycles); the cycle that ends it says how long it lasted. The per-server
+// cycles); the cycle that ends it says how long it lasted. Weights written
+// are the daemon doing its job: with the fast signal nearly every cycle
+// writes, so only notable writes are logged at once and the rest are
+// summarised at most every writtenEvery (see written). The per-server
 // detail is at debug.
 type cycleLog struct {
 	log *slog.Logger
@@ -47,6 +50,13 @@ type cycleLog struct {
 
 	rare bool // the run bound's rare-arrivals mode (run_rare), as last logged
 
+	// Weights written (written): a write has been logged since start or
+	// reload; a failing run ended and no write has followed since; the
+	// writes not logged on their own since the last summary.
+	wroteOnce bool
+	recovered bool
+	routine   routineWrites
+
 	// would is, in a dry run, the weight each server was last said to be
 	// wanted at ("would set"), so that a change is logged once, not every cycle.
 	would map[string]int
@@ -63,6 +73,10 @@ const (
 	maxMessages = 32
 	// maxUnknown bounds the unknown server names remembered (and logged) per backend.
 	maxUnknown = 10_000
+	// writtenEvery is the shortest time, in cycle time (the plans' Time),
+	// between two summaries of routine writes: at the default 2 s interval
+	// about 30 cycles' writes in one line rather than one line each.
+	writtenEvery = time.Minute
 )
 
 // clone returns a copy a reload's new runner can go on with: a backend failing
@@ -73,6 +87,10 @@ func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
 	c.log = log
 	c.seen, c.unknown, c.expired = maps.Clone(l.seen), maps.Clone(l.unknown), maps.Clone(l.expired)
 	c.would = maps.Clone(l.would)
+	// The first write after a reload is logged at once, as after a start:
+	// it says the new configuration weighs. Routine writes not yet
+	// summarised stay and are summarised by the new runner.
+	c.wroteOnce = false
 	return &c
 }
 
@@ -117,6 +135,11 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 			ln.add(slog.LevelWarn, "backend not ready: no ok cycle within its readiness window", "ready", false)
 		}
 	}
+	if ln.msg == "" {
+		// Only on a cycle with nothing else to say: the summary's
+		// attributes (since, reason, …) would clash with another message's.
+		l.summariseWrites(&ln, c)
+	}
 	if ln.msg != "" {
 		l.log.Log(context.Background(), ln.level, ln.msg, ln.attrs...)
 	}
@@ -127,6 +150,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 
 func (l *cycleLog) ok(ln *line, c weighter.Cycle, end time.Time) {
 	if l.cycles > 0 {
+		l.recovered = true
 		ln.add(slog.LevelInfo, "cycle ok again", "after", l.result, "failed_for", end.Sub(l.since).Round(time.Millisecond),
 			"failed_cycles", l.cycles, "since", l.since)
 	}
@@ -288,38 +312,126 @@ func (l *cycleLog) rareArrivals(ln *line, c weighter.Cycle) {
 	}
 }
 
-// written adds the weights a cycle wrote: at info their number, the largest
-// move and the imbalance (max/mean load) that made them; each at debug.
+// written logs the weights a cycle wrote, each at debug (with the server's
+// open connections). At info a write is said at once when it is notable —
+// the backend's first since start or reload, one that drains a server (to
+// weight 0) or undrains one (from 0), a plan starting again from HAProxy's
+// reset weights, the first write after a failing or holding run — with its
+// number, the largest move and the imbalance (max/mean load) that made it.
+// Any other write is routine re-weighting: it is added to the summary that
+// summariseWrites logs at most every writtenEvery.
 func (l *cycleLog) written(ln *line, c weighter.Cycle) {
 	if len(c.Written) == 0 {
 		return
 	}
+	m := l.moves(c)
+	if !l.wroteOnce || m.drained > 0 || m.undrained > 0 || c.Plan.Reset || l.recovered {
+		l.wroteOnce, l.recovered = true, false
+		attrs := []any{"written", len(c.Written), "servers", len(c.Plan.Servers)}
+		if m.largest != "" {
+			attrs = append(attrs, "largest", m.largest, "reason", m.reason)
+		}
+		if m.drained > 0 {
+			attrs = append(attrs, "drained", m.drained)
+		}
+		if m.undrained > 0 {
+			attrs = append(attrs, "undrained", m.undrained)
+		}
+		if c.Plan.Imbalance > 0 {
+			attrs = append(attrs, "imbalance", round2(c.Plan.Imbalance))
+		}
+		ln.add(slog.LevelInfo, "weights written", attrs...)
+		return
+	}
+	l.routine.add(c.Plan.Time, len(c.Written), m)
+}
+
+// writeMoves is what a cycle's writes did: its largest move (moveSize) and
+// the servers it drained and undrained.
+type writeMoves struct {
+	size               float64 // moveSize of the largest; -1 for none
+	largest, reason    string  // "s3 100→140" and its plan's reason
+	drained, undrained int
+}
+
+// moves logs each weight c wrote at debug and returns their largest move and
+// drains.
+func (l *cycleLog) moves(c weighter.Cycle) writeMoves {
 	to := make(map[string]int, len(c.Written))
 	for _, ch := range c.Written {
 		to[ch.Server] = ch.Weight
 	}
-	var largest *weighter.ServerPlan
-	move := -1.0
+	debug := l.log.Enabled(context.Background(), slog.LevelDebug)
+	var sessions map[string]int
+	if debug {
+		sessions = make(map[string]int, len(c.Servers))
+		for _, s := range c.Servers {
+			sessions[s.Name] = s.Sessions
+		}
+	}
+	m := writeMoves{size: -1}
 	for i := range c.Plan.Servers {
 		s := &c.Plan.Servers[i]
 		w, ok := to[s.Server]
 		if !ok {
 			continue
 		}
-		l.log.Debug("weight set", "server", s.Server, "from", s.Current, "to", w, "load", s.Load, "reason", s.Reason)
-		if m := moveSize(s.Current, w); m > move {
-			largest, move = s, m
+		if debug {
+			l.log.Debug("weight set", "server", s.Server, "from", s.Current, "to", w, "load", s.Load,
+				"sessions", sessions[s.Server], "reason", s.Reason)
+		}
+		switch {
+		case s.Current > 0 && w == 0:
+			m.drained++
+		case s.Current == 0 && w > 0:
+			m.undrained++
+		}
+		if size := moveSize(s.Current, w); size > m.size {
+			m.size, m.largest, m.reason = size, fmt.Sprintf("%s %d→%d", s.Server, s.Current, w), s.Reason
 		}
 	}
-	attrs := []any{"written", len(c.Written), "servers", len(c.Plan.Servers)}
-	if largest != nil {
-		attrs = append(attrs, "largest", fmt.Sprintf("%s %d→%d", largest.Server, largest.Current, to[largest.Server]),
-			"reason", largest.Reason)
+	return m
+}
+
+// routineWrites are the writes not logged on their own since the last
+// summary of them.
+type routineWrites struct {
+	since   time.Time // the plan time of the first
+	writes  int       // cycles that wrote
+	changes int       // server weights written
+	move    writeMoves
+}
+
+func (r *routineWrites) add(at time.Time, changes int, m writeMoves) {
+	if r.writes == 0 {
+		*r = routineWrites{since: at, move: writeMoves{size: -1}}
+	}
+	r.writes++
+	r.changes += changes
+	if m.size > r.move.size {
+		r.move = m
+	}
+}
+
+// summariseWrites logs the routine writes in one line once writtenEvery has
+// passed since the first of them: cycles that wrote, server weights changed,
+// the largest move of the period and the imbalance now. Checked at every
+// cycle, written or not, so a backend that stops writing still has its last
+// writes said, without a timer; a period without writes says nothing.
+func (l *cycleLog) summariseWrites(ln *line, c weighter.Cycle) {
+	r := &l.routine
+	if r.writes == 0 || c.Plan.Time.Sub(r.since) < writtenEvery {
+		return
+	}
+	attrs := []any{"writes", r.writes, "changes", r.changes}
+	if r.move.largest != "" {
+		attrs = append(attrs, "largest", r.move.largest, "reason", r.move.reason)
 	}
 	if c.Plan.Imbalance > 0 {
 		attrs = append(attrs, "imbalance", round2(c.Plan.Imbalance))
 	}
-	ln.add(slog.LevelInfo, "weights written", attrs...)
+	ln.add(slog.LevelInfo, "weights written", append(attrs, "since", r.since)...)
+	*r = routineWrites{}
 }
 
 // moveSize ranks weight changes by ratio (64→128 is as large as 128→256),

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -245,4 +249,200 @@ func TestRareArrivalsSaidOnce(t *testing.T) {
 		!strings.Contains(lines[1], `msg="new connections are frequent again: the run bound is the lower median's" rare_arrivals=false`) {
 		t.Errorf("logs:\n%s", out.String())
 	}
+}
+
+// move is one server's weight in a synthetic cycle: from → to, with the
+// plan's reason; a server whose weight stays is not written.
+type move struct {
+	server   string
+	from, to int
+	reason   string
+}
+
+// writeCycle is an ok cycle at at that wrote the moves that change a weight.
+func writeCycle(at time.Time, moves ...move) weighter.Cycle {
+	c := weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Applied: true,
+		Plan: weighter.Plan{Backend: "be", Time: at, Imbalance: 1.234}}
+	for i, m := range moves {
+		c.Plan.Servers = append(c.Plan.Servers, weighter.ServerPlan{Server: m.server, Load: 10, Current: m.from, New: m.to, Reason: m.reason})
+		c.Servers = append(c.Servers, weighter.ServerState{Name: m.server, Weight: m.from, Sessions: 7 + i})
+		if m.from != m.to {
+			c.Plan.Servers[i].Action = weighter.ActionSet
+			c.Written = append(c.Written, weighter.Change{Server: m.server, Weight: m.to})
+		}
+	}
+	return c
+}
+
+// routineCycle writes s1..s3 up by 1 % to 10 % (s4 stays): re-weighting as
+// the fast signal makes it nearly every cycle.
+func routineCycle(at time.Time, i int) weighter.Cycle {
+	return writeCycle(at, move{"s1", 100, 101 + i%10, "rebalance"}, move{"s2", 100, 99 - i%5, "rebalance"},
+		move{"s3", 50, 51, "rebalance"}, move{"s4", 100, 100, ""})
+}
+
+// newWriteLog is a cycleLog at info (or debug) of a ready backend whose fast
+// signal is known, as after its first cycles, with its output.
+func newWriteLog(level slog.Level) (*cycleLog, *strings.Builder) {
+	var out strings.Builder
+	return &cycleLog{log: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level})), ready: true, fastKnown: true}, &out
+}
+
+// writtenLines returns the INFO lines of a log that say weights were
+// written: "weights written", or another message of the same cycle that
+// carries the write (a reset's).
+func writtenLines(log string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `level=INFO msg="weights written"`) || strings.Contains(l, " written=") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// With the default 2 s interval and the fast signal, nearly every cycle
+// writes: 300 cycles (10 minutes) used to log 300 "weights written" lines.
+// Now the first is logged at once and the rest summarised once a minute:
+// each summary counts the 31 cycles (93 weights) since the previous one.
+func TestRoutineWritesSummarisedEveryMinute(t *testing.T) {
+	l, out := newWriteLog(slog.LevelInfo)
+	start := time.Unix(1_800_000_000, 0).UTC()
+	for i := range 300 {
+		at := start.Add(time.Duration(i) * 2 * time.Second)
+		l.cycle(routineCycle(at, i), at, true)
+	}
+	lines := writtenLines(out.String())
+	t.Logf("300 cycles 2 s apart, each writing: %d INFO lines", len(lines))
+	require.Len(t, lines, 10, out.String())
+	assert.Len(t, infoLines(out.String()), 10, "only weights written lines:\n%s", out.String())
+	assert.Contains(t, lines[0], `msg="weights written" written=3 servers=4 largest="s3 50→51" reason=rebalance imbalance=1.23`)
+	for k, line := range lines[1:] {
+		since := start.Add(time.Duration(2+62*k) * time.Second).Format("2006-01-02T15:04:05.000Z07:00")
+		assert.Contains(t, line, `msg="weights written" writes=31 changes=93 largest="s1 100→110" reason=rebalance imbalance=1.23 since=`+since, "summary %d", k+1)
+	}
+}
+
+// The summary reports the largest move of its whole period, not its last
+// cycle's, with that move's reason; weights the cycles did not change are
+// not counted.
+func TestSummaryReportsTheLargestMoveOfThePeriod(t *testing.T) {
+	l, out := newWriteLog(slog.LevelInfo)
+	start := time.Unix(1_800_000_000, 0)
+	l.cycle(routineCycle(start, 0), start, true) // the first write, at once
+	for i := 1; i <= 30; i++ {
+		at := start.Add(time.Duration(i) * 2 * time.Second)
+		c := writeCycle(at, move{"s1", 100, 102, "rebalance"}, move{"s2", 100, 100, ""})
+		if i == 10 {
+			c = writeCycle(at, move{"s1", 100, 102, "rebalance"}, move{"s2", 40, 160, "fast 2 kB/s"})
+		}
+		l.cycle(c, at, true)
+	}
+	assert.Len(t, writtenLines(out.String()), 1, "no summary before a minute:\n%s", out.String())
+	at := start.Add(62 * time.Second)
+	l.cycle(writeCycle(at, move{"s1", 100, 90, "rebalance"}), at, true)
+	lines := writtenLines(out.String())
+	require.Len(t, lines, 2, out.String())
+	assert.Contains(t, lines[1], `writes=31 changes=32 largest="s2 40→160" reason="fast 2 kB/s"`)
+}
+
+// A drain (to 0) and an undrain (from 0) are logged at once, in the middle of
+// a summary's period, and are not counted again in the summary.
+func TestDrainAndUndrainAreLoggedAtOnce(t *testing.T) {
+	l, out := newWriteLog(slog.LevelInfo)
+	start := time.Unix(1_800_000_000, 0)
+	step := func(i int, c weighter.Cycle) { l.cycle(c, start.Add(time.Duration(i)*2*time.Second), true) }
+	at := func(i int) time.Time { return start.Add(time.Duration(i) * 2 * time.Second) }
+	step(0, routineCycle(at(0), 0))
+	step(1, routineCycle(at(1), 1))
+	step(2, writeCycle(at(2), move{"s1", 100, 120, "rebalance"}, move{"s3", 80, 0, "drain"}))
+	lines := writtenLines(out.String())
+	require.Len(t, lines, 2, out.String())
+	assert.Contains(t, lines[1], `written=2 servers=2 largest="s3 80→0" reason=drain drained=1 imbalance=1.23`)
+	step(3, writeCycle(at(3), move{"s3", 0, 64, "undrain"}))
+	lines = writtenLines(out.String())
+	require.Len(t, lines, 3, out.String())
+	assert.Contains(t, lines[2], `written=1 servers=1 largest="s3 0→64" reason=undrain undrained=1`)
+	for i := 4; i <= 31; i++ {
+		step(i, routineCycle(at(i), i))
+	}
+	lines = writtenLines(out.String())
+	require.Len(t, lines, 4, out.String())
+	// cycles 1 and 4..31: the drain and undrain were said already.
+	assert.Contains(t, lines[3], `writes=29 changes=87 largest="s1 100→110"`)
+}
+
+// The first write after a start, after a reload (a clone of the log), after
+// a failing run and of a plan from HAProxy's reset weights is logged at once.
+func TestNotableWritesAreLoggedAtOnce(t *testing.T) {
+	l, out := newWriteLog(slog.LevelInfo)
+	now := time.Unix(1_800_000_000, 0)
+	next := func() time.Time { now = now.Add(2 * time.Second); return now }
+	lines := func() int { return len(writtenLines(out.String())) }
+
+	l.cycle(routineCycle(next(), 0), now, true)
+	assert.Equal(t, 1, lines(), "the first write:\n%s", out.String())
+	l.cycle(routineCycle(next(), 1), now, true)
+	assert.Equal(t, 1, lines(), "a routine write:\n%s", out.String())
+
+	l = l.clone(l.log)
+	l.cycle(routineCycle(next(), 2), now, true)
+	assert.Equal(t, 2, lines(), "the first write after a reload:\n%s", out.String())
+
+	for range 3 {
+		n := next()
+		l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultSourceError, Err: errors.New("connection refused"),
+			Plan: weighter.Plan{Time: n}}, n, true)
+	}
+	l.cycle(writeCycle(next(), move{"s1", 100, 100, ""}), now, true) // ok again, nothing written
+	l.cycle(routineCycle(next(), 3), now, true)
+	assert.Equal(t, 3, lines(), "the first write after a failing run:\n%s", out.String())
+	l.cycle(routineCycle(next(), 4), now, true)
+	assert.Equal(t, 3, lines(), "a routine write:\n%s", out.String())
+
+	reset := routineCycle(next(), 5)
+	reset.Plan.Reset = true
+	l.cycle(reset, now, true)
+	require.Equal(t, 4, lines(), out.String())
+	assert.Contains(t, writtenLines(out.String())[3], "written=3", "the reset's write is on the reset's line")
+	assert.Contains(t, out.String(), `msg="HAProxy reset every weight to the configuration's`)
+}
+
+// Routine writes are summarised even when the backend stops writing: the
+// first cycle a minute after the first of them says them, written or not;
+// after that, cycles without writes say nothing.
+func TestSummaryWithoutAFurtherWrite(t *testing.T) {
+	l, out := newWriteLog(slog.LevelInfo)
+	start := time.Unix(1_800_000_000, 0)
+	at := func(i int) time.Time { return start.Add(time.Duration(i) * 2 * time.Second) }
+	l.cycle(routineCycle(at(0), 0), at(0), true)
+	l.cycle(routineCycle(at(1), 1), at(1), true)
+	for i := 2; i < 300; i++ {
+		l.cycle(writeCycle(at(i), move{"s1", 100, 100, ""}), at(i), true)
+	}
+	lines := writtenLines(out.String())
+	require.Len(t, lines, 2, out.String())
+	assert.Contains(t, lines[1], `writes=1 changes=3`)
+	assert.Contains(t, lines[1], "since="+at(1).Format("2006-01-02T15:04:05.000Z07:00"))
+}
+
+// Each weight set is at debug with the server's open connections (HAProxy's
+// scur, as the cycle read the servers).
+func TestWeightSetDebugHasSessions(t *testing.T) {
+	l, out := newWriteLog(slog.LevelDebug)
+	now := time.Unix(1_800_000_000, 0)
+	l.cycle(writeCycle(now, move{"s1", 100, 120, "rebalance"}, move{"s2", 100, 100, ""}, move{"s3", 50, 40, "rebalance"}), now, true)
+	assert.Contains(t, out.String(), `level=DEBUG msg="weight set" server=s1 from=100 to=120 load=10 sessions=7 reason=rebalance`)
+	assert.Contains(t, out.String(), `level=DEBUG msg="weight set" server=s3 from=50 to=40 load=10 sessions=9 reason=rebalance`)
+	assert.Equal(t, 2, strings.Count(out.String(), `msg="weight set"`), out.String())
+}
+
+// The runner at the default policy and 2 s, 50 servers with noisy loads (every
+// cycle writes): 300 cycles log about 10 INFO lines, not 300.
+func TestLogVolumeAtTwoSeconds(t *testing.T) {
+	clock := testenv.NewClock()
+	lines, size := logVolume(t, newNoisySource(clock, 50, 4), clock, 2*time.Second, 300)
+	t.Logf("50 servers, noisy loads, interval 2s, 300 cycles: %d lines, %d bytes", lines, size)
+	assert.LessOrEqual(t, lines, 12)
+	assert.GreaterOrEqual(t, lines, 10, "the first write and a summary a minute")
 }
