@@ -50,6 +50,11 @@ type cycleLog struct {
 
 	rare bool // the run bound's rare-arrivals mode (run_rare), as last logged
 
+	// settling: the configured weights are kept after a reset while the
+	// clients reconnect, since settleSince (the reset's cycle).
+	settling    bool
+	settleSince time.Time
+
 	// Weights written (written): a write has been logged since start or
 	// reload; a failing run ended and no write has followed since; the
 	// writes not logged on their own since the last summary.
@@ -120,10 +125,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 		l.failed(&ln, c, end)
 	}
 	l.signal(&ln, c)
-	if c.Plan.Reset {
-		ln.add(slog.LevelInfo, "HAProxy reset every weight to the configuration's (restarted or reloaded): weighting starts again from them",
-			"reset", true)
-	}
+	l.reset(&ln, c)
 	l.rareArrivals(&ln, c)
 	l.written(&ln, c)
 	would = l.wouldSet(&ln, c)
@@ -295,6 +297,23 @@ func (l *cycleLog) due(end time.Time) bool {
 		return l.cycles >= summaryCycles
 	}
 	return l.cycles-l.summaryN >= summaryCycles && end.Sub(l.summaryAt) >= summaryEvery
+}
+
+// reset says when HAProxy reset every weight to the configuration's, and
+// when the clients are back and the weights are fitted again (the plan no
+// longer settling); that cycle's write is then said at once.
+func (l *cycleLog) reset(ln *line, c weighter.Cycle) {
+	if c.Plan.Reset {
+		l.settling, l.settleSince = true, c.Plan.Time
+		ln.add(slog.LevelInfo, "HAProxy reset every weight to the configuration's (restarted or reloaded): "+
+			"they are kept while the clients reconnect, then weighted again from them", "reset", true)
+		return
+	}
+	if !l.settling || c.Result != weighter.ResultOK || c.Plan.Hold || c.Plan.Settling {
+		return
+	}
+	l.settling, l.recovered = false, true
+	ln.add(slog.LevelInfo, "clients reconnected after the reset: weighting again", "settled_after", c.Plan.Time.Sub(l.settleSince).Round(time.Second))
 }
 
 // rareArrivals says once when new connections become rare on the backend

@@ -446,3 +446,25 @@ func TestLogVolumeAtTwoSeconds(t *testing.T) {
 	assert.LessOrEqual(t, lines, 12)
 	assert.GreaterOrEqual(t, lines, 10, "the first write and a summary a minute")
 }
+
+// TestResetSettleSaidOnce: a reset is said once, the cycles that keep the
+// configured weights while the clients reconnect say nothing, and the cycle
+// that weights again says so, with how long it took and what it wrote.
+func TestResetSettleSaidOnce(t *testing.T) {
+	var out strings.Builder
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, nil)), ready: true, fastKnown: true, wroteOnce: true}
+	start := time.Unix(1_800_000_000, 0)
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	l.cycle(routineCycle(at(0), 1), at(0), true) // routine: summarised later
+	for k, p := range []weighter.Plan{{Reset: true, Settling: true}, {Settling: true}, {Hold: true}, {Settling: true}} {
+		p.Time = at(2 + 2*k)
+		l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: p}, p.Time, true)
+	}
+	settled := writeCycle(at(10), move{"s1", 1, 200, "rebalance"}, move{"s2", 1, 100, "rebalance"})
+	l.cycle(settled, at(10), true)
+	l.cycle(routineCycle(at(12), 2), at(12), true) // routine again
+	lines := infoLines(out.String())
+	require.Len(t, lines, 2, out.String())
+	assert.Contains(t, lines[0], `msg="HAProxy reset every weight to the configuration's (restarted or reloaded): they are kept while the clients reconnect, then weighted again from them" reset=true`)
+	assert.Contains(t, lines[1], `msg="clients reconnected after the reset: weighting again" settled_after=8s written=2 servers=2 largest="s1 1→200"`)
+}

@@ -367,6 +367,9 @@ func (f *fleet) restart(ev Event, now float64) {
 		c := &lb.b.conns[id]
 		c.open = false
 		lb.b.detach(c.server, c.rate, now)
+		if lb.reader != nil && lb.reader.signal == SignalLive {
+			lb.reader.closedUnseen(c.server, c.rate, lb.since[id], now)
+		}
 		f.queueReconnect(lb, id, now+over*f.restartRng.Float64(), now)
 	}
 }

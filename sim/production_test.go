@@ -189,3 +189,42 @@ func TestHerdCandidatesChangeOnlyTheRunBound(t *testing.T) {
 		assert.Equal(t, def, p, pl.Name)
 	}
 }
+
+// TestRestartLosesTheUnreadBytes: a restart closes the balancer's
+// connections with what they sent since the daemon's last read unread, as
+// the socket table loses a real HAProxy's sockets with its process: the
+// reader's lost counter grows by exactly that, and only at the restart.
+func TestRestartLosesTheUnreadBytes(t *testing.T) {
+	sc := shortProduction()
+	str := newStream(sc)
+	f, err := newFleet(sc, ShippedPipeline(), str, owners(sc, str))
+	require.NoError(t, err)
+	lb := f.lbs[0]
+	require.NotNil(t, lb.reader)
+	lostSum := func() float64 {
+		s := 0.0
+		for _, v := range lb.reader.lost {
+			s += v
+		}
+		return s
+	}
+	want, checked := 0.0, false
+	f.onStep = func(f *fleet, now float64) {
+		switch {
+		case now < 359.9-1e-6:
+			assert.Zero(t, lostSum(), "t=%.1fs", now)
+		case math.Abs(now-359.9) < 1e-6:
+			for _, d := range lb.b.departing {
+				c := lb.b.conns[d.id]
+				want += c.rate * (360 - max(lb.reader.lastAt, lb.since[d.id]))
+			}
+		case math.Abs(now-360) < 1e-6:
+			assert.InDelta(t, want, lostSum(), 1e-6*want)
+			checked = true
+		}
+	}
+	_, err = f.run()
+	require.NoError(t, err)
+	require.True(t, checked)
+	assert.Positive(t, want)
+}

@@ -16,11 +16,12 @@ type Controller struct {
 	p  Policy
 	fn Func
 
-	mu     sync.Mutex
-	roster roster    // the servers of the last cycle and their memory
-	newest time.Time // newest valid data point any earlier cycle saw
-	runs   runState  // the run bound's memory (max_run)
-	buf    buffers
+	mu       sync.Mutex
+	roster   roster      // the servers of the last cycle and their memory
+	newest   time.Time   // newest valid data point any earlier cycle saw
+	runs     runState    // the run bound's memory (max_run)
+	settling settleState // a reset's settling: the configured weights kept while clients reconnect
+	buf      buffers
 }
 
 // NewController validates p and returns a Controller with empty state.
@@ -60,6 +61,7 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	c.roster.align(servers)
 	ws, found := c.newWork(now, loads, servers, plan.Servers)
 	plan.Reset = c.forgetResetWeights(ws, servers)
+	settling := c.settle(now, ws, plan.Reset)
 	if found < len(loads) {
 		plan.Unknown = unknownServers(loads, c.roster.sorted)
 	}
@@ -71,6 +73,9 @@ func (c *Controller) Plan(now time.Time, loads Loads, servers []ServerState) Pla
 	if reason := c.holdReason(st); reason != "" {
 		plan.Hold, plan.Reason = true, reason
 		holdAll(ws, reason)
+	} else if settling != "" {
+		plan.Settling = true
+		keepAll(ws, settling)
 	} else {
 		c.drain(ws)
 		plan.Scale = c.weigh(now, loads, ws, fresh)

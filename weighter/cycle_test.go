@@ -204,7 +204,13 @@ func TestRunCycleReappliesAfterReload(t *testing.T) {
 	RunCycle(context.Background(), b, now, true)
 	// An HAProxy reload puts the configured weights back.
 	tgt.weights = map[string]int{"s1": 1, "s2": 1}
+	// The cycle that finds it keeps them (its read spans the restart) ...
 	c := RunCycle(context.Background(), b, now.Add(10*time.Second), true)
+	if c.Result != ResultOK || !c.Plan.Settling || len(c.Written) != 0 {
+		t.Fatalf("reset cycle: result %s, settling %v, written %v", c.Result, c.Plan.Settling, c.Written)
+	}
+	// ... and the next, the open connections steady, weights again.
+	c = RunCycle(context.Background(), b, now.Add(20*time.Second), true)
 	want := map[string]int{"s1": 256, "s2": 128}
 	if c.Result != ResultOK || !maps.Equal(tgt.weights, want) {
 		t.Fatalf("after reload: result %s, weights %v, want %v", c.Result, tgt.weights, want)

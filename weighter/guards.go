@@ -86,10 +86,4 @@ func (c *Controller) holdReason(st loadStats) string {
 	return ""
 }
 
-func holdAll(ws []work, reason string) {
-	for i := range ws {
-		if w := &ws[i]; w.weightable() {
-			w.decide(ActionKeep, w.Current, "hold: "+reason)
-		}
-	}
-}
+func holdAll(ws []work, reason string) { keepAll(ws, "hold: "+reason) }

@@ -40,6 +40,10 @@ type Plan struct {
 	// configuration's (a restart or reload), and this plan starts again from
 	// them rather than re-applying the old ones (ReasonReset).
 	Reset bool `json:"reset,omitempty"`
+	// Settling: the configured weights HAProxy went back to are kept while
+	// the clients reconnect after a reset (this cycle's or an earlier one's);
+	// nothing is written.
+	Settling bool `json:"settling,omitempty"`
 	// RareArrivals: new connections are rare on this backend (run_rare)
 	// and the run bound applies (a connection per server, as of the last
 	// cycle that shared weights out), so it spreads a burst over

@@ -2,7 +2,7 @@ package weighter
 
 // ReasonReset is the note of a server whose weight HAProxy reset to the
 // configuration's together with every other weight the daemon wrote.
-const ReasonReset = "every weight back to the configuration's (HAProxy restarted or reloaded): shared out from them, not the old ones re-applied"
+const ReasonReset = "every weight back to the configuration's (HAProxy restarted or reloaded): weighted again from them, not the old ones re-applied"
 
 // forgetResetWeights drops what the Controller wrote when HAProxy reset
 // every weight it wrote to the configuration's at once: a new process (a
