@@ -22,6 +22,7 @@ type Metrics struct {
 	load         *prometheus.GaugeVec
 	imbalance    *prometheus.GaugeVec
 	rareArrivals *prometheus.GaugeVec
+	settling     *prometheus.GaugeVec
 	cycles       *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
 	writes       *prometheus.CounterVec
@@ -73,6 +74,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			"Highest server load divided by the mean load of the backend, in the last cycle.", "backend"),
 		rareArrivals: gaugeVec("rare_arrivals",
 			"1 while new connections are rare on the backend and the run bound spreads a burst over run_rare_spread servers (run_rare), else 0.", "backend"),
+		settling: gaugeVec("settling",
+			"1 while the configured weights HAProxy reset to are kept until the clients have reconnected (after a restart or reload), else 0.", "backend"),
 		cycles: counterVec("cycles_total",
 			"Cycles run, by result: ok, source_error, haproxy_error (HAProxy or IPVS), skipped_coverage.", "backend", "result"),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -124,7 +127,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	m.newDesired()
 	reg.MustRegister(m.sockets, m.addresses)
-	reg.MustRegister(m.weight, m.load, m.imbalance, m.rareArrivals, m.cycles, m.duration, m.writes,
+	reg.MustRegister(m.weight, m.load, m.imbalance, m.rareArrivals, m.settling, m.cycles, m.duration, m.writes,
 		m.lastSuccess, m.ready, m.reloadStatus,
 		m.fastState, m.fastReader, m.fastStreams, m.fastSkipped, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
 		m.desired, m.dryRun, m.dryRunWrites,
@@ -163,7 +166,7 @@ func (m *Metrics) Forget(backend string) {
 	m.mu.Unlock()
 	l := prometheus.Labels{"backend": backend}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.weight, m.load, m.imbalance, m.rareArrivals, m.cycles, m.duration, m.writes, m.lastSuccess,
+		m.weight, m.load, m.imbalance, m.rareArrivals, m.settling, m.cycles, m.duration, m.writes, m.lastSuccess,
 		m.fastState, m.fastReader, m.fastStreams, m.fastSkipped, m.fastAge, m.factor, m.uncalibrated, m.externalAge,
 		m.desired, m.dryRun, m.dryRunWrites} {
 		v.DeletePartialMatch(l)
@@ -189,6 +192,7 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 	}
 	m.setServers(c)
 	m.rareArrivals.WithLabelValues(c.Backend).Set(b2f(c.Plan.RareArrivals))
+	m.settling.WithLabelValues(c.Backend).Set(b2f(c.Plan.Settling))
 	// max/mean is at least 1; the plan says 0 when no server has a valid load,
 	// and exporting that would read as a perfectly even backend.
 	if im := c.Plan.Imbalance; im > 0 && !math.IsInf(im, 0) {

@@ -21,7 +21,7 @@ func TestObserve(t *testing.T) {
 	at := time.Unix(1_800_000_000, 0)
 	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Duration: 2 * time.Second, Applied: true,
 		Written: []weighter.Change{{Server: "s1", Weight: 200}},
-		Plan: weighter.Plan{Time: at, Imbalance: 1.5, RareArrivals: true, Servers: []weighter.ServerPlan{
+		Plan: weighter.Plan{Time: at, Imbalance: 1.5, RareArrivals: true, Settling: true, Servers: []weighter.ServerPlan{
 			{Server: "s1", Load: 10, Current: 100, New: 200, Action: weighter.ActionSet},
 			{Server: "s2", Load: math.NaN(), Current: 100, New: 100, Action: weighter.ActionKeep},
 		}}})
@@ -41,6 +41,9 @@ haproxy_weighter_backend_imbalance{backend="be"} 1.5
 # HELP haproxy_weighter_rare_arrivals 1 while new connections are rare on the backend and the run bound spreads a burst over run_rare_spread servers (run_rare), else 0.
 # TYPE haproxy_weighter_rare_arrivals gauge
 haproxy_weighter_rare_arrivals{backend="be"} 1
+# HELP haproxy_weighter_settling 1 while the configured weights HAProxy reset to are kept until the clients have reconnected (after a restart or reload), else 0.
+# TYPE haproxy_weighter_settling gauge
+haproxy_weighter_settling{backend="be"} 1
 # HELP haproxy_weighter_weight_writes_total Server weights written (one per server and change).
 # TYPE haproxy_weighter_weight_writes_total counter
 haproxy_weighter_weight_writes_total{backend="be"} 1
@@ -49,7 +52,7 @@ haproxy_weighter_weight_writes_total{backend="be"} 1
 haproxy_weighter_last_success_timestamp_seconds{backend="be"} 1.800000002e+09
 `
 	names := []string{"haproxy_weighter_server_weight", "haproxy_weighter_server_load", "haproxy_weighter_backend_imbalance",
-		"haproxy_weighter_rare_arrivals", "haproxy_weighter_weight_writes_total", "haproxy_weighter_last_success_timestamp_seconds"}
+		"haproxy_weighter_rare_arrivals", "haproxy_weighter_settling", "haproxy_weighter_weight_writes_total", "haproxy_weighter_last_success_timestamp_seconds"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
