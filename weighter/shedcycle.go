@@ -65,6 +65,12 @@ func planSheds(b *Backend, now time.Time, p Plan, sig *Signal) *ShedPlan {
 	}
 	in := ShedInput{Hold: p.Hold, HoldReason: p.Reason, DataAge: sig.FastAge,
 		MaxAge: time.Duration(b.Controller.Policy().MaxAge), Unit: ShedUnit, Sessions: sig.Sessions}
+	if p.Settling {
+		// The clients are still reconnecting after a reset: a server
+		// looks hot or cold by who came back first, and a read that
+		// spans the restart lost bytes.
+		in.Hold, in.HoldReason = true, "the clients are reconnecting after a reset"
+	}
 	for _, s := range p.Servers {
 		if s.Action == ActionSkip {
 			continue // drained, in maintenance or down: not the engine's, and no place to send a session

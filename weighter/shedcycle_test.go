@@ -183,6 +183,22 @@ func TestRunCycleShedsNothingOnOldDataOrHold(t *testing.T) {
 	assert.Equal(t, ResultSkippedCoverage, c.Result)
 	assert.True(t, strings.HasPrefix(c.Plan.Shed.Reason, "hold: "), c.Plan.Shed.Reason)
 	assert.Empty(t, tgt.events)
+
+	// HAProxy reset every weight the daemon wrote: while the clients
+	// reconnect nothing is shed either, then the whale is.
+	b, _, tgt = whaleBackend(t)
+	b.Controller.Commit([]Change{{"s1", 50}, {"s2", 200}, {"s3", 200}, {"s4", 256}})
+	servers := map[string]int{"s1": 1, "s2": 1, "s3": 1, "s4": 1}
+	tgt.weights = servers
+	c = RunCycle(context.Background(), b, now, true)
+	require.True(t, c.Plan.Reset)
+	require.True(t, c.Plan.Settling)
+	assert.Empty(t, c.Plan.Shed.Sheds)
+	assert.Equal(t, "hold: the clients are reconnecting after a reset", c.Plan.Shed.Reason)
+	assert.Empty(t, tgt.events)
+	c = RunCycle(context.Background(), b, now.Add(5*time.Second), true)
+	require.False(t, c.Plan.Settling)
+	assert.Len(t, c.Plan.Shed.Sheds, 1)
 }
 
 func TestShedSessionJSON(t *testing.T) {
