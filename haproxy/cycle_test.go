@@ -35,9 +35,9 @@ func cycleConfig(t testing.TB) string {
 // TestCycleSkipsMaintAndStartsAgainAfterRestart runs weighter.RunCycle against
 // a real HAProxy: a server the operator put in maint is left alone, and after
 // HAProxy restarts (every weight back to the configuration's, every connection
-// the old weights were fitted to gone) the next cycle weights again from the
-// configuration's weights, within max_step of them, rather than putting the
-// old weights back.
+// the old weights were fitted to gone) the cycle that finds it keeps the
+// configuration's weights, and the next weights again from them, within
+// max_step of them, rather than putting the old weights back.
 func TestCycleSkipsMaintAndStartsAgainAfterRestart(t *testing.T) {
 	h := testenv.StartHAProxy(t, cycleConfig(t))
 	c := newClient(t, h.Socket)
@@ -67,24 +67,37 @@ func TestCycleSkipsMaintAndStartsAgainAfterRestart(t *testing.T) {
 	reset := testenv.Weights(t, h.Socket, "be_cyc")
 	require.Equal(t, map[string]int{"s1": 10, "s2": 10, "s3": 10, "s4": 10}, reset, "restart resets runtime weights")
 
+	// The cycle that finds the reset keeps the configured weights (its
+	// read spans the restart; the clients are still coming back) ...
 	cyc = weighter.RunCycle(ctx, be, time.Now().Add(time.Minute), true)
 	require.NoError(t, cyc.Err)
 	require.Equal(t, weighter.ResultOK, cyc.Result)
+	assert.True(t, cyc.Plan.Reset, "plan: %+v", cyc.Plan)
+	assert.True(t, cyc.Plan.Settling, "plan: %+v", cyc.Plan)
+	assert.Empty(t, cyc.Written)
+	for _, sp := range cyc.Plan.Servers {
+		if sp.Server != "s4" { // s4 was in maint: nothing written to forget
+			require.Contains(t, sp.Reason, weighter.ReasonReset, sp.Server)
+		}
+	}
+	require.Equal(t, reset, testenv.Weights(t, h.Socket, "be_cyc"), "nothing written while settling")
+
+	// ... and the next, no connection arriving, weights from them.
+	cyc = weighter.RunCycle(ctx, be, time.Now().Add(2*time.Minute), true)
+	require.NoError(t, cyc.Err)
+	require.Equal(t, weighter.ResultOK, cyc.Result)
+	assert.False(t, cyc.Plan.Settling, "plan: %+v", cyc.Plan)
 	after := testenv.Weights(t, h.Socket, "be_cyc")
 	for _, sp := range cyc.Plan.Servers {
 		if sp.Action == weighter.ActionSet {
 			assert.Equal(t, sp.New, after[sp.Server], "%s: HAProxy has what the plan set", sp.Server)
 		}
 	}
-	assert.True(t, cyc.Plan.Reset, "plan: %+v", cyc.Plan)
 	sum := 0
 	for _, w := range after {
 		sum += w
 	}
 	for _, sp := range cyc.Plan.Servers {
-		if sp.Server != "s4" { // s4 was in maint: nothing written to forget
-			require.Contains(t, sp.Reason, weighter.ReasonReset, sp.Server)
-		}
 		// each share moved from the configuration's ¼ by at most max_step (2), up to rounding
 		share := float64(after[sp.Server]) / float64(sum)
 		assert.GreaterOrEqual(t, share, 0.125-0.01, "%s: %v", sp.Server, after)
