@@ -10,13 +10,12 @@ import (
 // while the backend refills: until the weightable servers' open connections
 // grew by at most settleGrowth of them over the last cycle, for at most
 // settleMax. Two things are wrong with the data meanwhile. A read that spans
-// the restart measures connections that closed and others that opened part
-// way through it (on a real HAProxy 2.6 the first cycle after a restart saw
-// loads per connection from 330 to 5,000 against ~6,000 before it). And the
-// servers hold only the clients that came back first, so weights fitted to
-// them send the rest of the storm to whichever servers the first few left
-// light: in `make bench-balance -scenario restart` that put two runs of four
-// above plain leastconn for the rest of the run. Equal configured weights
+// the restart measures connections that closed and others that opened part way
+// through it (on a real HAProxy 2.6 the first cycle after a restart saw loads
+// per connection from 330 to 5,000 against ~6,000 before it). And the servers
+// hold only the clients that came back first, so weights fitted to them send
+// the rest of the storm to whichever servers the first few left light
+// (docs/bench-balance.md, "settling after a reset"). Equal configured weights
 // place a storm by HAProxy's own connection counts, as plain leastconn does;
 // the weights take over once the clients are back and a read has seen them.
 const (
@@ -35,10 +34,10 @@ type settleState struct {
 	open   int       // the weightable servers' open connections at the last cycle
 }
 
-// settle reports whether this cycle keeps the configured weights after a
-// reset, and why (the note of each server's reason). reset is this cycle's
-// finding. The reset cycle itself always keeps them: its read spans the
-// restart.
+// settle returns, when this cycle keeps the configured weights after a
+// reset, the note of each server's reason, and "" when it weights. reset is
+// this cycle's finding. The reset cycle itself always keeps them: its read
+// spans the restart.
 func (c *Controller) settle(now time.Time, ws []work, reset bool) string {
 	open := 0
 	for i := range ws {
