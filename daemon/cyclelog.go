@@ -356,10 +356,7 @@ func (l *cycleLog) written(ln *line, c weighter.Cycle) {
 		if m.undrained > 0 {
 			attrs = append(attrs, "undrained", m.undrained)
 		}
-		if c.Plan.Imbalance > 0 {
-			attrs = append(attrs, "imbalance", round2(c.Plan.Imbalance))
-		}
-		ln.add(slog.LevelInfo, "weights written", attrs...)
+		ln.add(slog.LevelInfo, "weights written", withImbalance(attrs, c)...)
 		return
 	}
 	l.routine.add(c.Plan.Time, len(c.Written), m)
@@ -446,11 +443,17 @@ func (l *cycleLog) summariseWrites(ln *line, c weighter.Cycle) {
 	if r.move.largest != "" {
 		attrs = append(attrs, "largest", r.move.largest, "reason", r.move.reason)
 	}
+	ln.add(slog.LevelInfo, "weights written", append(withImbalance(attrs, c), "since", r.since)...)
+	*r = routineWrites{}
+}
+
+// withImbalance adds the plan's imbalance (max/mean load) to attrs when it
+// has one.
+func withImbalance(attrs []any, c weighter.Cycle) []any {
 	if c.Plan.Imbalance > 0 {
 		attrs = append(attrs, "imbalance", round2(c.Plan.Imbalance))
 	}
-	ln.add(slog.LevelInfo, "weights written", append(attrs, "since", r.since)...)
-	*r = routineWrites{}
+	return attrs
 }
 
 // moveSize ranks weight changes by ratio (64→128 is as large as 128→256),

@@ -239,11 +239,7 @@ func (r *simReader) closedUnseen(i int, rate, joined, now float64) {
 	for len(r.lost) <= i {
 		r.lost = append(r.lost, 0)
 	}
-	from := joined
-	if r.lastAt > from {
-		from = r.lastAt
-	}
-	r.lost[i] += rate * max(now-from, 0)
+	r.lost[i] += rate * max(now-max(joined, r.lastAt), 0)
 }
 
 // serverIndex is the index of the named server, -1 when there is none.
