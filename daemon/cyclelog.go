@@ -250,13 +250,14 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 	}
 	switch {
 	case len(now) > 0 && len(l.expired) == 0:
-		attrs := []any{"servers", len(now)}
+		// Not "servers": the cycle's "weights written" on the same line counts every server.
+		attrs := []any{"uncalibrated", len(now)}
 		if sig.ExternalAge >= 0 {
 			attrs = append(attrs, "external_age", sig.ExternalAge.Round(time.Second))
 		}
 		ln.add(slog.LevelInfo, "calibration expired; fast signal alone", attrs...)
 	case len(now) == 0 && len(l.expired) > 0:
-		ln.add(slog.LevelInfo, "calibration back", "servers", len(l.expired))
+		ln.add(slog.LevelInfo, "calibration back", "calibrated_again", len(l.expired))
 	}
 	l.expired = now
 }
@@ -266,19 +267,21 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 // metrics source with no point for the query yet: the fast signal weighs
 // alone meanwhile, nothing failed), failing after it had given points
 // (the calibration is held, then expires), or answering (again).
+//
+// Its error is source_err, not err: a failed cycle's own err may share the line.
 func (l *cycleLog) calibratingSource(ln *line, sig *weighter.Signal) {
 	failing, never := sig.ExternalError != "", sig.ExternalAge < 0
 	switch {
 	case failing && never:
 		if !l.extWaiting && !l.extFailing {
 			ln.add(slog.LevelInfo, "calibration waiting for the source's first data; weighting by the fast signal alone",
-				"err", sig.ExternalError)
+				"source_err", sig.ExternalError)
 		}
 		l.extWaiting = !l.extFailing
 	case failing:
 		if !l.extFailing {
 			ln.add(slog.LevelInfo, "calibrating source failing; calibration held, then the fast signal alone",
-				"err", sig.ExternalError)
+				"source_err", sig.ExternalError)
 		}
 		l.extFailing, l.extWaiting = true, false
 	case never: // an answer without a valid point: still waiting, said already or not

@@ -56,7 +56,7 @@ func TestSignalChangesAreLoggedOnce(t *testing.T) {
 	}
 	assert.Contains(t, debug.String(), `msg="calibration expired; fast signal alone" server=s1`)
 	assert.Contains(t, debug.String(), `msg="calibration back" server=s1`)
-	assert.Contains(t, out.String(), `msg="calibrating source back" servers=1`, "one line for the cycle: the calibration is back too")
+	assert.Contains(t, out.String(), `msg="calibrating source back" calibrated_again=1`, "one line for the cycle: the calibration is back too")
 }
 
 // A dump that leaves unreadable streams out is said once when it starts (with
@@ -98,4 +98,25 @@ func TestSkippedStreamsAreLoggedOnce(t *testing.T) {
 			assert.Contains(t, out.String(), `(null)`)
 		}
 	}
+}
+
+// A cycle whose one info line says both that the calibration expired and
+// that weights were written names each count once: a record with two
+// "servers" keys is one a log pipeline keeps the last of.
+func TestCalibrationExpiredBesideAWriteHasNoDuplicateKey(t *testing.T) {
+	var out strings.Builder
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, nil)), ready: true, expired: map[string]bool{}}
+	now := time.Unix(1_800_000_000, 0)
+	sig := weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalAge: 10 * time.Minute,
+		Servers: map[string]weighter.FastInput{"s1": {Factor: 1}, "s2": {Factor: 1, Calibrated: true}}, Expired: []string{"s1"}}
+	plan := weighter.Plan{Time: now, Servers: []weighter.ServerPlan{
+		{Server: "s1", Current: 100, New: 120, Action: weighter.ActionSet}, {Server: "s2", Current: 100, New: 100}}}
+	l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: plan, Signal: &sig, Applied: true,
+		Written: []weighter.Change{{Server: "s1", Weight: 120}}}, now, true)
+	got := out.String()
+	assert.Equal(t, 1, strings.Count(got, "\n"), got)
+	assert.Contains(t, got, `msg="calibration expired; fast signal alone"`)
+	assert.Contains(t, got, "uncalibrated=1")
+	assert.Contains(t, got, "written=1 servers=2")
+	assert.Equal(t, 1, strings.Count(got, " servers="), got)
 }

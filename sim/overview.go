@@ -71,6 +71,9 @@ type jsonWorldCell struct {
 	jsonShedCell
 	HerdMean *float64 `json:"herd_mean"`
 	HerdMost *float64 `json:"herd_most"`
+	// Each seed's p50 and p90, in the order of the seeds (1, 2, ...).
+	SeedP50 []float64 `json:"per_seed_p50"`
+	SeedP90 []float64 `json:"per_seed_p90"`
 }
 
 // worldJSON is the comparison as jsonWorld, named world.
@@ -86,7 +89,8 @@ func (r *ShedResult) worldJSON(world string) jsonWorld {
 			p.NeverAboveLeastconn = &ok
 		}
 		for si, c := range r.Cells[i] {
-			p.Cells = append(p.Cells, jsonWorldCell{jsonShedCell: r.jsonCell(i, si), HerdMean: nullable(c.Herd), HerdMost: nullable(c.HerdWorst)})
+			p.Cells = append(p.Cells, jsonWorldCell{jsonShedCell: r.jsonCell(i, si), HerdMean: nullable(c.Herd), HerdMost: nullable(c.HerdWorst),
+				SeedP50: c.SeedP50, SeedP90: c.SeedP90})
 		}
 		out.Pipelines = append(out.Pipelines, p)
 	}

@@ -110,6 +110,24 @@ func DriftScenario() Scenario {
 	return sc
 }
 
+// QuickDriftScenario is the bench's -scenario drift on a real HAProxy as a
+// simulation: the long-lived world's 240 clients connecting over the first
+// minute, each placed by the weights of its moment; 30 % of the clients
+// change rate ×10 or ÷10 at a uniform moment between 60 s and 6 min if
+// connected then; scored from 60 s to 6 min. The rates' cap is the bench's,
+// 50× the median (the bench's 2,000 lines/s over its median 40). Every drift
+// of an hour's life falls within five minutes, which no placement can
+// answer: the oracle's p90 is leastconn's give or take what a seed draws
+// (docs/production-world.md section 7).
+func QuickDriftScenario() Scenario {
+	sc := LongLivedScenario()
+	sc.Name = "drift-6m"
+	sc.Duration, sc.Warmup, sc.Ramp = 6*time.Minute, time.Minute, time.Minute
+	sc.Rate.Cap = 50 * sc.Rate.Median
+	sc.Drift = &Drift{Share: 0.3, Factor: 10, From: time.Minute, To: 6 * time.Minute}
+	return sc
+}
+
 // ManyScenario is 20,000 connections on 32 servers, living 20 min on
 // average, simulated 1 h after a 20 min warmup (shorter than the other
 // production scenarios: a cycle with shedding lists every open session).
@@ -125,7 +143,7 @@ func ManyScenario() Scenario {
 // ProductionScenarios are the production world's scenarios (files in
 // examples/scenarios/production/).
 func ProductionScenarios() []Scenario {
-	return []Scenario{LongLivedScenario(), QuickBurstScenario(), BurstScenario(), RestartScenario(), DriftScenario(), ManyScenario()}
+	return []Scenario{LongLivedScenario(), QuickBurstScenario(), BurstScenario(), RestartScenario(), DriftScenario(), QuickDriftScenario(), ManyScenario()}
 }
 
 // Names of the production world's arms.
@@ -191,6 +209,7 @@ func (r *ShedResult) WriteWorld(w io.Writer) error {
 		fmt.Fprintf(&b, " %s |\n", verdict)
 	}
 	r.writeHerd(&b)
+	r.writeBlocks(&b)
 	shedding := slices.ContainsFunc(r.Cells, func(cs []ShedCell) bool { return len(cs) > 0 && cs[0].Sheds })
 	if shedding {
 		b.WriteString("\n| sheds/h/server (busiest) · slowest heavy client back under 1.5× mean, s (mean / worst) |")
@@ -215,6 +234,59 @@ func (r *ShedResult) WriteWorld(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// BlockSeeds is the number of seeds the test of a scenario takes
+// (docs/production-world.md): with at least twice as many, the world
+// comparison also says in how many blocks of that many consecutive seeds a
+// pipeline's mean is above leastconn's.
+const BlockSeeds = 4
+
+// blocksAbove counts the blocks of BlockSeeds consecutive seeds in which
+// pipeline i's mean p50 and mean p90 on scenario si are above leastconn's,
+// of blocks; blocks is 0 without a leastconn row or with too few seeds.
+func (r *ShedResult) blocksAbove(i, si int) (p50, p90, blocks int) {
+	lc := r.Cell("leastconn")
+	if lc == nil {
+		return 0, 0, 0
+	}
+	mine, theirs := r.Cells[i][si], lc[si]
+	for from := 0; from+BlockSeeds <= len(mine.SeedP50); from += BlockSeeds {
+		to := from + BlockSeeds
+		blocks++
+		if mean(mine.SeedP50[from:to]) > mean(theirs.SeedP50[from:to]) {
+			p50++
+		}
+		if mean(mine.SeedP90[from:to]) > mean(theirs.SeedP90[from:to]) {
+			p90++
+		}
+	}
+	return p50, p90, blocks
+}
+
+// writeBlocks adds, with at least two blocks of BlockSeeds seeds, how many
+// blocks put each pipeline above leastconn: how often a test of BlockSeeds
+// seeds would fail it (docs/production-world.md).
+func (r *ShedResult) writeBlocks(b *strings.Builder) {
+	if r.Seeds < 2*BlockSeeds || r.Cell("leastconn") == nil {
+		return
+	}
+	fmt.Fprintf(b, "\n| blocks of %d seeds with the mean above leastconn's, p50 / p90 (of %d) |", BlockSeeds, r.Seeds/BlockSeeds)
+	for _, sc := range r.Scenarios {
+		fmt.Fprintf(b, " %s |", strings.TrimPrefix(sc.Name, "fresh-"))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(r.Scenarios)) + "\n")
+	for i, name := range r.Names {
+		if name == "leastconn" {
+			continue
+		}
+		fmt.Fprintf(b, "| %s |", name)
+		for si := range r.Scenarios {
+			p50, p90, _ := r.blocksAbove(i, si)
+			fmt.Fprintf(b, " %d / %d |", p50, p90)
+		}
+		b.WriteString("\n")
+	}
 }
 
 // neverAboveLeastconn says whether pipeline i's p50 and p90 are at most
@@ -417,4 +489,13 @@ func worldShedRows(format string) []Pipeline {
 		out = append(out, ShippedShedPipeline(fmt.Sprintf(format, ShippedName, p.Above, p.For, p.MaxPerMinute), p))
 	}
 	return out
+}
+
+// mean is the arithmetic mean of xs (NaN when empty).
+func mean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,4 +228,93 @@ func TestRestartLosesTheUnreadBytes(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, checked)
 	assert.Positive(t, want)
+}
+
+// TestRampAndDriftWindow: with a ramp the initial population arrives over
+// it, the same clients (rates, lives) as without; with a drift window every
+// drift falls inside it, after its client connected, and a client that
+// connected after its drawn moment does not drift.
+func TestRampAndDriftWindow(t *testing.T) {
+	sc := LongLivedScenario()
+	sc.Duration, sc.Warmup = 6*time.Minute, time.Minute
+	flat := newStream(sc)
+	sc.Ramp = time.Minute
+	sc.Drift = &Drift{Share: 0.3, Factor: 10, From: time.Minute, To: 6 * time.Minute}
+	ramped := newStream(sc)
+	require.Equal(t, len(flat.arrivals), len(ramped.arrivals))
+	rates := func(s *stream) map[float64]bool {
+		m := map[float64]bool{}
+		for _, a := range s.arrivals {
+			m[a.Rate] = true
+		}
+		return m
+	}
+	assert.Equal(t, rates(flat), rates(ramped), "the ramp moves the clients, it does not change them")
+	initial := map[float64]bool{}
+	for _, a := range flat.arrivals {
+		if a.At == 0 {
+			initial[a.Rate] = true
+		}
+	}
+	require.Len(t, initial, sc.Connections)
+	first, late, drifting, lateDrifting := 0, 0, 0, 0
+	for _, a := range ramped.arrivals {
+		if initial[a.Rate] {
+			assert.True(t, a.At > 0 && a.At < 60, "initial client at %v", a.At)
+			first++
+		}
+	}
+	for _, a := range ramped.arrivals {
+		if a.At >= 60 {
+			late++
+		}
+		if a.DriftAt == 0 {
+			continue
+		}
+		drifting++
+		if a.At >= 60 {
+			lateDrifting++
+		}
+		assert.True(t, a.DriftAt >= 60 && a.DriftAt < 360, "drift at %v", a.DriftAt)
+		assert.True(t, a.DriftAt >= a.At, "drift at %v before its client at %v", a.DriftAt, a.At)
+		assert.Contains(t, []float64{10, 0.1}, a.DriftFactor)
+	}
+	assert.Equal(t, sc.Connections, first, "every initial client moved off 0")
+	assert.InDelta(t, 0.3, float64(drifting)/float64(len(ramped.arrivals)), 0.06)
+	require.Positive(t, late)
+	assert.Less(t, float64(lateDrifting)/float64(late), 0.3, "late clients drift only when their moment falls after them")
+
+	sc.Ramp = 7 * time.Minute
+	assert.Error(t, sc.Validate())
+	sc.Ramp, sc.Drift.To = 0, 30*time.Second
+	assert.Error(t, sc.Validate())
+}
+
+// TestBlocksAboveLeastconn: the world comparison counts the blocks of four
+// consecutive seeds whose mean is above leastconn's, p50 and p90 apart, and
+// prints them only with two blocks or more.
+func TestBlocksAboveLeastconn(t *testing.T) {
+	r := &ShedResult{
+		Scenarios: []Scenario{{Name: "drift-6m"}},
+		Names:     []string{"leastconn", "oracle"},
+		Seeds:     9,
+		Cells: [][]ShedCell{
+			{{SeedP50: []float64{2, 2, 2, 2, 2, 2, 2, 2, 9}, SeedP90: []float64{3, 3, 3, 3, 3, 3, 3, 3, 9}}},
+			// Block 1: p50 below (mean 1.9), p90 above (mean 3.1); block 2: p50 above
+			// by one seed's 2.5 (mean 2.05 > 2), p90 equal (not above); seed 9 is no block.
+			{{SeedP50: []float64{1.8, 1.8, 2, 2, 2.5, 1.9, 1.9, 1.9, 0}, SeedP90: []float64{3.4, 3, 3, 3, 3, 3, 3, 3, 0}}},
+		},
+	}
+	p50, p90, blocks := r.blocksAbove(1, 0)
+	assert.Equal(t, []int{1, 1, 2}, []int{p50, p90, blocks}, "p50 above in block 2 only, p90 in block 1 only")
+	var b strings.Builder
+	r.writeBlocks(&b)
+	assert.Contains(t, b.String(), "| blocks of 4 seeds with the mean above leastconn's, p50 / p90 (of 2) | drift-6m |")
+	assert.Contains(t, b.String(), "| oracle | 1 / 1 |")
+	assert.NotContains(t, b.String(), "| leastconn |")
+
+	r.Seeds = 7
+	b.Reset()
+	r.writeBlocks(&b)
+	assert.Empty(t, b.String(), "one block decides nothing beyond the means")
 }

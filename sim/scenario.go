@@ -54,14 +54,23 @@ type Scenario struct {
 	// Drift makes a share of the clients change their rate once in mid-life
 	// (a customer's traffic grows or shrinks while it stays connected).
 	Drift *Drift `yaml:"drift,omitempty"`
+	// Ramp spreads the initial population's arrivals uniformly over the first
+	// Ramp of the run, each placed by the weights of its moment, as the bench's
+	// -ramp does (a balancer whose clients arrived over hours); 0 = all at 0.
+	Ramp time.Duration `yaml:"ramp,omitempty"`
 }
 
 // Drift is a change of rate in mid-life: each client, with probability
 // Share, multiplies its rate by Factor (half of them) or divides it by
-// Factor (the other half) at a uniformly drawn point of its lifetime.
+// Factor (the other half) at a uniformly drawn point of its lifetime, or,
+// with To set, at a uniform moment of the run in [From, To) if it is
+// connected then (the bench's -scenario drift, where every drift of the run
+// falls within five minutes).
 type Drift struct {
-	Share  float64 `yaml:"share"`
-	Factor float64 `yaml:"factor"`
+	Share  float64       `yaml:"share"`
+	Factor float64       `yaml:"factor"`
+	From   time.Duration `yaml:"from,omitempty"`
+	To     time.Duration `yaml:"to,omitempty"`
 }
 
 // Outage is a span of simulated time.

@@ -283,6 +283,9 @@ type ShedCell struct {
 	// it (burstHerd), mean over the bursts and seeds, and the most in any;
 	// NaN without bursts.
 	Herd, HerdWorst float64
+	// SeedP50 and SeedP90 are each seed's figures, in the order of the seeds:
+	// how far one seed is from another is what a few seeds can decide.
+	SeedP50, SeedP90 []float64
 }
 
 // ShedResult is a shedding comparison: per pipeline, per scenario.
@@ -321,6 +324,7 @@ func CompareShed(scenarios []Scenario, seeds []uint64, pipelines []Pipeline) (*S
 			w := 1 / float64(len(seeds))
 			for i, f := range rep.Strategies {
 				c := &acc[i]
+				c.SeedP50, c.SeedP90 = append(c.SeedP50, f.P50), append(c.SeedP90, f.P90)
 				if herd := burstHerd(sc, rep.traces[i], rep.whales); len(herd) > 0 {
 					if math.IsNaN(c.Herd) {
 						c.Herd, c.HerdWorst = 0, 0

@@ -46,8 +46,11 @@ func newStream(sc Scenario) *stream {
 		sum += a.Rate
 		s.arrivals = append(s.arrivals, a)
 	}
+	// The ramp's moments come from their own stream, so that the clients stay
+	// those of the scenario without it.
+	ramp := rand.New(rand.NewPCG(sc.Seed, 0x4a3b))
 	for range sc.Connections {
-		add(0)
+		add(ramp.Float64() * sc.Ramp.Seconds())
 	}
 	base := float64(sc.Connections) / life
 	peak := maxRampFactor(sc.Events)
@@ -103,6 +106,13 @@ func (s *stream) drift(sc Scenario) {
 			continue
 		}
 		a.DriftAt, a.DriftFactor = a.At+at*a.Life, d.Factor
+		if d.To > 0 {
+			a.DriftAt = d.From.Seconds() + at*(d.To-d.From).Seconds()
+			if a.DriftAt < a.At { // the moment fell before the client connected: no drift, as in the bench
+				a.DriftAt, a.DriftFactor = 0, 0
+				continue
+			}
+		}
 		if !up {
 			a.DriftFactor = 1 / d.Factor
 		}

@@ -41,6 +41,12 @@ func (sc Scenario) Validate() error {
 	if d := sc.Drift; d != nil && (!(d.Share >= 0 && d.Share <= 1) || !(d.Factor >= 1) || math.IsInf(d.Factor, 0)) {
 		return errors.New("scenario: drift needs a share in 0..1 and a finite factor >= 1")
 	}
+	if d := sc.Drift; d != nil && d.To != 0 && (d.From < 0 || d.To <= d.From) {
+		return errors.New("scenario: drift's from must not be negative and its to, when set, after from")
+	}
+	if sc.Ramp < 0 || sc.Ramp >= sc.Duration {
+		return errors.New("scenario: ramp must not be negative and shorter than duration")
+	}
 	for i, ev := range sc.Events {
 		if err := ev.validate(sc); err != nil {
 			return fmt.Errorf("scenario: event %d (%s): %w", i+1, ev.Kind, err)
