@@ -313,3 +313,25 @@ time=2026-12-02T07:23:02.473Z level=INFO msg="session shed" backend=be_ingest se
 	assert.Equal(t, []string{"62s s8 127.200.0.2 6000/s"}, shedsLogged(path, start))
 	assert.Empty(t, shedsLogged(filepath.Join(t.TempDir(), "none"), start))
 }
+
+// TestWriteWindows: one row per window, arm and server, with the server's load over the
+// window and its open connections at the window's end; a partial window is left out.
+func TestWriteWindows(t *testing.T) {
+	var snaps []snapshot
+	for s := range 26 {
+		n := int64(s)
+		snaps = append(snaps, snapshot{T: time.Duration(s) * time.Second,
+			Lines: [][]int64{{3 * n, n}, {2 * n, 2 * n}},
+			Open:  [][]int{{s, 1}, {2, 2}}})
+	}
+	var b strings.Builder
+	if err := writeWindows(&b, []string{"leastconn", "default"}, snaps, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	want := "end_s\tarm\tserver\tload\topen\n" +
+		"10\tleastconn\ts1\t3.0\t10\n10\tleastconn\ts2\t1.0\t1\n10\tdefault\ts1\t2.0\t2\n10\tdefault\ts2\t2.0\t2\n" +
+		"20\tleastconn\ts1\t3.0\t20\n20\tleastconn\ts2\t1.0\t1\n20\tdefault\ts1\t2.0\t2\n20\tdefault\ts2\t2.0\t2\n"
+	if b.String() != want {
+		t.Errorf("windows:\n%s\nwant:\n%s", b.String(), want)
+	}
+}

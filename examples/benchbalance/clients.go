@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net"
@@ -46,6 +48,9 @@ type prodTraffic struct {
 
 	restartAt     time.Duration // a connection that breaks in [restartAt, restartAt+30s) redials after a uniform delay within restartWithin
 	restartWithin time.Duration
+
+	driftsMu sync.Mutex
+	drifts   []driftEvent // each client's change of rate, as it happened
 
 	sent     []atomic.Int64 // lines written, per arm (the placed arm last)
 	nextAddr atomic.Uint32
@@ -209,6 +214,9 @@ func (t *prodTraffic) session(ctx context.Context, rng *rand.Rand, ip net.IP, ra
 		case <-end:
 			return
 		case <-driftAt:
+			t.driftsMu.Lock()
+			t.drifts = append(t.drifts, driftEvent{At: time.Since(t.start), Client: ip.String(), From: rate, To: rate * factor})
+			t.driftsMu.Unlock()
 			rate *= factor
 			driftAt = nil
 		case <-tk.C:
@@ -249,4 +257,26 @@ func (t *prodTraffic) sentLines() []int64 {
 		out[i] = t.sent[i].Load()
 	}
 	return out
+}
+
+// driftEvent is one client's change of rate (lines/s) during a run.
+type driftEvent struct {
+	At       time.Duration // since the traffic started
+	Client   string
+	From, To float64
+}
+
+// writeDrifts writes the run's drifts, in the order they happened (drifts.tsv).
+func (t *prodTraffic) writeDrifts(w io.Writer) error {
+	t.driftsMu.Lock()
+	defer t.driftsMu.Unlock()
+	if _, err := fmt.Fprintln(w, "at_s\tclient\tfrom\tto"); err != nil {
+		return err
+	}
+	for _, d := range t.drifts {
+		if _, err := fmt.Fprintf(w, "%.1f\t%s\t%.0f\t%.0f\n", d.At.Seconds(), d.Client, d.From, d.To); err != nil {
+			return err
+		}
+	}
+	return nil
 }

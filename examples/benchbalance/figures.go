@@ -46,6 +46,7 @@ var labArms = []armSpec{
 type snapshot struct {
 	T     time.Duration // since the traffic started
 	Lines [][]int64
+	Open  [][]int // each sink's open connections, per arm (nil in tests that need none)
 }
 
 // windowRatios returns max/mean of one arm's servers' loads (datapoints/s) over
@@ -135,4 +136,34 @@ func percent(v float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.0f%%", 100*v)
+}
+
+// writeWindows writes the trace behind the figures, one row per window of length window
+// from the start of the traffic, arm and server: the server's load (datapoints/s) over the
+// window and its open connections at the window's end. Read beside the weighter's debug log
+// and drifts.tsv, it says which server carried what when a seed went wrong.
+func writeWindows(w io.Writer, arms []string, snaps []snapshot, window time.Duration) error {
+	if _, err := fmt.Fprintln(w, "end_s\tarm\tserver\tload\topen"); err != nil {
+		return err
+	}
+	for end := window; ; end += window {
+		i := slices.IndexFunc(snaps, func(s snapshot) bool { return s.T >= end-window })
+		j := slices.IndexFunc(snaps, func(s snapshot) bool { return s.T >= end })
+		if i < 0 || j < 0 || i >= j {
+			return nil
+		}
+		dt := (snaps[j].T - snaps[i].T).Seconds()
+		for a, name := range arms {
+			for k := range snaps[j].Lines[a] {
+				open := -1
+				if snaps[j].Open != nil {
+					open = snaps[j].Open[a][k]
+				}
+				load := float64(snaps[j].Lines[a][k]-snaps[i].Lines[a][k]) / dt
+				if _, err := fmt.Fprintf(w, "%.0f\t%s\ts%d\t%.1f\t%d\n", end.Seconds(), name, k+1, load, open); err != nil {
+					return err
+				}
+			}
+		}
+	}
 }

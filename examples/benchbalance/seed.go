@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -109,7 +110,11 @@ func runSeed(ctx context.Context, o options, qs quickStart, seed uint64, dir str
 	res, err := l.sample(ctx, prod)
 	if err == nil && prod != nil {
 		err = l.finish(ctx, prod, &res)
-	} else if w := l.firstWeighted(); err == nil && w != nil {
+	}
+	if err == nil {
+		err = l.writeTrace(res.Snaps, prod)
+	}
+	if w := l.firstWeighted(); err == nil && prod == nil && w != nil {
 		// The lab's note says which fast signal the weighter read (issue 23).
 		if m, merr := scrapeWeighter(ctx, w.listen); merr == nil {
 			res.Reader = m.reader
@@ -120,6 +125,33 @@ func runSeed(ctx context.Context, o options, qs quickStart, seed uint64, dir str
 		res.LogTail = lastLines(w.logPath, 3)
 	}
 	return res, err
+}
+
+// writeTrace writes the seed's windows.tsv (writeWindows) and, with drifts, drifts.tsv
+// into its directory.
+func (l *lab) writeTrace(snaps []snapshot, prod *prodTraffic) error {
+	names := make([]string, len(l.arms))
+	for i, a := range l.arms {
+		names[i] = a.spec.Name
+	}
+	var b bytes.Buffer
+	if err := writeWindows(&b, names, snaps, l.o.Window); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.dir, "windows.tsv"), b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if prod == nil || prod.driftShare == 0 {
+		return nil
+	}
+	b.Reset()
+	if err := prod.writeDrifts(&b); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.dir, "drifts.tsv"), b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	return nil
 }
 
 // firstWeighted is the first weighted arm (the lab's weighted, production's default).
@@ -221,9 +253,9 @@ func (l *lab) sample(ctx context.Context, prod *prodTraffic) (seedResult, error)
 	tk := time.NewTicker(time.Second)
 	defer tk.Stop()
 	snap := func(now time.Time) snapshot {
-		s := snapshot{T: now.Sub(start), Lines: make([][]int64, len(l.arms))}
+		s := snapshot{T: now.Sub(start), Lines: make([][]int64, len(l.arms)), Open: make([][]int, len(l.arms))}
 		for i, a := range l.arms {
-			s.Lines[i] = loadlab.ReadLines(a.sinks)
+			s.Lines[i], s.Open[i] = loadlab.ReadLines(a.sinks), loadlab.ReadOpen(a.sinks)
 		}
 		return s
 	}

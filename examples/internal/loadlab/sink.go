@@ -50,6 +50,14 @@ func (s *Sink) Bytes() int64 { return s.bytes.Load() }
 // Lines is how many lines ('\n') the sink has received; 0 unless started with lines.
 func (s *Sink) Lines() int64 { return s.count.Load() }
 
+// Open is how many connections the sink has open now: its server's sessions as HAProxy
+// counts them (scur), seen from the server's side.
+func (s *Sink) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 func (s *Sink) accept() {
 	defer s.wg.Done()
 	for {
@@ -109,6 +117,15 @@ func ReadBytes(sinks []*Sink) []int64 {
 	out := make([]int64, len(sinks))
 	for i, s := range sinks {
 		out[i] = s.Bytes()
+	}
+	return out
+}
+
+// ReadOpen returns every sink's open connections, in sink order.
+func ReadOpen(sinks []*Sink) []int {
+	out := make([]int, len(sinks))
+	for i, s := range sinks {
+		out[i] = s.Open()
 	}
 	return out
 }
