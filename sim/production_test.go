@@ -24,6 +24,9 @@ func TestProductionScenarioFiles(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, sc, "production scenario %s has its file", want.Name)
 	}
+	sc, err := LoadScenario("../examples/scenarios/drift-6m.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, QuickDriftScenario(), sc, "the bench's drift has its file")
 }
 
 // shortProduction is 12 minutes of long-lived clients (5 min) behind three

@@ -33,9 +33,9 @@ func scenarioNames(scenarios []sim.Scenario) []string {
 	return out
 }
 
-// labAndProduction are the names of the thirteen scenarios of the two worlds.
+// labAndProduction are the names of the twelve scenarios of the two worlds.
 var labAndProduction = []string{"heterogeneous", "background", "three-balancers", "default", "sigma-1.0", "16-servers-60s",
-	"long-lived", "burst-6m", "burst", "restart", "drift", "drift-6m", "many"}
+	"long-lived", "burst-6m", "burst", "restart", "drift", "many"}
 
 // The run without flags (table or JSON) compares the lab's and the
 // production world's scenarios after the default one, in full, with the
@@ -96,7 +96,7 @@ func TestBareRunShedFactors(t *testing.T) {
 }
 
 // shortWorld is the run without flags' plan on two short production
-// scenarios, one seed: what the test can afford of its thirteen.
+// scenarios, one seed: what the test can afford of its twelve.
 func shortWorld(t *testing.T) *worldPlan {
 	t.Helper()
 	fl, f := parsed(t)
