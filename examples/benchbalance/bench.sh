@@ -35,9 +35,18 @@ trap 'rm -rf "$dir"' EXIT
 status=0
 bin/haproxy-weighter-benchbalance -weighter bin/haproxy-weighter -readme README.md -dir "$dir" "$@" || status=$?
 
-# Every process the harness started has its work dir on its command line.
+# Every process the harness started has a path inside its work dir on its command line: this
+# one, or the -dir given in the arguments (kept, for its traces), which overrides it. Inside:
+# "$work/", as make and this script have the -dir itself among their arguments.
+work=$dir
+prev=
+for arg in "$@"; do
+    case $prev in -dir | --dir) work=$arg ;; esac
+    case $arg in -dir=* | --dir=*) work=${arg#*=} ;; esac
+    prev=$arg
+done
 left_status=0
-left=$(pgrep -a -f -- "$dir") || left_status=$?
+left=$(pgrep -a -f -- "${work%/}/") || left_status=$?
 case $left_status in
 0)
     echo "bench-balance left processes behind:" >&2
