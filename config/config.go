@@ -226,14 +226,13 @@ func (b *Backend) inBackend(i int, problems []*FieldError) []*FieldError {
 	return problems
 }
 
-// label names backend i in messages. A name HAProxy could not take is
-// quoted: it may hold a line break, which would split the one line each
-// problem gets.
+// label names backend i in messages: by its name when HAProxy could take
+// it, else by its index alone. A name HAProxy could not take is never
+// quoted back: it may hold a line break (which would split the one line
+// each problem gets), markup that a status page or log viewer renders, or
+// a secret pasted in the wrong place; its problem names the character.
 func (b *Backend) label(i int) string {
-	switch {
-	case b.Name != "" && haproxy.ValidName(b.Name) != nil:
-		return fmt.Sprintf("backends[%d] (%q)", i, b.Name)
-	case b.Name != "":
+	if b.Name != "" && haproxy.ValidName(b.Name) == nil {
 		return fmt.Sprintf("backends[%d] (%s)", i, b.Name)
 	}
 	return fmt.Sprintf("backends[%d]", i)

@@ -282,7 +282,7 @@ func (s Source) validateServerMap() []*FieldError {
 			continue // the source's own check says it maps to an empty name
 		}
 		if err := haproxy.ValidName(table[k]); err != nil {
-			problems = append(problems, keyed(fmt.Errorf("source: %s: server_map: %s: server name %q: %w", s.Kind(), k, table[k], err),
+			problems = append(problems, keyed(fmt.Errorf("source: %s: server_map: %s: server name: %w", s.Kind(), k, err),
 				"source", s.Kind(), "server_map", k)...)
 		}
 	}
