@@ -68,10 +68,11 @@ type backendView struct {
 	Hold       string // why the plan held every weight
 	Planned    bool   // a cycle has ended with a plan: the fields below are its
 	PlanAge    string // how long ago, when it is not the last cycle's
-	Changes    int    // written, or in a dry run wanted
+	Changes    int    // written by the plan's cycle, or in a dry run wanted (not a total)
 	Unknown    []string
 	MoreUnk    int
 	Unit       string // the loads' unit, as the load column's header says it
+	PerConn    bool   // the loads are per connection: the page adds each server's own (× its connections)
 	Reason     string // the part of the reason every server shares, said once
 	ShedWord   string // "sheds", or in a dry run "would shed"
 	ShedTotal  int    // over the history's span
@@ -95,6 +96,8 @@ type serverView struct {
 	Load          string // with its unit and SI prefix
 	Exact         string // the load as once writes it, for the cell's title
 	Ratio         string // load / the backend's mean
+	PerConn       bool   // the backend's loads are per connection (its ServerRatio column is shown)
+	ServerRatio   string // with loads per connection: the server's load (× its connections) over the mean of those; "—" unknown
 	Bar           barView
 	Action        string
 	Reason        string // what is the server's own; the shared part is the backend's Reason
@@ -184,7 +187,8 @@ func (r *runner) view(now time.Time) backendView {
 	}
 	b.Unknown = c.Plan.Unknown[:min(len(c.Plan.Unknown), maxUnknownShown)]
 	b.MoreUnk = len(c.Plan.Unknown) - len(b.Unknown)
-	b.Unit = r.unit.loadUnit(c.Signal).header
+	lu := r.unit.loadUnit(c.Signal)
+	b.Unit, b.PerConn = lu.header, lu.perConn
 	b.Changes, b.Servers = r.unit.serverRows(now, c, hist.Sheds)
 	reasons := make([]string, len(b.Servers))
 	for i, s := range b.Servers {
@@ -207,11 +211,13 @@ func (u *Unit) serverRows(now time.Time, c weighter.Cycle, sheds map[string]int)
 		written[ch.Server] = ch.Weight
 	}
 	changes = len(c.Written)
-	unit := u.loadUnit(c.Signal).symbol
+	lu := u.loadUnit(c.Signal)
+	unit := lu.symbol
 	bars := barsOf(c.Plan.Servers)
+	serverRatios := serverLoadRatios(c)
 	for i, s := range c.Plan.Servers {
 		sv := serverView{Name: s.Server, Address: s.Address, Load: weighter.QuantityText(s.Load, unit), Exact: weighter.LoadText(s.Load),
-			Ratio: ratioText(bars[i].ratio), Bar: bars[i], Action: string(s.Action), Reason: s.Reason,
+			Ratio: ratioText(bars[i].ratio), PerConn: lu.perConn, ServerRatio: ratioText(serverRatios[s.Server]), Bar: bars[i], Action: string(s.Action), Reason: s.Reason,
 			Now: s.Current, Desired: s.New, Age: "none", Conns: "—", Sheds: sheds[s.Server]}
 		if w, ok := written[s.Server]; ok {
 			sv.Now = w
@@ -232,6 +238,36 @@ func (u *Unit) serverRows(now time.Time, c weighter.Cycle, sheds map[string]int)
 		rows = append(rows, sv)
 	}
 	return changes, rows
+}
+
+// serverLoadRatios is each server's own load — its load per connection
+// times its open connections (at least one, as CombineFast divides) — over the mean of those, for the servers
+// the engine weighs. An operator compares servers by what each carries (a
+// cache's datapoints/s), not by what one of its connections carries, and
+// the two can rank servers differently. NaN where the connections are not
+// known.
+func serverLoadRatios(c weighter.Cycle) map[string]float64 {
+	out := make(map[string]float64, len(c.Plan.Servers))
+	if c.Signal == nil {
+		return out
+	}
+	sum, n := 0.0, 0
+	for _, s := range c.Plan.Servers {
+		out[s.Server] = math.NaN()
+		in, ok := c.Signal.Servers[s.Server]
+		if !ok || !validLoad(s.Load) || !validLoad(in.Sessions) {
+			continue
+		}
+		out[s.Server] = s.Load * max(in.Sessions, 1) // the load divided by max(sessions, 1): CombineFast
+		if s.Action != weighter.ActionSkip {
+			sum, n = sum+out[s.Server], n+1
+		}
+	}
+	mean := sum / float64(n)
+	for k, v := range out {
+		out[k] = v / mean
+	}
+	return out
 }
 
 // validLoad: a finite, non-negative reading.

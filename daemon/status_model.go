@@ -199,8 +199,9 @@ func contains(list []string, s string) bool {
 
 // loadUnit is the unit of a backend's loads as far as the daemon knows it.
 type loadUnit struct {
-	symbol string // after the number and its prefix ("B/s"); "" when unknown
-	header string // the load column's header says it so
+	symbol  string // after the number and its prefix ("B/s"); "" when unknown
+	header  string // the load column's header says it so
+	perConn bool   // each load is per open connection (what leastconn weighs), not the server's
 }
 
 // unknownUnit: a Prometheus query or a Graphite target answers in its own
@@ -217,7 +218,12 @@ func (u *Unit) loadUnit(sig *weighter.Signal) loadUnit {
 		if u.fast != nil && u.fast.local == nil { // IPVS counts connections
 			return unknownUnit
 		}
-		return loadUnit{symbol: "B/s", header: "B/s per connection"}
+		return loadUnit{symbol: "B/s", header: "B/s per connection", perConn: true}
+	}
+	if sig != nil && sig.Pipeline == weighter.PipelineCalibrated {
+		// The fast signal's bytes per connection, mapped onto the source's
+		// unit: still a load per connection, not the server's.
+		return loadUnit{header: "per connection, in the source's unit", perConn: true}
 	}
 	c, ok := u.source.Config().(*haproxy.StatsConfig)
 	if !ok {
@@ -236,6 +242,7 @@ func (u *Unit) loadUnit(sig *weighter.Signal) loadUnit {
 	}
 	if c.PerConnection {
 		lu.header += " per connection"
+		lu.perConn = true
 	}
 	return lu
 }

@@ -459,7 +459,8 @@ func TestStatusSpark(t *testing.T) {
 	assert.Equal(t, int(math.Round(3+34*(1-0.5/2.5))), v.HotY)
 }
 
-// TestStatusLoadUnit: the loads' unit is said only where the daemon knows it.
+// TestStatusLoadUnit: the loads' unit is said only where the daemon knows it,
+// and a load per connection is said to be one.
 func TestStatusLoadUnit(t *testing.T) {
 	src := func(kind string, cfg any) *Unit {
 		s, err := config.NewSource(kind, cfg)
@@ -472,16 +473,16 @@ func TestStatusLoadUnit(t *testing.T) {
 		sig  *weighter.Signal
 		want loadUnit
 	}{
-		{"bytes", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesIn}), nil, loadUnit{"B/s", "B/s"}},
+		{"bytes", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesIn}), nil, loadUnit{"B/s", "B/s", false}},
 		{"bytes per connection", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesOut, PerConnection: true}), nil,
-			loadUnit{"B/s", "B/s per connection"}},
-		{"new sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterSessionsTotal}), nil, loadUnit{"sess/s", "new sessions/s"}},
-		{"open sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterCurrentSessions}), nil, loadUnit{"sess", "open sessions"}},
+			loadUnit{"B/s", "B/s per connection", true}},
+		{"new sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterSessionsTotal}), nil, loadUnit{"sess/s", "new sessions/s", false}},
+		{"open sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterCurrentSessions}), nil, loadUnit{"sess", "open sessions", false}},
 		{"a query", &Unit{}, nil, unknownUnit},
 		{"the fast signal alone", &Unit{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineFast},
-			loadUnit{"B/s", "B/s per connection"}},
-		{"calibrated: the source's", &Unit{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineCalibrated},
-			unknownUnit},
+			loadUnit{"B/s", "B/s per connection", true}},
+		{"calibrated: the source's, per connection", &Unit{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineCalibrated},
+			loadUnit{"", "per connection, in the source's unit", true}},
 		{"IPVS counts", &Unit{fast: &fastUnit{}}, &weighter.Signal{Pipeline: weighter.PipelineFast}, unknownUnit},
 	} {
 		assert.Equal(t, tc.want, tc.u.loadUnit(tc.sig), tc.name)
@@ -537,4 +538,36 @@ func TestStatusPageHostile(t *testing.T) {
 		assert.NotContains(t, body, bad)
 	}
 	assert.Equal(t, 3+1, strings.Count(body, "<svg "), "one bar per server and the sparkline, no other svg")
+}
+
+// TestStatusServerLoadRatio: with loads per connection the page adds each
+// server's own load over the mean server's, which is what an operator
+// compares (two heavy relays on one cache), beside the per-connection ratio
+// the weights balance. The two can rank servers differently.
+func TestStatusServerLoadRatio(t *testing.T) {
+	c := weighter.Cycle{
+		Plan: weighter.Plan{Servers: []weighter.ServerPlan{
+			{Server: "a", Load: 1000, Action: weighter.ActionSet}, // 1 heavy connection
+			{Server: "b", Load: 100, Action: weighter.ActionSet},  // 20 light ones
+			{Server: "c", Load: 300, Action: weighter.ActionSet},
+			{Server: "d", Load: 50, Action: weighter.ActionSet}, // connections unknown
+		}},
+		Signal: &weighter.Signal{Pipeline: weighter.PipelineCalibrated, Servers: map[string]weighter.FastInput{
+			"a": {Sessions: 1}, "b": {Sessions: 20}, "c": {Sessions: 2},
+		}},
+	}
+	got := serverLoadRatios(c)
+	// a 1000, b 2000, c 600: mean 1200.
+	assert.InDelta(t, 1000.0/1200, got["a"], 1e-9)
+	assert.InDelta(t, 2000.0/1200, got["b"], 1e-9, "b carries the most, though its connections are the lightest")
+	assert.InDelta(t, 600.0/1200, got["c"], 1e-9)
+	assert.True(t, math.IsNaN(got["d"]), "no connection count: unknown, not 0")
+
+	u := &Unit{fast: &fastUnit{local: &localReader{}}}
+	_, rows := u.serverRows(time.Now(), c, nil)
+	for _, r := range rows {
+		assert.True(t, r.PerConn, r.Name)
+	}
+	assert.Equal(t, "1.67×", rows[1].ServerRatio)
+	assert.Equal(t, "—", rows[3].ServerRatio)
 }
