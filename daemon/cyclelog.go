@@ -68,8 +68,14 @@ type cycleLog struct {
 }
 
 const (
-	// summaryCycles: the first summary of a failing run comes at its 10th cycle, and
-	// later ones at least 10 cycles apart, so a long interval does not make one every cycle.
+	// persistCycles: a failing run is an error once it reaches this many
+	// cycles. Its first line is a warning: one failed cycle (a dial that
+	// timed out on a loaded host, a source still answering at start) is
+	// retried by the next, which usually recovers; at the persistCycles-th
+	// the run is summarised at ERROR, and new messages are errors from then on.
+	persistCycles = 3
+	// summaryCycles: later summaries of a failing run come at least 10 cycles
+	// apart, so a long interval does not make one every cycle.
 	summaryCycles = 10
 	// summaryEvery is the time between two summaries of a run after its first.
 	summaryEvery = 10 * time.Minute
@@ -162,7 +168,11 @@ func (l *cycleLog) ok(ln *line, c weighter.Cycle, end time.Time) {
 // failed logs a failing (or holding) cycle when its message is new in the
 // run, or summarises the run when it is due.
 func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
-	level, msg, detail := slog.LevelError, "cycle failed", []any{"result", c.Result, "err", c.Err}
+	level, msg, detail := slog.LevelWarn, "cycle failed", []any{"result", c.Result, "err", c.Err}
+	if l.cycles+1 >= persistCycles {
+		level = slog.LevelError
+	}
+	first := persistCycles // the first summary: a failure's makes it an error
 	key := c.Result
 	if c.Err != nil {
 		key += ": " + normalise(c.Err.Error())
@@ -172,10 +182,12 @@ func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
 		level, msg = slog.LevelWarn, "holding weights"
 		detail = []any{"result", c.Result, "reason", c.Plan.Reason, "coverage", c.Plan.Coverage}
 		key += ": " + normalise(c.Plan.Reason)
+		first = summaryCycles
 	case errors.Is(c.Err, weighter.ErrFastStarting):
 		// The first cycles of a backend whose metrics source has no point
 		// yet: not a failure; the next read of the fast signal weighs.
 		level, msg = slog.LevelInfo, "weights held until the fast signal has a rate (one read so far) or the source has data"
+		first = summaryCycles
 	}
 	if l.cycles == 0 {
 		l.since, l.seen, l.summaryAt, l.summaryN, l.summarised = c.Plan.Time, map[string]bool{}, end, 0, false
@@ -189,7 +201,7 @@ func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
 			detail = append(detail, "failing_cycles", l.cycles, "since", l.since)
 		}
 		ln.add(level, msg, detail...)
-	case l.due(end):
+	case l.due(end, first):
 		l.summaryAt, l.summaryN, l.summarised = end, l.cycles, true
 		still := "still failing"
 		if c.Result == weighter.ResultSkippedCoverage {
@@ -285,6 +297,9 @@ func (l *cycleLog) calibratingSource(ln *line, sig *weighter.Signal) {
 		}
 		l.extFailing, l.extWaiting = true, false
 	case never: // an answer without a valid point: still waiting, said already or not
+	case l.extWaiting && sig.Window == 0:
+		// Data, but the step of the source's series is not known yet (one
+		// point so far): calibration has not started; said when it has.
 	case l.extWaiting:
 		ln.add(slog.LevelInfo, "calibrating source has data; calibration starts")
 		l.extWaiting = false
@@ -294,10 +309,11 @@ func (l *cycleLog) calibratingSource(ln *line, sig *weighter.Signal) {
 	}
 }
 
-// due reports whether the failing run should be summarised now.
-func (l *cycleLog) due(end time.Time) bool {
+// due reports whether the failing run should be summarised now, the first
+// time at its first-th cycle.
+func (l *cycleLog) due(end time.Time, first int) bool {
 	if !l.summarised {
-		return l.cycles >= summaryCycles
+		return l.cycles >= first
 	}
 	return l.cycles-l.summaryN >= summaryCycles && end.Sub(l.summaryAt) >= summaryEvery
 }

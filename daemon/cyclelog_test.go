@@ -31,8 +31,9 @@ func (f *fixture) logAtDebug() *strings.Builder {
 }
 
 // TestFailingSourceIsSummarised: a source that fails the same way every
-// cycle is logged when it starts failing, summarised at the 10th cycle and
-// then every 10 minutes, and its recovery says how long it failed.
+// cycle is logged when it starts failing (a warning: the next cycle usually
+// recovers), summarised as an error at the 3rd cycle and then every 10
+// minutes, and its recovery says how long it failed.
 func TestFailingSourceIsSummarised(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
@@ -47,12 +48,12 @@ func TestFailingSourceIsSummarised(t *testing.T) {
 		f.r.step(ctx)
 	}
 	lines := infoLines(f.logs.String())
-	// Failed, not ready (after 3 intervals of 10 s), summaries at the 10th
+	// Failed, not ready (after 3 intervals of 10 s), summaries at the 3rd
 	// cycle and 10 minutes later; the next would be due at 20 minutes.
 	want := []string{
-		`level=ERROR msg="cycle failed" backend=be result=source_error err="fetch loads: dial tcp 10.0.0.9:40000: i/o timeout after 800ms"`,
-		`level=ERROR msg="still failing" backend=be result=source_error err="fetch loads: dial tcp 10.0.0.9:40009: i/o timeout after 802ms" failing_cycles=10`,
-		`level=ERROR msg="still failing" backend=be result=source_error err="fetch loads: dial tcp 10.0.0.9:40609: i/o timeout after 800ms" failing_cycles=610`,
+		`level=WARN msg="cycle failed" backend=be result=source_error err="fetch loads: dial tcp 10.0.0.9:40000: i/o timeout after 800ms"`,
+		`level=ERROR msg="still failing" backend=be result=source_error err="fetch loads: dial tcp 10.0.0.9:40002: i/o timeout after 802ms" failing_cycles=3`,
+		`level=ERROR msg="still failing" backend=be result=source_error err="fetch loads: dial tcp 10.0.0.9:40602: i/o timeout after 800ms" failing_cycles=603`,
 	}
 	var got []string
 	for _, l := range lines {
@@ -210,19 +211,24 @@ func TestFastStartingIsNotLoggedAsAFailure(t *testing.T) {
 
 // A calibrating source that has given no point yet (a Prometheus that has
 // not scraped the servers when the daemon starts) is waited for, said once
-// at info, and its first data says the calibration starts: not "failing"
-// and "back", which would say something broke.
+// at info, and its data, once the calibration knows the series' step, says
+// the calibration starts: not "failing" and "back", which would say
+// something broke.
 func TestCalibrationWaitingForTheSourceIsSaidOnce(t *testing.T) {
 	var out strings.Builder
 	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, nil)), ready: true, fastKnown: true}
 	now := time.Unix(1_800_000_000, 0)
-	live := func(age time.Duration, err string) *weighter.Signal {
+	live := func(age time.Duration, err string, step time.Duration) *weighter.Signal {
 		return &weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true,
-			ExternalFetched: true, ExternalAge: age, ExternalError: err}
+			ExternalFetched: true, ExternalAge: age, ExternalError: err, Window: step}
 	}
-	for _, sig := range []*weighter.Signal{live(-1, "prometheus: no data"), live(-1, "prometheus: no data"),
-		live(-1, ""), live(15*time.Second, ""), live(15*time.Second, "")} {
+	for i, sig := range []*weighter.Signal{live(-1, "prometheus: no data", 0), live(-1, "prometheus: no data", 0),
+		live(-1, "", 0), live(15*time.Second, "", 0), live(15*time.Second, "", 15*time.Second), live(15*time.Second, "", 15*time.Second)} {
 		l.cycle(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Plan: weighter.Plan{Time: now}, Signal: sig}, now, true)
+		if i == 3 && strings.Contains(out.String(), "calibration starts") {
+			// One point: the series' step, and so the calibration, is not known yet.
+			t.Errorf("calibration said to start before the step is known:\n%s", out.String())
+		}
 	}
 	lines := infoLines(out.String())
 	if len(lines) != 2 ||
@@ -467,4 +473,31 @@ func TestResetSettleSaidOnce(t *testing.T) {
 	require.Len(t, lines, 2, out.String())
 	assert.Contains(t, lines[0], `msg="HAProxy reset every weight to the configuration's (restarted or reloaded): they are kept while the clients reconnect, then weighted again from them" reset=true`)
 	assert.Contains(t, lines[1], `msg="clients reconnected after the reset: weighting again" settled_after=8s written=2 servers=2 largest="s1 1→200"`)
+}
+
+// TestOneFailedCycleIsAWarning: a cycle that fails once and recovers at the
+// next (a socket dial that timed out on a loaded host at start) is a
+// warning and an info line, never an error; a third failing cycle in a row is.
+func TestOneFailedCycleIsAWarning(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.r.step(ctx)
+	f.logs.Reset()
+	for range 3 { // fail once, recover: three times over
+		f.src.setErr(errors.New("dial unix /run/haproxy/admin.sock: i/o timeout"))
+		f.clock.Advance(time.Second)
+		f.r.step(ctx)
+		f.src.setErr(nil)
+		f.clock.Advance(time.Second)
+		f.r.step(ctx)
+	}
+	assert.NotContains(t, f.logs.String(), "level=ERROR", "one failed cycle at a time is not an error")
+	assert.Equal(t, 3, strings.Count(f.logs.String(), `level=WARN msg="cycle failed"`), f.logs.String())
+
+	f.src.setErr(errors.New("connection refused"))
+	for range 3 {
+		f.clock.Advance(time.Second)
+		f.r.step(ctx)
+	}
+	assert.Equal(t, 1, strings.Count(f.logs.String(), `level=ERROR msg="still failing"`), f.logs.String())
 }
