@@ -66,6 +66,9 @@ type Daemon struct {
 	listen   func(network, addr string) (net.Listener, error)
 	webRetry time.Duration
 
+	// shared finds server addresses two kernel-read backends share (sharedaddr.go).
+	shared *sharedAddresses
+
 	mu    sync.Mutex
 	group *group // the runners of the configuration in force
 }
@@ -87,7 +90,7 @@ func New(cfg *config.Config, o Options) *Daemon {
 	d := &Daemon{cfg: cfg, reload: o.Reload, log: o.Log, notifier: o.Notifier, clock: o.Clock,
 		reg: o.Registry, metrics: metrics.New(o.Registry), grace: 5 * time.Second,
 		startWeights: newStartWeights(o.Log), peers: peers.New(metrics.NewPeers(o.Registry), o.Log), zeroes: &ownzero.Record{},
-		listen: net.Listen, webRetry: time.Second}
+		listen: net.Listen, webRetry: time.Second, shared: newSharedAddresses()}
 	d.metrics.WatchSockets(d.socketStates)
 	d.metrics.WatchAddresses(d.addressStates)
 	return d

@@ -94,6 +94,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		r := newRunner(u, t, d.clock, d.metrics, d.log)
 		d.startDryRun(r, prev)
 		r.after = d.updateReady
+		r.shared = d.shared
 		if prev != nil {
 			r.inherit(prev.runner(u.Backend.Name))
 			r.inheritSchedule(prev.runner(u.Backend.Name))
@@ -101,6 +102,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		}
 		g.runners = append(g.runners, r)
 	}
+	d.shared.retain(units)
 	d.mu.Lock()
 	d.group = g
 	d.mu.Unlock()

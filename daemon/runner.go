@@ -38,10 +38,11 @@ type runner struct {
 	clock   Clock
 	metrics *metrics.Metrics
 	log     *slog.Logger
-	rand    func() float64 // in [0, 1)
-	after   func()         // called after each cycle (readiness)
-	done    chan struct{}  // closed when the runner's goroutine ends
-	said    startSaid      // what the runner a reload replaced had said (run.go)
+	rand    func() float64   // in [0, 1)
+	after   func()           // called after each cycle (readiness)
+	shared  *sharedAddresses // told each cycle's servers (nil: not told)
+	done    chan struct{}    // closed when the runner's goroutine ends
+	said    startSaid        // what the runner a reload replaced had said (run.go)
 
 	mu       sync.Mutex
 	started  time.Time
@@ -186,6 +187,7 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	if r.after != nil {
 		r.after()
 	}
+	r.shared.note(r.log, r.unit, c)
 	return c
 }
 
