@@ -52,7 +52,7 @@ demo: build
 
 # bench-balance: the README quick start's weighter against leastconn alone and an oracle,
 # with real HAProxy and Prometheus (3 seeds × 5 min, ~16 min; not part of make test).
-# BENCH_ARGS="-scenario long-lived-burst -seeds 1,2,3,4": the production world (issue 24; hour-long
+# BENCH_ARGS="-scenario long-lived-burst -seeds 1,2,3,4": the production world (hour-long
 # clients from their own addresses, three heavy ones at 180 s; leastconn, the quick start, the
 # quick start + shed, oracle; ~7 min a seed). Prints the figures and writes them to
 # bin/bench-balance.txt; see docs/bench-balance.md.

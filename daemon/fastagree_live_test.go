@@ -22,7 +22,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// The fast signal's two readers measured against the truth (issue 23):
+// The fast signal's two readers measured against the truth (the kernel reader's acceptance):
 // the kernel's socket table and `show sess all`, built as newHAProxyFast
 // builds them, read every 2 s side by side on one real HAProxy 2.6 (`mode
 // tcp`, `balance leastconn`, health checks on) while clients of known,

@@ -18,7 +18,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
 
-// The credentials of the echo test, as issue 21 found them leaking: the
+// The credentials of the echo test, as a review found them leaking: the
 // password, the Basic token net/http sends of user:secret, and that token
 // as a URL quotes it.
 var echoSecrets = []string{"secret", "dXNlcjpzZWNyZXQ=", "dXNlcjpzZWNyZXQ%3D"}

@@ -14,7 +14,7 @@ import (
 )
 
 // luaSocketTask is a Lua task holding a core.tcp() connection to %s:%d and
-// sending on it every 100 ms, as issue 21 found it: its stream is listed by
+// sending on it every 100 ms, as a review found it: its stream is listed by
 // `show sess all` with frontend LUA-SOCKET and server "(null)". It connects
 // again if the connection fails (the first connect can come before the
 // process accepts connections).
@@ -74,7 +74,7 @@ backend be_app
 	return h, c
 }
 
-// TestSessionsWithLuaSocketStream is issue 21's first bug on HAProxy 2.6:
+// TestSessionsWithLuaSocketStream is the first bug a review found on HAProxy 2.6:
 // a Lua task's core.tcp() stream (frontend LUA-SOCKET, server "(null)") made
 // the reader refuse the whole dump ("invalid server name \"(null)\""), so
 // every backend lost its local signal and shedding for as long as the

@@ -86,7 +86,7 @@ func FuzzController(f *testing.F) {
 	f.Add([]byte{}, []byte{}, uint16(0))
 	f.Add(floatBytes(10, 20, 40, 0, 150, math.NaN(), -1), []byte{0, 1, 1, 1, 7, 1, 128, 1, 1, 16, 1, 2}, uint16(8|4))
 	f.Add(floatBytes(1, 2, 3, 4, 5, 6, 7, 8), []byte{1, 0, 1, 0, 1, 0, 0, 0}, uint16(2|16|64))
-	// issue 21: every weight 256, one server without data, one much lighter:
+	// found by a review: every weight 256, one server without data, one much lighter:
 	// the held server was rescaled by x0.705 and another moved 256 → 91
 	f.Add(floatBytes(900, 50, 1000, math.NaN()), []byte{0, 1, 0, 1, 0, 1, 0, 1}, uint16(1))
 	// from HAProxy's default weight 1, a point of 1e308 and one of -1

@@ -15,7 +15,7 @@ import (
 )
 
 // TestPropertyMaxStepOverCycles drives backends through RunCycle, as the
-// daemon does, for 10,000 cycles per policy, with the data the issue 21 run
+// daemon does, for 10,000 cycles per policy, with the data the review's run
 // had: loads 1..1000, about 5 % of points NaN, -1, 0, 1e308 or the server's
 // series missing altogether; weights carried from cycle to cycle by an
 // HAProxy model (integers, from its default weight 1 at start), servers set
@@ -77,7 +77,7 @@ type maxStepStats struct {
 	rounded   int // servers whose share on the written integers moved further than max_step: rounding
 	// weightMoves counts the written weights that moved by more than
 	// max_step on the scale where the largest weight before the cycle is
-	// max_weight (the rule as the README worded it before issue 21), and
+	// max_weight (the rule as the README once worded it), and
 	// worstWeight is the largest such factor: for the record, not asserted.
 	weightMoves int
 	worstWeight float64

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestPlanMaxStepBoundsShareWithHeldServer is the shape of issue 21's case:
+// TestPlanMaxStepBoundsShareWithHeldServer is the shape of the case a review found:
 // every weight 256, one server (s4) without data, one (s1) much lighter than
 // the rest. max_step bounds shares, not integers: s1's share doubles (1/4 →
 // 1/2), s2's and s3's halve (1/4 → 1/8), s4's stays 1/4; the backend is then

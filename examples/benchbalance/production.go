@@ -19,7 +19,7 @@ import (
 // The scenarios (-scenario).
 const (
 	scenarioLab     = "lab"              // 240 clients of 20 s, control / weighted / oracle (the first bench)
-	scenarioBurst   = "long-lived-burst" // issue 24's production bench: hour-long clients, three heavy ones at 180 s
+	scenarioBurst   = "long-lived-burst" // the production world's bench: hour-long clients, three heavy ones at 180 s
 	scenarioDrift   = "drift"            // hour-long clients, 30 % of them ×10 or ÷10 once during the run
 	scenarioMany    = "many"             // hour-long clients, as many as the open-file limit allows, on 16 servers
 	scenarioRestart = "restart"          // hour-long clients; every HAProxy restarts at 180 s and its clients reconnect within 5 s

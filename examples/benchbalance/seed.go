@@ -115,7 +115,7 @@ func runSeed(ctx context.Context, o options, qs quickStart, seed uint64, dir str
 		err = l.writeTrace(res.Snaps, prod)
 	}
 	if w := l.firstWeighted(); err == nil && prod == nil && w != nil {
-		// The lab's note says which fast signal the weighter read (issue 23).
+		// The lab's note says which fast signal the weighter read.
 		if m, merr := scrapeWeighter(ctx, w.listen); merr == nil {
 			res.Reader = m.reader
 		}

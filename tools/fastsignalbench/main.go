@@ -1,5 +1,5 @@
 // Command fastsignalbench measures what each way of reading the fast signal costs HAProxy and
-// the daemon (issue 23's goals, docs/benchmarks.md "Fast signal: what each read costs HAProxy"):
+// the daemon (the kernel reader's goals, docs/benchmarks.md "Fast signal: what each read costs HAProxy"):
 //
 //	go run ./tools/fastsignalbench [-conns 1000,5000,10000] [-duration 60s] [-interval 2s] \
 //	    [-method none,kernel,sess,stat] [-rounds 3] [-out bin/bench-fastsignal.md]
