@@ -9,17 +9,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-func init() {
+func newCalcCmd() *cobra.Command {
 	p := weighter.DefaultPolicy()
 	c := &cobra.Command{
 		Use:   "calc [flags] -- LOAD...",
 		Short: "Print the weights a weighting function gives to the loads (no I/O)",
 		Example: "  haproxy-weighter calc --function limited-proportions --limiting-factor 4 --aggressiveness 1 -- 10 20 40 0\n" +
 			"  112 56 28 256",
-		Args: usageArgs(cobra.MinimumNArgs(1)),
+		Args: cli.Args(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := p.Validate(); err != nil {
 				return policyFlagsError(cmd.Flags(), err)
@@ -41,7 +42,7 @@ func init() {
 	f.Float64Var(&p.LimitingFactor, "limiting-factor", p.LimitingFactor, "no server counts as lighter than mean/limiting-factor (> 1)")
 	f.Float64Var(&p.Aggressiveness, "aggressiveness", p.Aggressiveness, "exponent of the load ratio (> 0)")
 	f.IntVar(&p.MaxWeight, "max-weight", p.MaxWeight, "weight of the lightest server (1..256)")
-	rootCmd.AddCommand(c)
+	return c
 }
 
 // parseLoads reads finite, non-negative numbers; anything else names its position.

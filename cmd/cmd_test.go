@@ -7,15 +7,13 @@ import (
 	"testing"
 )
 
-// execute runs the root command with args and returns stdout, stderr and the error.
+// execute runs a fresh command tree on args and returns stdout, stderr and the error.
 func execute(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errb)
-	rootCmd.SetArgs(args)
-	defer rootCmd.SetArgs(nil)
-	err := rootCmd.Execute()
+	root := NewRoot(&out, &errb)
+	root.SetArgs(args)
+	err := root.Execute()
 	return out.String(), errb.String(), err
 }
 
@@ -68,7 +66,6 @@ func TestValidateExamples(t *testing.T) {
 	if err != nil || !strings.Contains(out, ": ok (") {
 		t.Errorf("--config %s: %v %s", files[0], err, out)
 	}
-	execute(t, "validate", "--config", "") // cobra keeps flag values between runs
 }
 
 func TestValidateSaysWhere(t *testing.T) {

@@ -6,30 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// resetFlags puts every flag of a subcommand back to its default, now and
-// after the test: cobra keeps flag values between runs of rootCmd.
-func resetFlags(t *testing.T, command string) {
-	t.Helper()
-	c, _, err := rootCmd.Find([]string{command})
-	require.NoError(t, err)
-	reset := func() {
-		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if sv, ok := f.Value.(pflag.SliceValue); ok {
-				_ = sv.Replace(nil)
-			} else {
-				_ = f.Value.Set(f.DefValue)
-			}
-			f.Changed = false
-		})
-	}
-	reset()
-	t.Cleanup(reset)
-}
 
 // A FIFO given as the configuration hung validate and run in open until
 // something wrote to it. It is refused at once, as is any non-regular file.
@@ -41,7 +20,6 @@ func TestConfigFIFORefused(t *testing.T) {
 		{"run", "--config", fifo},
 		{"once", "--config", fifo},
 	} {
-		resetFlags(t, args[0])
 		done := make(chan error, 1)
 		go func() {
 			_, _, err := execute(t, args...)

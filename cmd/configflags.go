@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -89,11 +89,11 @@ func (cf *configFlags) load() (*config.Config, error) {
 	if !fs.Changed("interval") {
 		cf.f.Interval = 0
 	} else if cf.f.Interval <= 0 { // FromFlags takes 0 as "not given"
-		return nil, usageError{fmt.Errorf("--interval: must be positive, got %s", cf.f.Interval)}
+		return nil, cli.Usage(fmt.Errorf("--interval: must be positive, got %s", cf.f.Interval))
 	}
 	if cf.path == "" {
 		if cf.f.Backend == "" {
-			return nil, usageError{fmt.Errorf("give --config FILE, or --backend and a source (%s)", config.SourceChoice())}
+			return nil, cli.Usage(fmt.Errorf("give --config FILE, or --backend and a source (%s)", config.SourceChoice()))
 		}
 		if !fs.Changed("socket") {
 			cf.f.Socket = ""
@@ -102,7 +102,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 		// error (exit 2), and FromFlags words it by flag.
 		cfg, err := config.FromFlags(cf.f)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, cli.Usage(err)
 		}
 		cf.haproxyConfig.apply(cfg)
 		return cfg, nil
@@ -112,7 +112,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 		backendFlags = append(backendFlags, name)
 	}
 	if anyChanged(fs.Changed, backendFlags...) {
-		return nil, usageError{errors.New("--config and backend flags (--backend, --socket, --query, ...) cannot be mixed")}
+		return nil, cli.Usage(errors.New("--config and backend flags (--backend, --socket, --query, ...) cannot be mixed"))
 	}
 	cfg, err := config.Load(cf.path)
 	if err != nil {
@@ -126,7 +126,7 @@ func (cf *configFlags) load() (*config.Config, error) {
 	}
 	// Load has validated the file: what fails now is --interval or --listen.
 	if err := cfg.Validate(); err != nil {
-		return nil, usageError{config.FlagsError(err)}
+		return nil, cli.Usage(config.FlagsError(err))
 	}
 	cf.haproxyConfig.apply(cfg)
 	return cfg, nil
@@ -167,7 +167,7 @@ func anyChanged(changed func(string) bool, names ...string) bool {
 }
 
 // policyFlagsError rewrites the problems of a policy made from calc's flags
-// in terms of the flags (cliflags.PolicyError), as a usage error (exit 2).
+// in terms of the flags (cli.PolicyError), as a usage error (exit 2).
 func policyFlagsError(fs *pflag.FlagSet, err error) error {
-	return usageError{cliflags.PolicyError(fs, err)}
+	return cli.Usage(cli.PolicyError(fs, err))
 }

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 )
@@ -26,21 +25,12 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{[]string{"calc", "--", "x"}, 1, ""},                      // a bad value, not a bad command line
 		{[]string{"validate", "/nonexistent/config.yaml"}, 1, ""}, // a failure
 		{[]string{"calc", "--", "1"}, 0, ""},
-		{[]string{"validate", "a.yml", "--config", "b.yml"}, 2, "for usage."}, // last: cobra keeps --config for later runs
+		{[]string{"validate", "a.yml", "--config", "b.yml"}, 2, "for usage."},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
-			rootCmd.SetOut(&out)
-			rootCmd.SetErr(&errb)
-			rootCmd.SetArgs(tt.args)
-			t.Cleanup(func() {
-				rootCmd.SetOut(os.Stdout)
-				rootCmd.SetErr(os.Stderr)
-				rootCmd.SetArgs(nil)
-				logLevel, logFormat = "info", "text" // flag values outlive a run
-			})
-			if code := Execute(); code != tt.code {
+			if code := executeArgs(tt.args, &out, &errb); code != tt.code {
 				t.Errorf("exit %d, want %d (stderr %q)", code, tt.code, errb.String())
 			}
 			if tt.hint != "" && !strings.Contains(errb.String(), tt.hint) {
@@ -48,6 +38,4 @@ func TestUsageErrorsExit2(t *testing.T) {
 			}
 		})
 	}
-	execute(t, "validate", "--config", "") // cobra keeps flag values between runs
-	execute(t, "once", "-o", "table")
 }

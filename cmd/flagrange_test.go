@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"bytes"
-	"os"
 	"strings"
 	"testing"
 )
@@ -41,17 +40,8 @@ func TestFlagRangeErrorsAreUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			resetFlags(t, tt.args[0])
 			var out, errb bytes.Buffer
-			rootCmd.SetOut(&out)
-			rootCmd.SetErr(&errb)
-			rootCmd.SetArgs(tt.args)
-			t.Cleanup(func() {
-				rootCmd.SetOut(os.Stdout)
-				rootCmd.SetErr(os.Stderr)
-				rootCmd.SetArgs(nil)
-			})
-			code := Execute()
+			code := executeArgs(tt.args, &out, &errb)
 			if code != 2 {
 				t.Errorf("exit %d, want 2", code)
 			}

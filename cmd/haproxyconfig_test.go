@@ -12,18 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// resetFlag undoes a flag given to the shared root command by one test.
-func resetFlag(t *testing.T, command, flag string) {
-	t.Helper()
-	c, _, err := rootCmd.Find([]string{command})
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		f := c.Flags().Lookup(flag)
-		_ = f.Value.Set(f.DefValue)
-		f.Changed = false
-	})
-}
-
 // validate prints the warnings about HAProxy's configuration that run
 // logs, in the same words, and exits 0; a file it cannot read is an error
 // naming it. --haproxy-config overrides the key.
@@ -58,7 +46,6 @@ backend be
 	assert.Equal(t, path+": ok (1 backends)\n", stdout)
 	assert.Equal(t, want, stderr)
 
-	resetFlag(t, "validate", "haproxy-config")
 	missing := filepath.Join(dir, "missing.cfg")
 	_, _, err = execute(t, "validate", path, "--haproxy-config", missing)
 	require.Error(t, err)

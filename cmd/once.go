@@ -13,26 +13,27 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-func init() {
+func newOnceCmd(logging *cli.Logging) *cobra.Command {
 	var apply bool
 	var output string
 	c := &cobra.Command{
 		Use:   "once",
 		Short: "Run one cycle and print the plan (dry run unless --apply)",
-		Args:  usageArgs(cobra.NoArgs),
+		Args:  cli.Args(cobra.NoArgs),
 	}
 	cf := addConfigFlags(c, false)
 	c.Flags().BoolVar(&apply, "apply", false, "write the new weights (default: only print them)")
 	c.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
 		if output != "table" && output != "json" {
-			return usageError{fmt.Errorf("--output: %q is not table or json", output)}
+			return cli.Usage(fmt.Errorf("--output: %q is not table or json", output))
 		}
-		log, err := newLogger(cmd.ErrOrStderr())
+		log, err := logging.Logger(cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
@@ -54,7 +55,7 @@ func init() {
 		}
 		return errors.Join(err, cyclesError(cycles))
 	}
-	rootCmd.AddCommand(c)
+	return c
 }
 
 // cyclesError is non-nil when a source or target could not be read or written.

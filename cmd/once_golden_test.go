@@ -86,17 +86,8 @@ func TestOnceGolden(t *testing.T) {
 		{"once-json.golden", "json"},
 	} {
 		t.Run(tt.output, func(t *testing.T) {
-			resetFlags(t, "once")
 			var out, errb bytes.Buffer
-			rootCmd.SetOut(&out)
-			rootCmd.SetErr(&errb)
-			rootCmd.SetArgs([]string{"once", "--config", config, "--output", tt.output})
-			t.Cleanup(func() {
-				rootCmd.SetOut(os.Stdout)
-				rootCmd.SetErr(os.Stderr)
-				rootCmd.SetArgs(nil)
-			})
-			require.Equal(t, 0, Execute(), "stderr:\n%s", errb.String())
+			require.Equal(t, 0, executeArgs([]string{"once", "--config", config, "--output", tt.output}, &out, &errb), "stderr:\n%s", errb.String())
 			got := timeField.ReplaceAllString(out.String(), `"time": "<time>"`)
 			path := filepath.Join("testdata", tt.golden)
 			if *update {

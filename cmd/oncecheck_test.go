@@ -55,15 +55,8 @@ backend be_first
 			if apply {
 				args = append(args, "--apply")
 			}
-			resetFlags(t, "once")
 			var out, errb bytes.Buffer
-			rootCmd.SetOut(&out)
-			rootCmd.SetErr(&errb)
-			rootCmd.SetArgs(args)
-			code := Execute()
-			rootCmd.SetOut(os.Stdout)
-			rootCmd.SetErr(os.Stderr)
-			rootCmd.SetArgs(nil)
+			code := executeArgs(args, &out, &errb)
 			name := fmt.Sprintf("%s apply=%v", backend, apply)
 			if want == "" {
 				assert.Equal(t, 0, code, "%s: stderr %s", name, errb.String())

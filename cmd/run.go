@@ -7,11 +7,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
 )
 
-func init() {
+func newRunCmd(logging *cli.Logging) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run",
 		Short: "Run the daemon: weight every configured backend every interval",
@@ -19,7 +20,7 @@ func init() {
 			"  haproxy-weighter run --socket /run/haproxy/admin.sock --backend be_ingest --prometheus-url http://127.0.0.1:9090 \\\n" +
 			"    --query 'rate(datapoints_received_total[1m])' --server-label server\n" +
 			"  haproxy-weighter run --config /etc/haproxy-weighter/config.yaml --dry-run   # shadow mode: plans, writes nothing",
-		Args: usageArgs(cobra.NoArgs),
+		Args: cli.Args(cobra.NoArgs),
 	}
 	cf := addConfigFlags(c, true)
 	var dryRun bool
@@ -41,7 +42,7 @@ func init() {
 		return cfg, err
 	}
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
-		log, err := newLogger(cmd.ErrOrStderr())
+		log, err := logging.Logger(cmd.ErrOrStderr())
 		if err != nil {
 			return err
 		}
@@ -66,5 +67,5 @@ func init() {
 		d := daemon.New(cfg, daemon.Options{Log: log, Reload: reload})
 		return d.Run(ctx, hup)
 	}
-	rootCmd.AddCommand(c)
+	return c
 }

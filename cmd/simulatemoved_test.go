@@ -2,7 +2,7 @@ package cmd
 
 import (
 	"bytes"
-	"os"
+	"io"
 	"testing"
 )
 
@@ -23,13 +23,7 @@ func TestSimulateMoved(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
-		rootCmd.SetOut(&out)
-		rootCmd.SetErr(&errb)
-		rootCmd.SetArgs(tt.args)
-		code := Execute()
-		rootCmd.SetOut(os.Stdout)
-		rootCmd.SetErr(os.Stderr)
-		rootCmd.SetArgs(nil)
+		code := executeArgs(tt.args, &out, &errb)
 		if code != 2 {
 			t.Errorf("%q: exit %d, want 2", tt.args, code)
 		}
@@ -40,10 +34,7 @@ func TestSimulateMoved(t *testing.T) {
 	}
 	// The daemon's help does not offer it.
 	var out bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetArgs([]string{"--help"})
-	t.Cleanup(func() { rootCmd.SetOut(os.Stdout); rootCmd.SetArgs(nil) })
-	if code := Execute(); code != 0 || bytes.Contains(out.Bytes(), []byte("simulate")) {
+	if code := executeArgs([]string{"--help"}, &out, io.Discard); code != 0 || bytes.Contains(out.Bytes(), []byte("simulate")) {
 		t.Errorf("help (exit %d) lists simulate:\n%s", code, out.String())
 	}
 }

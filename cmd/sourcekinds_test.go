@@ -107,7 +107,7 @@ func TestEverySourceKindWorksEverywhere(t *testing.T) {
 // source on the command line.
 func TestSourceFlagsAreRunsAndOnces(t *testing.T) {
 	for _, name := range []string{"run", "once"} {
-		c, _, err := rootCmd.Find([]string{name})
+		c, _, err := NewRoot(io.Discard, io.Discard).Find([]string{name})
 		require.NoError(t, err)
 		for _, f := range config.SourceFlags() {
 			if fl := c.Flags().Lookup(f.Name); assert.NotNil(t, fl, "%s --%s", name, f.Name) {

@@ -6,12 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
 )
 
-func init() {
+func newValidateCmd() *cobra.Command {
 	var flagPath string
 	var haproxyConfig *haproxyConfigFlag
 	c := &cobra.Command{
@@ -27,16 +28,16 @@ With haproxy.config_file (or --haproxy-config), it reads HAProxy's configuration
 and prints, one "file:line: warning:" line each, what in it keeps the backends from being
 weighted (the warnings run logs at start); warnings do not change the exit code,
 a file that cannot be read does.`,
-		Args: usageArgs(cobra.MaximumNArgs(1)),
+		Args: cli.Args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := flagPath
 			switch {
 			case len(args) == 1 && path != "":
-				return usageError{errors.New("give the file either as an argument or with --config, not both")}
+				return cli.Usage(errors.New("give the file either as an argument or with --config, not both"))
 			case len(args) == 1:
 				path = args[0]
 			case path == "":
-				return usageError{errors.New("no configuration file: validate FILE or validate --config FILE")}
+				return cli.Usage(errors.New("no configuration file: validate FILE or validate --config FILE"))
 			}
 			cfg, err := config.Load(path)
 			if err != nil {
@@ -62,7 +63,7 @@ a file that cannot be read does.`,
 	}
 	c.Flags().StringVarP(&flagPath, "config", "c", "", "configuration file (same as the argument)")
 	haproxyConfig = addHAProxyConfigFlag(c)
-	rootCmd.AddCommand(c)
+	return c
 }
 
 // buildSources makes the sources as run does, without contacting them, so

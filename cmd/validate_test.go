@@ -37,8 +37,8 @@ func TestValidateRefusesUnsendableNames(t *testing.T) {
 	}
 	_, _, err := execute(t, "validate", path)
 	want := "invalid configuration:\n" +
-		path + `:7: backends[0] (be): source: prometheus: server_map: node-1: server name "s1;shutdown sessions server be/s2": character ';' is not allowed in HAProxy names (letters, digits, '.', ':', '_', '-')` + "\n" +
-		path + `:8: backends[1] ("be 2"): name: character ' ' is not allowed in HAProxy names (letters, digits, '.', ':', '_', '-')`
+		path + `:7: backends[0] (be): source: prometheus: server_map: node-1: server name: character ';' is not allowed in HAProxy names (letters, digits, '.', ':', '_', '-')` + "\n" +
+		path + `:8: backends[1]: name: character ' ' is not allowed in HAProxy names (letters, digits, '.', ':', '_', '-')`
 	if err == nil || err.Error() != want {
 		t.Errorf("got\n%v\nwant\n%s", err, want)
 	}
@@ -130,7 +130,6 @@ func TestRunRefusesABadWebConfig(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("tls_server_config: {cert_file: missing.crt, key_file: missing.key}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	resetFlags(t, "run")
 	_, _, err := execute(t, "run", "--config", path, "--web.config.file", bad)
 	if err == nil || !strings.Contains(err.Error(), "web config file "+bad+": ") || !strings.Contains(err.Error(), "missing.crt") {
 		t.Fatalf("got %v", err)

@@ -201,7 +201,7 @@ end`)
 // debPageCommands is the tree the binary runs: its commands (cobra adds completion when the
 // binary runs) less help and hidden ones.
 func debPageCommands() []*cobra.Command {
-	root := cmd.Root()
+	root := cmd.NewRoot(os.Stdout, os.Stderr)
 	root.InitDefaultCompletionCmd()
 	var walk func(c *cobra.Command) []*cobra.Command
 	walk = func(c *cobra.Command) []*cobra.Command {

@@ -5,16 +5,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -24,20 +22,7 @@ func main() { os.Exit(execute(newRootCmd(os.Stdout, os.Stderr), os.Args[1:])) }
 
 // execute runs the command line and returns the process exit code: 0, 1 when
 // the simulation failed, 2 when the command line itself is wrong.
-func execute(root *cobra.Command, args []string) int {
-	root.SetArgs(args)
-	c, err := root.ExecuteC()
-	if err == nil {
-		return 0
-	}
-	root.PrintErrln("error:", err)
-	var ue usageError
-	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command ") {
-		root.PrintErrf("Run '%s --help' for usage.\n", c.CommandPath())
-		return 2
-	}
-	return 1
-}
+func execute(root *cobra.Command, args []string) int { return cli.Execute(root, args, nil) }
 
 // newRootCmd builds the command line afresh (cobra keeps flag values in the command).
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -60,48 +45,14 @@ rates drifting, 20,000 connections): --world all, at --seeds seeds (2: under a m
 or any flag that shapes the scenario (--duration, --seed, --servers, ...) or adds a custom row
 (--function, ...) runs that one scenario alone. Flags override the scenario file. --world,
 --fresh, --shed and --sweep run other comparisons instead.`,
-		Version:       fmt.Sprintf("%s (%s)", version, runtime.Version()),
-		Args:          usageArgs(cobra.NoArgs),
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE:          func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
+		Version: fmt.Sprintf("%s (%s)", version, runtime.Version()),
+		Args:    cli.Args(cobra.NoArgs),
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runSimulate(cmd, f) },
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// The daemon's logging flags, accepted and checked as `haproxy-weighter simulate`
+	// did, and hidden: the simulator logs nothing.
+	cli.SetupRoot(root, stdout, stderr, true)
 	root.SetVersionTemplate("haproxy-weighter-sim {{.Version}}\n")
 	addSimulateFlags(root.Flags(), f)
-	// The daemon's logging flags, accepted and checked as `haproxy-weighter simulate`
-	// did; the simulator logs nothing.
-	var logLevel, logFormat string
-	pf := root.PersistentFlags()
-	pf.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	pf.StringVar(&logFormat, "log-format", "text", "log format: text or json")
-	_ = pf.MarkHidden("log-level")
-	_ = pf.MarkHidden("log-format")
-	root.PreRunE = func(*cobra.Command, []string) error {
-		if _, err := cliflags.NewLogger(io.Discard, logLevel, logFormat); err != nil {
-			return usageError{err}
-		}
-		return nil
-	}
 	return root
-}
-
-// usageError is a wrong command line (unknown flag, wrong arguments, a flag value
-// out of range), which a script must be able to tell from a failed run (exit 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-
-func (e usageError) Unwrap() error { return e.err }
-
-// usageArgs marks the errors of an argument check as usage errors.
-func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
-	return func(c *cobra.Command, args []string) error {
-		if err := check(c, args); err != nil {
-			return usageError{err}
-		}
-		return nil
-	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 )
 
@@ -35,7 +36,7 @@ func applyShedFlags(fl *pflag.FlagSet, f *simulateFlags, pipelines []sim.Pipelin
 		return nil
 	}
 	if err := f.shedPolicy.Validate(); err != nil {
-		return usageError{fmt.Errorf("shed factors: %w", err)}
+		return cli.Usage(fmt.Errorf("shed factors: %w", err))
 	}
 	for i := range pipelines {
 		if pipelines[i].Shed != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cliflags"
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/readlimit"
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -81,7 +81,7 @@ func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
 func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
 	if f.output != "table" && f.output != "json" {
-		return usageError{fmt.Errorf("unknown --output %q (want table or json)", f.output)}
+		return cli.Usage(fmt.Errorf("unknown --output %q (want table or json)", f.output))
 	}
 	if f.world != "" && !f.fresh {
 		return runWorld(cmd, f)
@@ -192,15 +192,15 @@ func externalFromFlags(f *simulateFlags) (*sim.External, error) {
 	}
 	e, err := sim.ExternalNamed(f.external)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--external: %w", err)}
+		return nil, cli.Usage(fmt.Errorf("--external: %w", err))
 	}
 	return &e, nil
 }
 
 // policyFlagsError rewrites the problems of a policy made from the flags in
-// terms of the flags (cliflags.PolicyError), as a usage error (exit 2).
+// terms of the flags (cli.PolicyError), as a usage error (exit 2).
 func policyFlagsError(fs *pflag.FlagSet, err error) error {
-	return usageError{cliflags.PolicyError(fs, err)}
+	return cli.Usage(cli.PolicyError(fs, err))
 }
 
 // runFresh runs the fresh-data model, the shipped daemon starred
@@ -213,7 +213,7 @@ func runFresh(cmd *cobra.Command, f *simulateFlags) error {
 	}
 	pipelines, err := sim.SelectPipelines(list)
 	if err != nil {
-		return usageError{fmt.Errorf("--pipelines: %w", err)}
+		return cli.Usage(fmt.Errorf("--pipelines: %w", err))
 	}
 	pipelines = sim.StarShipped(pipelines)
 	if err := applyShedFlags(cmd.Flags(), f, pipelines); err != nil {
@@ -259,7 +259,7 @@ func freshScenarios(world string) ([]sim.Scenario, error) {
 	}
 	scenarios, err := sim.WorldScenarios(world)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--world: %w", err)}
+		return nil, cli.Usage(fmt.Errorf("--world: %w", err))
 	}
 	return scenarios, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/haproxy-weighter/haproxy-weighter/cmd/internal/cli"
 	"github.com/haproxy-weighter/haproxy-weighter/sim"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -46,7 +47,7 @@ func runWorld(cmd *cobra.Command, f *simulateFlags) error {
 func worldPlanFromFlags(fl *pflag.FlagSet, f *simulateFlags) (*worldPlan, error) {
 	defaults, err := sim.WorldScenarios(f.world)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--world: %w", err)}
+		return nil, cli.Usage(fmt.Errorf("--world: %w", err))
 	}
 	scenarios, err := scenariosOr(f, defaults)
 	if err != nil {
@@ -68,7 +69,7 @@ func worldPlanFromFlags(fl *pflag.FlagSet, f *simulateFlags) (*worldPlan, error)
 	if f.pipelines != "" {
 		more, err := sim.SelectWorldPipelines(f.pipelines)
 		if err != nil {
-			return nil, usageError{fmt.Errorf("--pipelines: %w", err)}
+			return nil, cli.Usage(fmt.Errorf("--pipelines: %w", err))
 		}
 		pipelines = append(pipelines, more...)
 	}

@@ -40,7 +40,7 @@ func main() {
 	}
 	date, err := sourceDate()
 	if err == nil {
-		err = generate(cmd.Root(), *out, *version, *extra, date)
+		err = generate(cmd.NewRoot(os.Stdout, os.Stderr), *out, *version, *extra, date)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)

@@ -69,7 +69,7 @@ func unroff(s string) string {
 // that each command has one, with its name, its usage and every flag it takes.
 func TestManPageForEveryCommand(t *testing.T) {
 	dir := t.TempDir()
-	root := cmd.Root()
+	root := cmd.NewRoot(os.Stdout, os.Stderr)
 	if err := generate(root, dir, "1.2.3", "../../packaging/haproxy-weighter.1.extra", testDate); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestGenerateIsReproducible(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dir := range []string{a, b} {
-		if err := generate(cmd.Root(), dir, "1.2.3", "", testDate); err != nil {
+		if err := generate(cmd.NewRoot(os.Stdout, os.Stderr), dir, "1.2.3", "", testDate); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,7 +198,7 @@ func TestGenerateIsReproducible(t *testing.T) {
 // into it (cobra's __complete), so they complete the flags the installed binary has.
 func TestCompletionScripts(t *testing.T) {
 	dir := t.TempDir()
-	if err := generate(cmd.Root(), dir, "1.2.3", "", testDate); err != nil {
+	if err := generate(cmd.NewRoot(os.Stdout, os.Stderr), dir, "1.2.3", "", testDate); err != nil {
 		t.Fatal(err)
 	}
 	for file, want := range map[string]string{
