@@ -156,6 +156,14 @@ func TestGraphiteIntegration(t *testing.T) {
 		}
 		assert.InDelta(t, 3550.0/12/10, sum/float64(len(loads["node-1"])), 1e-9, "scaled by 1/interval: the rate")
 	})
+	t.Run("aliasByNode outside scale, as the README's carbon target", func(t *testing.T) {
+		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
+			c.Target = "aliasByNode(scale(loadavg.*.load1, 2),1)"
+		})
+		loads, err := g.Fetch(ctx, nil)
+		require.NoError(t, err)
+		assertValues(t, map[string]float64{"node-1": 1, "node-2": 4.5}, loads)
+	})
 	t.Run("down", func(t *testing.T) {
 		g, logs := newGraphite(t, gr.URL, func(c *GraphiteConfig) { c.Target, c.Retries = "loadavg.*.load1", 1 })
 		gr.Stop(t)
