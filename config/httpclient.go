@@ -15,17 +15,25 @@ import (
 // "key: deprecated, ...".
 type deprecatedKeys interface{ Deprecated() []error }
 
-// deprecations lists the deprecated keys of every backend's source as
-// FieldErrors at their lines: warnings, which do not stop loading.
+// hinted is a source configuration that can tell a valid value that is
+// likely wrong (a Graphite target taking perSecond of carbon's own counts
+// per interval), each reported as "key: why".
+type hinted interface{ Hints() []error }
+
+// deprecations lists the deprecated keys of every backend's source, and
+// its hints, as FieldErrors at their lines: warnings, which do not stop loading.
 func deprecations(root *yaml.Node, cfg *Config) []*FieldError {
 	var out []*FieldError
 	for i := range cfg.Backends {
 		b := &cfg.Backends[i]
-		d, ok := b.Source.Config().(deprecatedKeys)
-		if !ok {
-			continue
+		var warnings []error
+		if d, ok := b.Source.Config().(deprecatedKeys); ok {
+			warnings = append(warnings, d.Deprecated()...)
 		}
-		for _, w := range d.Deprecated() {
+		if h, ok := b.Source.Config().(hinted); ok {
+			warnings = append(warnings, h.Hints()...)
+		}
+		for _, w := range warnings {
 			for _, p := range b.inBackend(i, keyed(fmt.Errorf("source: %s: %w", b.Source.Kind(), w), "source", b.Source.Kind())) {
 				p.Line = lineOf(root, p.keys)
 				out = append(out, p)

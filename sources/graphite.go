@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
@@ -109,6 +110,9 @@ type Graphite struct {
 	shown  string       // render URL as shown in errors and logs
 	red    *redactor
 	log    *slog.Logger
+	// counterCheck is set once the rates the target takes have been checked
+	// (checkCounters).
+	counterCheck atomic.Bool
 }
 
 // NewGraphite validates cfg and builds the source. log may be nil.
@@ -205,7 +209,7 @@ func (g *Graphite) newClient() *retryablehttp.Client {
 
 // Fetch renders the target and returns the series per server.
 func (g *Graphite) Fetch(ctx context.Context, _ []weighter.ServerState) (weighter.Loads, error) {
-	body, err := g.get(ctx)
+	body, err := g.get(ctx, g.render)
 	if err != nil {
 		return nil, err
 	}
@@ -224,11 +228,14 @@ func (g *Graphite) Fetch(ctx context.Context, _ []weighter.ServerState) (weighte
 		// or server_map from data that is all null.
 		return nil, g.fail(ErrNoData, fmt.Errorf("%d series, none with a server name and a valid point (first target %q)", len(raw), raw[0].name))
 	}
+	g.checkCounters(ctx)
 	return loads, nil
 }
 
-func (g *Graphite) get(ctx context.Context) ([]byte, error) {
-	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, g.render.String(), nil)
+// get renders u (g.render, or another target at the same window) and
+// returns the body of a 200 reply.
+func (g *Graphite) get(ctx context.Context, u *url.URL) ([]byte, error) {
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, g.fail(ErrUnreachable, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,13 +58,18 @@ func TestGraphiteIntegration(t *testing.T) {
 	})
 	gr.Write(t, "gappy.node-1.x", gappy...)
 	gr.Write(t, "tcp-service.node-x.datapoints.received", testPoints(now, 12, func(int) float64 { return 2 })...)
+	// A count per interval, as carbon's metricsReceived or statsd's
+	// stats_counts: about 30/s in 10 s steps, up and down around 300.
+	perInterval := []float64{300, 280, 310, 290, 305, 270, 300, 315, 295, 290, 310, 285}
+	gr.Write(t, "counts.node-1.requests", testPoints(now, len(perInterval), func(i int) float64 { return perInterval[i] })...)
 
 	t.Run("counter rates by node index, wildcard extra series kept", func(t *testing.T) {
-		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
+		g, logs := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
 			c.Target, c.ServerNode = "perSecond(tcp.*.datapoints.received)", intp(1)
 		})
 		loads, err := g.Fetch(ctx, nil)
 		require.NoError(t, err)
+		assert.NotContains(t, logs.String(), "not counters", "counters only go up")
 		nanFree(t, loads)
 		require.Len(t, loads, 3)
 		for s, ser := range loads {
@@ -120,6 +126,43 @@ func TestGraphiteIntegration(t *testing.T) {
 		_, err := g.Fetch(ctx, nil)
 		require.ErrorIs(t, err, ErrQuery)
 		assert.Contains(t, err.Error(), "unknown function: nosuchfunction")
+	})
+	t.Run("perSecond of a count per interval is said, once", func(t *testing.T) {
+		g, logs := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
+			c.Target, c.ServerNode = "perSecond(counts.*.requests)", intp(1)
+		})
+		loads, err := g.Fetch(ctx, nil)
+		require.NoError(t, err, "the loads are still used: the target is valid")
+		require.Contains(t, loads, "node-1")
+		for _, p := range loads["node-1"] {
+			assert.Less(t, p.Value, 3.5, "the change between two intervals, not the ~30/s the counts say")
+		}
+		assert.Contains(t, logs.String(), `"msg":"target takes the rate of series that are not counters`)
+		assert.Contains(t, logs.String(), `"went_down":"6 of 11 steps"`)
+		assert.Contains(t, logs.String(), `"example":"counts.node-1.requests"`)
+		_, err = g.Fetch(ctx, nil)
+		require.NoError(t, err)
+		assert.Equal(t, 1, strings.Count(logs.String(), "not counters"), "said at the first fetch only")
+
+		g, logs = newGraphite(t, gr.URL, func(c *GraphiteConfig) {
+			c.Target, c.ServerNode = "scale(counts.*.requests, 0.1)", intp(1)
+		})
+		loads, err = g.Fetch(ctx, nil)
+		require.NoError(t, err)
+		assert.NotContains(t, logs.String(), "not counters")
+		var sum float64
+		for _, p := range loads["node-1"] {
+			sum += p.Value
+		}
+		assert.InDelta(t, 3550.0/12/10, sum/float64(len(loads["node-1"])), 1e-9, "scaled by 1/interval: the rate")
+	})
+	t.Run("aliasByNode outside scale, as the README's carbon target", func(t *testing.T) {
+		g, _ := newGraphite(t, gr.URL, func(c *GraphiteConfig) {
+			c.Target = "aliasByNode(scale(loadavg.*.load1, 2),1)"
+		})
+		loads, err := g.Fetch(ctx, nil)
+		require.NoError(t, err)
+		assertValues(t, map[string]float64{"node-1": 1, "node-2": 4.5}, loads)
 	})
 	t.Run("down", func(t *testing.T) {
 		g, logs := newGraphite(t, gr.URL, func(c *GraphiteConfig) { c.Target, c.Retries = "loadavg.*.load1", 1 })

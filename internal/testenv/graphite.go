@@ -24,14 +24,35 @@ import (
 // points in one step overwrite each other; points older than a day are dropped.
 const GraphiteStep = 10 * time.Second
 
-// Graphite is a real carbon-cache plus graphite-web (gunicorn) on 127.0.0.1.
+// Graphite is a real carbon-cache (or several) plus graphite-web (gunicorn) on 127.0.0.1.
 type Graphite struct {
 	// URL is graphite-web's base URL; render at URL + "/render".
-	URL      string
-	dir      string
-	linePort int
-	carbon   *metricsProc
-	web      *metricsProc
+	URL       string
+	dir       string
+	linePort  int // the first instance's
+	instances []carbonInstance
+	carbon    []*metricsProc
+	web       *metricsProc
+}
+
+// GraphiteOptions shape the carbon that StartGraphiteWith starts.
+type GraphiteOptions struct {
+	// Instances name the carbon-cache instances (carbon-cache --instance=NAME),
+	// each with its own ports, all writing to one storage that graphite-web
+	// reads (asking each instance's cache for the points not yet written).
+	// Default: one, "a".
+	Instances []string
+	// MetricInterval is carbon's CARBON_METRIC_INTERVAL, in whole seconds:
+	// each instance writes its own metrics (carbon.agents.<host>-<instance>.*,
+	// counts per interval), stored at this step. 0 (the default) writes none,
+	// so they cannot match a test's wildcards.
+	MetricInterval time.Duration
+}
+
+// carbonInstance is one carbon-cache's name and ports.
+type carbonInstance struct {
+	name                   string
+	line, pickle, cacheQry int
 }
 
 // graphiteSettingsModule is the settings module graphite-web must load; the module
@@ -45,26 +66,47 @@ const graphiteSettingsModule = "weighter_test_graphite_settings"
 // (seriesByTag) fail with HTTP 500.
 func StartGraphite(t testing.TB) *Graphite {
 	t.Helper()
-	graphiteInstalled(t)
-	g := &Graphite{dir: t.TempDir(), linePort: FreePort(t)}
-	webPort, cachePort, picklePort := FreePort(t), FreePort(t), FreePort(t)
-	g.URL = "http://127.0.0.1:" + strconv.Itoa(webPort)
-	g.writeCarbonConf(t, cachePort, picklePort)
-	metricsWriteFile(t, filepath.Join(g.dir, graphiteSettingsModule+".py"), graphiteSettings(g.dir, cachePort))
+	return StartGraphiteWith(t, GraphiteOptions{})
+}
 
-	g.carbon = startMetricsProc(t, g.dir, nil, "/usr/bin/carbon-cache",
-		"--config="+filepath.Join(g.dir, "conf", "carbon.conf"), "--nodaemon", "start")
+// StartGraphiteWith is StartGraphite with carbon shaped by opts: several
+// carbon-cache instances, carbon's own metrics.
+func StartGraphiteWith(t testing.TB, opts GraphiteOptions) *Graphite {
+	t.Helper()
+	graphiteInstalled(t)
+	if len(opts.Instances) == 0 {
+		opts.Instances = []string{"a"}
+	}
+	if opts.MetricInterval < 0 || opts.MetricInterval%time.Second != 0 {
+		t.Fatalf("testenv: carbon's metric interval %v is not whole seconds", opts.MetricInterval)
+	}
+	g := &Graphite{dir: t.TempDir()}
+	for _, name := range opts.Instances {
+		g.instances = append(g.instances, carbonInstance{name: name, line: FreePort(t), pickle: FreePort(t), cacheQry: FreePort(t)})
+	}
+	g.linePort = g.instances[0].line
+	webPort := FreePort(t)
+	g.URL = "http://127.0.0.1:" + strconv.Itoa(webPort)
+	g.writeCarbonConf(t, int(opts.MetricInterval/time.Second))
+	metricsWriteFile(t, filepath.Join(g.dir, graphiteSettingsModule+".py"), graphiteSettings(g.dir, g.instances))
+
+	for _, in := range g.instances {
+		g.carbon = append(g.carbon, startMetricsProc(t, g.dir, nil, "/usr/bin/carbon-cache",
+			"--config="+filepath.Join(g.dir, "conf", "carbon.conf"), "--instance="+in.name, "--nodaemon", "start"))
+	}
 	g.web = startMetricsProc(t, g.dir, g.env(), "/usr/bin/python3", "-m", "gunicorn",
 		"--bind", "127.0.0.1:"+strconv.Itoa(webPort), "--workers", "1", "graphite.wsgi:application")
 	t.Cleanup(func() { g.Stop(t) })
 
-	metricsPoll(t, g.carbon, 30*time.Second, "carbon-cache line port", func() error {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(g.linePort), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err
-	})
+	for i, in := range g.instances {
+		metricsPoll(t, g.carbon[i], 30*time.Second, "carbon-cache "+in.name+" line port", func() error {
+			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(in.line), time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+	}
 	metricsPoll(t, g.web, 30*time.Second, "graphite-web render", func() error {
 		return metricsGet(g.URL + "/render?target=none.such&format=json")
 	})
@@ -73,6 +115,33 @@ func StartGraphite(t testing.TB) *Graphite {
 			graphiteSettingsModule, err)
 	}
 	return g
+}
+
+// LinePort is the plaintext port of the carbon-cache instance named instance.
+func (g *Graphite) LinePort(t testing.TB, instance string) int {
+	t.Helper()
+	for _, in := range g.instances {
+		if in.name == instance {
+			return in.line
+		}
+	}
+	t.Fatalf("testenv: no carbon-cache instance %q", instance)
+	return 0
+}
+
+// CarbonAgent is the name carbon-cache gives its own metrics' node
+// (carbon.agents.<agent>.metricsReceived): the host name with its dots turned
+// to "_", a dash, the instance.
+func CarbonAgent(t testing.TB, instance string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// carbon's own reading of the host name, not Go's: they could differ.
+	out, err := exec.CommandContext(ctx, "/usr/bin/python3", "-c", "from carbon import instrumentation; print(instrumentation.HOSTNAME)").Output()
+	if err != nil {
+		t.Fatalf("testenv: carbon's host name: %v", err)
+	}
+	return strings.TrimSpace(string(out)) + "-" + instance
 }
 
 // graphiteInstalled fails the test unless carbon, graphite-web and gunicorn are
@@ -96,9 +165,10 @@ func (g *Graphite) env() []string {
 	}
 }
 
-func (g *Graphite) writeCarbonConf(t testing.TB, cachePort, picklePort int) {
+func (g *Graphite) writeCarbonConf(t testing.TB, metricInterval int) {
 	t.Helper()
 	st := filepath.Join(g.dir, "storage")
+	first := g.instances[0]
 	conf := fmt.Sprintf(`[cache]
 STORAGE_DIR = %[1]s/
 LOCAL_DATA_DIR = %[1]s/whisper/
@@ -117,15 +187,24 @@ PICKLE_RECEIVER_INTERFACE = 127.0.0.1
 PICKLE_RECEIVER_PORT = %[4]d
 CACHE_QUERY_INTERFACE = 127.0.0.1
 CACHE_QUERY_PORT = %[5]d
-CARBON_METRIC_INTERVAL = 0
+CARBON_METRIC_INTERVAL = %[6]d
 LOG_LISTENER_CONNECTIONS = False
 LOG_UPDATES = False
 LOG_CREATES = False
 ENABLE_MANHOLE = False
-`, st, g.dir, g.linePort, picklePort, cachePort)
+`, st, g.dir, first.line, first.pickle, first.cacheQry, metricInterval)
+	// The other instances take the [cache] settings but their ports.
+	for _, in := range g.instances[1:] {
+		conf += fmt.Sprintf("\n[cache:%s]\nLINE_RECEIVER_PORT = %d\nPICKLE_RECEIVER_PORT = %d\nCACHE_QUERY_PORT = %d\n",
+			in.name, in.line, in.pickle, in.cacheQry)
+	}
 	metricsWriteFile(t, filepath.Join(g.dir, "conf", "carbon.conf"), conf)
-	metricsWriteFile(t, filepath.Join(g.dir, "conf", "storage-schemas.conf"),
-		"[all]\npattern = .*\nretentions = 10s:1d\n")
+	schemas := "[all]\npattern = .*\nretentions = 10s:1d\n"
+	if metricInterval > 0 {
+		// One point per interval, none overwritten by the next.
+		schemas = fmt.Sprintf("[carbon]\npattern = ^carbon\\.\nretentions = %ds:1d\n\n", metricInterval) + schemas
+	}
+	metricsWriteFile(t, filepath.Join(g.dir, "conf", "storage-schemas.conf"), schemas)
 	for _, d := range []string{"log", "run", "storage/whisper", "storage/lists"} {
 		if err := os.MkdirAll(filepath.Join(g.dir, d), 0o755); err != nil {
 			t.Fatal(err)
@@ -133,7 +212,11 @@ ENABLE_MANHOLE = False
 	}
 }
 
-func graphiteSettings(dir string, cachePort int) string {
+func graphiteSettings(dir string, instances []carbonInstance) string {
+	var hosts []string
+	for _, in := range instances {
+		hosts = append(hosts, fmt.Sprintf("'127.0.0.1:%d:%s'", in.cacheQry, in.name))
+	}
 	return fmt.Sprintf(`import os
 SECRET_KEY = 'haproxy-weighter-test'
 STORAGE_DIR = %[1]q
@@ -142,10 +225,10 @@ STANDARD_DIRS = [WHISPER_DIR]
 INDEX_FILE = os.path.join(STORAGE_DIR, 'index')
 LOG_DIR = %[2]q
 DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3', 'NAME': %[3]q}}
-CARBONLINK_HOSTS = ['127.0.0.1:%[4]d:a']
+CARBONLINK_HOSTS = [%[4]s]
 ALLOWED_HOSTS = ['*']
 open(os.path.join(%[5]q, 'settings-loaded'), 'w').close()
-`, filepath.Join(dir, "storage"), filepath.Join(dir, "log"), filepath.Join(dir, "graphite.db"), cachePort, dir)
+`, filepath.Join(dir, "storage"), filepath.Join(dir, "log"), filepath.Join(dir, "graphite.db"), strings.Join(hosts, ", "), dir)
 }
 
 // Write sends points to carbon's plaintext port (NaN values are skipped: they are
@@ -234,10 +317,12 @@ func graphiteRender(u string) (map[int64]float64, error) {
 
 // Stop stops graphite-web and carbon-cache; a render then fails to connect.
 func (g *Graphite) Stop(t testing.TB) {
-	for _, p := range []**metricsProc{&g.web, &g.carbon} {
-		if *p != nil {
-			(*p).stop(t)
-			*p = nil
-		}
+	if g.web != nil {
+		g.web.stop(t)
+		g.web = nil
 	}
+	for _, p := range g.carbon {
+		p.stop(t)
+	}
+	g.carbon = nil
 }
