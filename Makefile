@@ -55,7 +55,7 @@ demo: build
 # BENCH_ARGS="-scenario long-lived-burst -seeds 1,2,3,4": the production world (hour-long
 # clients from their own addresses, three heavy ones at 180 s; leastconn, the quick start, the
 # quick start + shed, oracle; ~7 min a seed). Prints the figures and writes them to
-# bin/bench-balance.txt; see docs/bench-balance.md.
+# bin/bench-balance.txt; see docs/research/bench-balance.md.
 .PHONY: bench-balance
 bench-balance: build
 	GO=$(GO) bash examples/benchbalance/bench.sh $(BENCH_ARGS)

@@ -9,12 +9,12 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// Defaults of the fast signal and its calibration (docs/fresh-by-default.md).
+// Defaults of the fast signal and its calibration (docs/research/fresh-by-default.md).
 const (
 	// DefaultFastInterval is the interval when a backend reads HAProxy's fast
 	// signal: data age is what limits the weighting (the simulator sweep), and
 	// one `show sess all` every 2 s costs HAProxy well under 1 % of a core up to
-	// some 10,000 streams (docs/haproxy-stream-counters.md).
+	// some 10,000 streams (docs/research/haproxy-stream-counters.md).
 	DefaultFastInterval = 2 * time.Second
 	// DefaultRefresh is how often the external source is asked while the fast
 	// signal carries the weights: 15 s is the usual Prometheus scrape interval

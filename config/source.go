@@ -194,7 +194,7 @@ func (s Source) serverMap() map[string]string {
 }
 
 // Window is the span an external metric's points average over, for the
-// calibration (docs/fresh-by-default.md: the local load is averaged over the
+// calibration (docs/research/fresh-by-default.md: the local load is averaged over the
 // same span, ending at the point's time).
 type Window struct {
 	// Span is the window; 0 when the configuration does not say it.

@@ -19,7 +19,7 @@ import (
 // with every request, where the other two readers lose the connections
 // that open and close between two reads. Its limit: a connection's bytes
 // are counted when it closes, or every few seconds with `option contstats`
-// (docs/haproxy-stream-counters.md), so on long-lived connections without
+// (docs/research/haproxy-stream-counters.md), so on long-lived connections without
 // contstats the counters stand still while data flows. The reader then
 // says the signal is dead (sessions open, no byte moving for statDeadAfter
 // reads) and the backend weighs by the source alone, as before there was a

@@ -13,7 +13,7 @@ import (
 
 // The fast local signal: per server, how many bytes this HAProxy has forwarded
 // so far and how many streams were open, read from the live per-stream totals
-// of `show sess all` (docs/fresh-by-default.md, docs/haproxy-stream-counters.md).
+// of `show sess all` (docs/research/fresh-by-default.md, docs/research/haproxy-stream-counters.md).
 // It is what weighter.Calibrator.Local takes as its counters, and what
 // weighter.Calibration.Apply takes as local load and sessions.
 
@@ -104,7 +104,7 @@ type LocalReading struct {
 
 // LocalBudget bounds what the `show sess all` dumps of one HAProxy process
 // cost. A dump costs HAProxy ~5–9 µs of CPU per stream of the whole process,
-// whatever backend asks (docs/haproxy-stream-counters.md): one dump serves
+// whatever backend asks (docs/research/haproxy-stream-counters.md): one dump serves
 // every backend read through the same Client, and the next one is made no
 // sooner than max(Share, streams × PerStream) after the previous one began.
 type LocalBudget struct {

@@ -75,7 +75,7 @@ const cliFrontend = "GLOBAL"
 // 1.1–1.3 kB per stream and is parsed as it arrives (only the wanted streams
 // are kept), so the bound is about time and a peer that never stops talking,
 // not memory: 256 MB is some 200,000 streams. The context bounds the total
-// time (docs/haproxy-stream-counters.md has the measured costs).
+// time (docs/research/haproxy-stream-counters.md has the measured costs).
 const maxSessionDump = 256 << 20
 
 // maxSessionLine bounds one line of the dump; HAProxy's lines are < 300 bytes.

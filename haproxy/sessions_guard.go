@@ -13,7 +13,7 @@ import (
 // all`, and on `show sess <id>` of the stream, as soon as a Lua task's
 // core.tcp() socket has a stream; the short `show sess` and `show sess <id>`
 // of any other stream do not crash it. 2.6.12, 3.2.26 and 3.4.7 do not crash
-// (docs/haproxy-stream-counters.md has the reproduction). The branches between
+// (docs/research/haproxy-stream-counters.md has the reproduction). The branches between
 // 2.6 and 3.2 that were not tried (2.7 to 3.1) are treated like 3.0.
 //
 // On such a version the reader asks the short `show sess` first, and sends

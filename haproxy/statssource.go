@@ -61,7 +61,7 @@ type StatsConfig struct {
 	// and none of others. In the demo that made the busiest server look idle
 	// for a cycle; it got weight 256 and was flooded. A 10 s window read every
 	// 2 s has lag but no such holes: in the simulator sweep it closes 79/71/88 %
-	// of the leastconn → oracle gap (docs/simulator-sweep.md, section 3).
+	// of the leastconn → oracle gap (docs/research/simulator-sweep.md, section 3).
 	RateWindow duration.Duration `yaml:"rate_window"`
 	// SampleInterval is the shortest span a rate may cover before the reads
 	// span rate_window. 0 (the default) means rate_window itself: a new source,
@@ -85,7 +85,7 @@ type StatsConfig struct {
 	// per connection. Equal loads therefore need weights ∝ connections/load, and
 	// the stateless functions, which give weights ∝ 1/load, reach that only when
 	// fed load per connection. Fed plain load they stop at a fixed ratio. In the
-	// simulator sweep (docs/simulator-sweep.md), the default policy closed 89-94 % of
+	// simulator sweep (docs/research/simulator-sweep.md), the default policy closed 89-94 % of
 	// the leastconn → oracle gap fed load per connection, against 53-67 % fed
 	// plain load. Load and sessions cover the same window because in the sweep,
 	// dividing 10 s-old rates by live connection counts did worse than plain

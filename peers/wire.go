@@ -8,7 +8,7 @@
 // With several balancers in front of the same servers, each daemon sees
 // only its own balancer's share of the fresh load; the others' reaches it
 // through the external metric, 15-60 s late, while connections turn over
-// every 30 s (docs/fresh-by-default.md: 47 % of the gap with its own signal,
+// every 30 s (docs/research/fresh-by-default.md: 47 % of the gap with its own signal,
 // 80 % with every balancer's). So each daemon publishes its own per-server
 // fast readings at Path, fetches its peers' in the background, and adds the
 // fresh ones to its own signal: rates and sessions summed per server, the

@@ -10,7 +10,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// The production world (docs/production-world.md): connections that live
+// The production world (docs/research/production-world.md): connections that live
 // for hours, heavy clients that connect together, balancers that restart,
 // rates that drift while a connection lives, and many connections. The lab
 // world (FreshScenarios) has 240 connections living 30 s that arrive one by
@@ -118,7 +118,7 @@ func DriftScenario() Scenario {
 // 50× the median (the bench's 2,000 lines/s over its median 40). Every drift
 // of an hour's life falls within five minutes, which no placement can
 // answer: the oracle's p90 is leastconn's give or take what a seed draws
-// (docs/production-world.md section 7). It is not one of the world's
+// (docs/research/production-world.md section 7). It is not one of the world's
 // scenarios: at the few seeds a world comparison runs, its verdict is a coin
 // (examples/scenarios/drift-6m.yaml runs it).
 func QuickDriftScenario() Scenario {
@@ -239,7 +239,7 @@ func (r *ShedResult) WriteWorld(w io.Writer) error {
 }
 
 // BlockSeeds is the number of seeds the test of a scenario takes
-// (docs/production-world.md): with at least twice as many, the world
+// (docs/research/production-world.md): with at least twice as many, the world
 // comparison also says in how many blocks of that many consecutive seeds a
 // pipeline's mean is above leastconn's.
 const BlockSeeds = 4
@@ -268,7 +268,7 @@ func (r *ShedResult) blocksAbove(i, si int) (p50, p90, blocks int) {
 
 // writeBlocks adds, with at least two blocks of BlockSeeds seeds, how many
 // blocks put each pipeline above leastconn: how often a test of BlockSeeds
-// seeds would fail it (docs/production-world.md).
+// seeds would fail it (docs/research/production-world.md).
 func (r *ShedResult) writeBlocks(b *strings.Builder) {
 	if r.Seeds < 2*BlockSeeds || r.Cell("leastconn") == nil {
 		return
@@ -358,7 +358,7 @@ func SelectWorldPipelines(list string) ([]Pipeline, error) {
 }
 
 // HerdCandidates are the anti-herding mechanisms measured side by side
-// (docs/production-world.md).
+// (docs/research/production-world.md).
 func HerdCandidates() []Pipeline {
 	var out []Pipeline
 	for _, h := range []float64{0, 1, 2, 3, 4, 8, 16} { // 0: the bound off, as it shipped before

@@ -31,7 +31,7 @@ type Scenario struct {
 	AgentCapacity float64 `yaml:"agent_capacity"`
 	Events        []Event `yaml:"events"`
 
-	// The fresh-data model (RunFleet, docs/fresh-by-default.md). Left out, a
+	// The fresh-data model (RunFleet, docs/research/fresh-by-default.md). Left out, a
 	// scenario is one balancer in front of identical servers, as above.
 
 	// Costs is each server's cost per datapoint (default 1): its true load is

@@ -32,7 +32,7 @@ type Grid struct {
 }
 
 // DefaultGrid is the sweep `haproxy-weighter-sim --sweep` runs, recorded in
-// docs/simulator-sweep.md.
+// docs/research/simulator-sweep.md.
 func DefaultGrid() Grid {
 	return Grid{
 		Functions:       weighter.FunctionNames(),

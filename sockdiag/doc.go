@@ -6,7 +6,7 @@
 //
 // Reading the table costs HAProxy nothing (the kernel answers; no HAProxy
 // thread waits), and its format is a kernel ABI, unlike `show sess all`
-// (docs/haproxy-stream-counters.md). docs/sockdiag.md has the design: which
+// (docs/research/haproxy-stream-counters.md). docs/sockdiag.md has the design: which
 // counters, how connections are counted across reads, how HAProxy's sockets
 // are told from others', and what happens outside HAProxy's network
 // namespace.

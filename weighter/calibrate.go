@@ -42,7 +42,7 @@ type CalibrationPolicy struct {
 	MaxFactor float64
 }
 
-// DefaultCalibration is the calibration the simulator recommends (docs/fresh-by-default.md):
+// DefaultCalibration is the calibration the simulator recommends (docs/research/fresh-by-default.md):
 // ratio of sums with a 5 min half-life, held 10 min, clamped to 4× the median.
 func DefaultCalibration(window time.Duration) CalibrationPolicy {
 	return CalibrationPolicy{Mode: CalibrateRatio, Window: window, HalfLife: 5 * time.Minute, Hold: 10 * time.Minute, MaxFactor: 4}

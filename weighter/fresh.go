@@ -129,7 +129,7 @@ type FreshConfig struct {
 
 // Fresh is the default source of an HAProxy backend: loads per connection
 // from the fast local signal, calibrated per server by the slow external
-// metric (docs/fresh-by-default.md), and the external metric alone while the
+// metric (docs/research/fresh-by-default.md), and the external metric alone while the
 // fast signal is dead. It calls only the interfaces it is given. Safe for
 // concurrent use, though a backend's cycles never overlap.
 type Fresh struct {

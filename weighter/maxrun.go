@@ -30,7 +30,7 @@ import (
 // loaded ones the weights keep new connections from) keep their weights:
 // a bound against the least favoured server instead would give every other
 // server its slot count as weight, leastconn by another name (measured:
-// docs/production-world.md). H is counted in connections, fresh each cycle.
+// docs/research/production-world.md). H is counted in connections, fresh each cycle.
 //
 // The bound is one more bound inside the share solver (shareOut), beside
 // max_step's: x_i ≤ c_i = (n_i+1+H)·ρ next to b_i/max_step ≤ x_i ≤
@@ -61,7 +61,7 @@ import (
 // for hours a cycle sees an arrival every few dozen cycles; weights are
 // re-planned every cycle, so the favoured server needs one arrival of
 // reach, not a run, and a second one in the same burst is the herding
-// (docs/production-world.md §3 (g)). Only the servers more favoured than
+// (docs/research/production-world.md §3 (g)). Only the servers more favoured than
 // the reference are capped, so the weights' order among the rest is kept.
 // Where connections are many and short (the lab, 0.3-0.8 gained per server
 // per cycle against 0.015 for hour-long ones in the simulator) the runs are
@@ -74,7 +74,7 @@ import (
 // (the fast signal shows a new connection's bytes over the next seconds),
 // and with the cap counted from the new n it would make the server the
 // most favoured again, for the next heavy client of the same burst
-// (measured on a real HAProxy: docs/bench-balance.md, session 9).
+// (measured on a real HAProxy: docs/research/bench-balance.md, session 9).
 
 // runState is what the run bound remembers between cycles: each server's
 // open connections at the last cycle and the EWMA of the new connections a

@@ -43,7 +43,7 @@ type Policy struct {
 	// server takes under leastconn before the lower median server takes
 	// one: at most 1 + MaxRun, from the servers' open connections (HAProxy's
 	// scur), so that a burst of clients does not all land on the server the
-	// weights favour (maxrun.go; docs/production-world.md). It is one more
+	// weights favour (maxrun.go; docs/research/production-world.md). It is one more
 	// bound inside the share solver, beside max_step: where the two
 	// conflict max_step holds and the run bound is reached over the
 	// following cycles.
@@ -60,7 +60,7 @@ type Policy struct {
 	// RunRareSpread-th most favoured server takes one, so a burst of
 	// RunRareSpread clients lands on as many servers, and a server's
 	// allowance loses what it gained since the last cycle (maxrun.go,
-	// runState; docs/production-world.md). It applies only with
+	// runState; docs/research/production-world.md). It applies only with
 	// MaxRun > 0.
 	RunRare float64 `yaml:"run_rare" json:"run_rare"`
 	// RunRareSpread (>= 2) is how many servers a burst spreads over under
@@ -114,7 +114,7 @@ func DefaultPolicy() Policy {
 		MinCoverage:    0.5,
 		Deadband:       2,
 		MaxStep:        2,
-		MaxRun:         3, // the run bound against herding: docs/production-world.md
+		MaxRun:         3, // the run bound against herding: docs/research/production-world.md
 		RunRare:        0.1,
 		RunRareSpread:  3,
 		Smoothing:      0,

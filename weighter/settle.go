@@ -15,7 +15,7 @@ import (
 // per connection from 330 to 5,000 against ~6,000 before it). And the servers
 // hold only the clients that came back first, so weights fitted to them send
 // the rest of the storm to whichever servers the first few left light
-// (docs/bench-balance.md, "settling after a reset"). Equal configured weights
+// (docs/research/bench-balance.md, "settling after a reset"). Equal configured weights
 // place a storm by HAProxy's own connection counts, as plain leastconn does;
 // the weights take over once the clients are back and a read has seen them.
 const (

@@ -41,7 +41,7 @@ With no flags it runs the default scenario (~1 s), then compares the shipped dae
 leastconn, the oracle and the shipped daemon with shedding over the lab's six scenarios and the
 production world's six (connections living hours, bursts of heavy clients, a balancer restarting,
 rates drifting, 20,000 connections): --world all, at --seeds seeds (2: under a minute on 2 cores;
-4 for the figures of docs/production-world.md), in full (no scenario shortened). --quick, --scenario
+4 for the figures of docs/research/production-world.md), in full (no scenario shortened). --quick, --scenario
 or any flag that shapes the scenario (--duration, --seed, --servers, ...) or adds a custom row
 (--function, ...) runs that one scenario alone. Flags override the scenario file. --world,
 --fresh, --shed and --sweep run other comparisons instead.`,

@@ -125,7 +125,7 @@ const worldHeading = `
 The lab and the production worlds (--world %s): %d scenarios, %d seeds (--seeds), means over the seeds;
 p50 / p90 of max/mean over 10 s windows after the warmup (gap: share of the leastconn→oracle gap closed,
 p50); * = the daemon as it ships, + shed = the same with shedding at weighter.DefaultShed (the --shed-*
-flags change it); --quick leaves this out (docs/production-world.md)
+flags change it); --quick leaves this out (docs/research/production-world.md)
 
 `
 

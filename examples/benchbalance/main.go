@@ -91,7 +91,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.Prometheus, "prometheus", "", "prometheus binary (default: from PATH or /usr/bin/prometheus)")
 	fs.StringVar(&o.Readme, "readme", "README.md", "README whose Quick start gives the weighter's command line")
 	fs.StringVar(&o.Command, "quickstart-command", "run", "which quick-start command's flags to run: run, or once (its flags given to `run`)")
-	fs.StringVar(&o.Dir, "dir", "", "working directory for configs, sockets, logs, Prometheus' data and each seed's trace (seed-N/windows.tsv, drifts.tsv; docs/bench-balance.md) (default: a new temp dir, removed at exit)")
+	fs.StringVar(&o.Dir, "dir", "", "working directory for configs, sockets, logs, Prometheus' data and each seed's trace (seed-N/windows.tsv, drifts.tsv; docs/research/bench-balance.md) (default: a new temp dir, removed at exit)")
 	fs.StringVar(&o.Out, "out", "bin/bench-balance.txt", "file the printed result is written to too; empty: none")
 	fs.StringVar(&o.Seeds, "seeds", "1,2,3", "traffic seeds, one run each, comma-separated")
 	fs.DurationVar(&o.Duration, "duration", 5*time.Minute, "length of each seed's run")

@@ -56,7 +56,7 @@ func parseFlags() options {
 	flag.DurationVar(&o.Phase2, "phase2", 80*time.Second, "duration with haproxy-weighter")
 	// HAProxy's contstats advance each connection's counters about every 5 s, so the
 	// rate must span two of those steps (rate_window 10s); reading it every 2 s keeps
-	// the lag short. The simulator's choice (docs/simulator-sweep.md, section 3).
+	// the lag short. The simulator's choice (docs/research/simulator-sweep.md, section 3).
 	flag.DurationVar(&o.Interval, "interval", 2*time.Second, "haproxy-weighter interval")
 	flag.DurationVar(&o.Window, "rate-window", 10*time.Second, "span of the HAProxy stats source's rates (source rate_window)")
 	flag.StringVar(&o.Function, "function", "limited-proportions", "weighting function")

@@ -21,7 +21,7 @@ type sample struct {
 
 // smoothWindow is how many seconds of load are averaged before taking max/mean:
 // one-second counts are noisy. 10 s is the simulator's window (max/mean over 10 s
-// windows), so the demo's figures compare with docs/simulator-sweep.md.
+// windows), so the demo's figures compare with docs/research/simulator-sweep.md.
 const smoothWindow = 10
 
 // loadsOf and controlOf pick which HAProxy's servers a statistic is about.
