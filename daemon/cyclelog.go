@@ -204,8 +204,11 @@ func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
 	case l.due(end, first):
 		l.summaryAt, l.summaryN, l.summarised = end, l.cycles, true
 		still := "still failing"
-		if c.Result == weighter.ResultSkippedCoverage {
+		switch {
+		case c.Result == weighter.ResultSkippedCoverage:
 			still = "still holding weights"
+		case errors.Is(c.Err, weighter.ErrFastStarting):
+			still = "still starting" // nothing failed: no rate and no source data yet
 		}
 		ln.add(level, still, append(detail, "failing_cycles", l.cycles, "since", l.since,
 			"for", end.Sub(l.since).Round(time.Second))...)

@@ -234,7 +234,7 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 	mean, lowest, valid := shedMean(in.Servers)
 	if valid < 2 || !(mean > 0) {
 		clear(s.streaks)
-		plan.Reason = fmt.Sprintf("only %d servers with data and a positive mean", valid)
+		plan.Reason = fmt.Sprintf("servers with data: %d, mean load %s (needs 2 and a positive mean)", valid, LoadText(mean))
 		return plan
 	}
 	plan.Mean = mean

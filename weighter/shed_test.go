@@ -171,7 +171,7 @@ func TestShedGuards(t *testing.T) {
 	}{
 		{"hold", "hold: only 1 of 4 servers", func(in *ShedInput) { in.Hold, in.HoldReason = true, "only 1 of 4 servers have valid data" }},
 		{"stale", "data 2m0s old (max_age 1m0s)", func(in *ShedInput) { in.DataAge = 2 * time.Minute }},
-		{"one server", "only 1 servers with data", func(in *ShedInput) { in.Servers = shedServers(3000, math.NaN()) }},
+		{"one server", "servers with data: 1,", func(in *ShedInput) { in.Servers = shedServers(3000, math.NaN()) }},
 		{"young", "1 younger than min_age", func(in *ShedInput) { in.Sessions[0].Age = time.Second }},
 		{"unmeasured", "1 not measured", func(in *ShedInput) { in.Sessions[0].Rate = math.NaN() }},
 		{"no client", "1 client in cooldown or unknown", func(in *ShedInput) { in.Sessions[0].Client = "" }},
