@@ -30,10 +30,17 @@ func (c *commandCounter) lines() []string {
 // a stream the socket table reader found in a worker stays that worker's
 // after a reload (USR2 to the master): the session the shed planner is
 // offered names the old worker, closing it closes it there (the client
-// sees its connection end), and the new worker is never asked for it.
+// sees its connection end), and the new worker is never asked for it. On
+// every HAProxy version a Debian user has.
 func TestKernelShedStreamOfOldWorker(t *testing.T) {
+	for _, version := range testenv.HAProxyVersions() {
+		t.Run(version, func(t *testing.T) { testShedStreamOfOldWorker(t, version) })
+	}
+}
+
+func testShedStreamOfOldWorker(t *testing.T, version string) {
 	front := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	h := testenv.StartHAProxyMaster(t, testenv.HAProxyDefaults+fmt.Sprintf(
+	h := testenv.StartHAProxyMasterVersion(t, version, testenv.HAProxyDefaults+fmt.Sprintf(
 		"frontend fe\n  bind %s\n  default_backend be\nbackend be\n  balance leastconn\n  server s1 %s\n  server s2 %s\n",
 		front, testenv.StartDiscardServer(t), testenv.StartDiscardServer(t)))
 	counted := startCommandCounter(t, h.Socket)

@@ -56,7 +56,15 @@ func (c *Client) workerPrefix() string {
 // workerGone reports whether err is the master's answer that the worker a
 // `@!<pid>` prefix names is not there (it exited).
 func workerGone(err error) bool {
-	return err != nil && (errors.Is(err, ErrNoWorker) || strings.Contains(err.Error(), "Can't find the target PID"))
+	return err != nil && (errors.Is(err, ErrNoWorker) || noWorkerText(err.Error()))
+}
+
+// noWorkerText reports whether the master's text says the worker it was to
+// pass a command to is not there: "Can't find the target PID matching the
+// prefix '@!<pid>'" (no such worker listed), or, for a worker that exited a
+// moment ago (3.0, 3.4), "Can't connect to the target CLI!".
+func noWorkerText(s string) bool {
+	return strings.Contains(s, "Can't find the target PID") || strings.Contains(s, "Can't connect to the target CLI")
 }
 
 // ErrNoWorker: the master CLI has no current worker to pass the command to
@@ -161,7 +169,7 @@ func splitMasterReplies(out string, n int) ([]string, error) {
 		rest = rest[loc[1]:]
 	}
 	if len(replies) < n {
-		if strings.Contains(rest, "Can't find the target PID") {
+		if noWorkerText(rest) {
 			return nil, fmt.Errorf("%w (%s)", ErrNoWorker, strings.TrimSpace(rest))
 		}
 		return nil, fmt.Errorf("%w: truncated: %d of %d replies (%d bytes: %.80q)", ErrBadReply, len(replies), n, len(out), out)
