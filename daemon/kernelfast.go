@@ -252,7 +252,9 @@ func (c *fastChain) reader() string {
 // state`, HAProxy's pids from `show info` or the master's `show proc`.
 // When the backend sheds, it lists the open connections with their rates,
 // and asks HAProxy for the stream of each connection of a server about to
-// be shed from (findStreams).
+// be shed from (findStreams), in the process that has it: a stream id is an
+// address in one process, and a reload leaves the old process serving its
+// connections beside the new one.
 type kernelReader struct {
 	hb     *haproxy.Backend
 	reader *sockdiag.Reader
