@@ -48,6 +48,9 @@ type cycleLog struct {
 	expired    map[string]bool // servers whose calibration expired
 	skipping   bool            // the fast read leaves streams out, and said so
 
+	// gone are the sessions to shed found ended, as last said (shed.go).
+	gone map[string]goneNote
+
 	rare bool // the run bound's rare-arrivals mode (run_rare), as last logged
 
 	// settling: the configured weights are kept after a reset while the
@@ -98,6 +101,7 @@ func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
 	c.log = log
 	c.seen, c.unknown, c.expired = maps.Clone(l.seen), maps.Clone(l.unknown), maps.Clone(l.expired)
 	c.would = maps.Clone(l.would)
+	c.gone = maps.Clone(l.gone)
 	// The first write after a reload is logged at once, as after a start:
 	// it says the new configuration weighs. Routine writes not yet
 	// summarised stay and are summarised by the new runner.

@@ -252,7 +252,9 @@ func (c *fastChain) reader() string {
 // state`, HAProxy's pids from `show info` or the master's `show proc`.
 // When the backend sheds, it lists the open connections with their rates,
 // and asks HAProxy for the stream of each connection of a server about to
-// be shed from (findStreams).
+// be shed from (findStreams), in the process that has it: a stream id is an
+// address in one process, and a reload leaves the old process serving its
+// connections beside the new one.
 type kernelReader struct {
 	hb     *haproxy.Backend
 	reader *sockdiag.Reader
@@ -262,19 +264,73 @@ type kernelReader struct {
 	// shedder is the unit's Shedder while the backend sheds (askOpenStreams).
 	shedder atomic.Pointer[weighter.Shedder]
 
+	// master: the socket is the master CLI, which reaches every worker,
+	// old ones included (`@!<pid>`).
+	master bool
+	// procs are HAProxy's processes as the socket table's last read asked
+	// them (haproxyPIDs), nil before.
+	procs atomic.Pointer[haproxyProcs]
+	// old finds the processes a reload without a master CLI left serving.
+	old *oldProcs
+	// now is the clock of the stream reads' spacing (tests set it).
+	now func() time.Time
+
 	mu      sync.Mutex
 	visible bool                // the last read matched a socket to a server
 	streams map[uint64]streamOf // by socket cookie: the stream found for it
 	first   map[uint64]time.Time
+	// missed are the connections a stream read did not find (a health
+	// check's, a Lua socket's, an old process's the socket cannot reach):
+	// not looked for again before retry, unless HAProxy's processes change.
+	missed map[uint64]missedConn
 	// nextFind spaces the stream reads of shedding as the dumps are
 	// (LocalBudget): a full `show sess all` costs HAProxy ~6 µs a stream.
-	nextFind time.Time
-	findErr  string // the last stream read error logged
+	// A read that failed is spaced the same: on 3.0 the dump guard's own
+	// `show sess` lists every stream.
+	nextFind  time.Time
+	lastTotal int    // the streams the last stream read held
+	findErr   string // the last stream read error logged
+}
+
+// haproxyProcs are HAProxy's processes as one read of the socket table
+// asked them: through the master CLI every worker, the current one first;
+// else the socket's own process.
+type haproxyProcs struct {
+	pids []int
+}
+
+// current is the process the socket's commands go to (0: not known).
+func (p *haproxyProcs) current() int {
+	if p == nil || len(p.pids) == 0 {
+		return 0
+	}
+	return p.pids[0]
+}
+
+// key names the set, to tell when it changed.
+func (p *haproxyProcs) key() string {
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprint(p.pids)
+}
+
+// missRetry is how long a connection a stream read did not find is not
+// looked for again while HAProxy's processes stay the same: such a
+// connection has no stream to find there (a health check's, a Lua
+// socket's, an old process's), and each look is a dump of every stream.
+const missRetry = 30 * time.Second
+
+// missedConn is a connection a stream read did not find.
+type missedConn struct {
+	procs string    // haproxyProcs.key of the processes asked
+	retry time.Time // when to look again anyway
 }
 
 // streamOf is HAProxy's stream of one connection, found by its server side.
 type streamOf struct {
-	id     string
+	id     string // the stream's Ref: its id, and through the master CLI its worker's @!<pid>
+	pid    int    // the process that listed it (0: not known)
 	serial uint64
 	client string
 	age    time.Duration // at found
@@ -283,8 +339,9 @@ type streamOf struct {
 
 // newKernelReader builds the socket table reader of an HAProxy backend.
 func newKernelReader(hb *haproxy.Backend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *kernelReader {
-	k := &kernelReader{hb: hb, bytes: dir, log: log, streams: map[uint64]streamOf{}, first: map[uint64]time.Time{}}
-	k.reader = sockdiag.New(sockdiag.Config{PIDs: haproxyPIDs(c, master, "/proc")})
+	k := &kernelReader{hb: hb, bytes: dir, log: log, master: master, now: time.Now, old: &oldProcs{log: log},
+		streams: map[uint64]streamOf{}, first: map[uint64]time.Time{}, missed: map[uint64]missedConn{}}
+	k.reader = sockdiag.New(sockdiag.Config{PIDs: k.haproxyPIDs(c, "/proc")})
 	k.local = sockdiag.NewLocalReader(k.reader, func(servers []weighter.ServerState) (map[string]netip.AddrPort, error) {
 		return haproxy.ServerAddrs(servers), nil
 	}, dir)
@@ -349,18 +406,31 @@ func (k *kernelReader) open(ctx context.Context, r sockdiag.Reading, sh *weighte
 		if !live[cookie] {
 			delete(k.first, cookie)
 			delete(k.streams, cookie)
+			delete(k.missed, cookie)
 		}
 	}
 	k.findStreams(ctx, r, sh)
+	procs := k.procs.Load()
 	out := make([]weighter.ShedSession, 0, len(r.Conns))
 	for _, c := range r.Conns {
 		s := weighter.ShedSession{ID: "conn " + c.Local.String(), Server: c.Server, Age: r.At.Sub(k.first[c.Cookie]), Rate: k.rate(c)}
-		if st, ok := k.streams[c.Cookie]; ok {
+		if st, ok := k.streams[c.Cookie]; ok && k.reachable(st, procs) {
 			s.ID, s.Serial, s.Client, s.Age = st.id, st.serial, st.client, st.age+r.At.Sub(st.found)
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// reachable reports whether st can be closed through the socket: through
+// the master CLI always (its id names its worker, current or old); through
+// a worker's own socket only while that worker is the socket's process. A
+// reload hands the socket to a new process, which has no such stream (or
+// another one at the same address): the connection is then listed without
+// a stream, counted and never chosen, until it ends.
+func (k *kernelReader) reachable(st streamOf, procs *haproxyProcs) bool {
+	now := procs.current()
+	return k.master || st.pid == 0 || now == 0 || st.pid == now
 }
 
 // rate is a connection's rate in the direction weighed by (NaN when the
@@ -378,20 +448,31 @@ func (k *kernelReader) rate(c sockdiag.Conn) float64 {
 // findStreams asks HAProxy for the streams of each server hot for at least
 // For-1 cycles (the next plan may shed from it; with for: 1 every server)
 // that has connections without a known stream, within the dump budget: one
-// server's streams, or the whole backend's when several are due. A failure
-// is logged once and leaves those connections unclosable this cycle.
+// server's streams, or the whole backend's when several are due. Through
+// the master CLI each stream is read from, and named by, the worker that
+// has it: the current worker first, then the old ones a reload left
+// serving, while connections are still not found. A failure is logged once,
+// spaced as a read, and leaves those connections unclosable this cycle.
 func (k *kernelReader) findStreams(ctx context.Context, r sockdiag.Reading, sh *weighter.Shedder) {
-	now := time.Now()
+	now := k.now()
 	if now.Before(k.nextFind) {
 		return
 	}
 	due := sh.Policy().For - 1
 	hot := sh.Hot()
+	procs := k.procs.Load()
+	key := procs.key()
 	want := map[string]bool{}
+	var conns []sockdiag.Conn
 	for _, c := range r.Conns {
-		if _, known := k.streams[c.Cookie]; !known && (due <= 0 || hot[c.Server] >= due) {
-			want[c.Server] = true
+		if _, known := k.streams[c.Cookie]; known || !(due <= 0 || hot[c.Server] >= due) {
+			continue
 		}
+		if m, ok := k.missed[c.Cookie]; ok && m.procs == key && now.Before(m.retry) {
+			continue
+		}
+		want[c.Server] = true
+		conns = append(conns, c)
 	}
 	if len(want) == 0 {
 		return
@@ -402,47 +483,78 @@ func (k *kernelReader) findStreams(ctx context.Context, r sockdiag.Reading, sh *
 			server = s
 		}
 	}
-	got, err := k.hb.ServerStreams(ctx, server)
-	if err != nil {
-		if msg := err.Error(); msg != k.findErr {
+	workers := []int{0} // the socket's process
+	if k.master && procs != nil && len(procs.pids) > 0 {
+		workers = procs.pids
+	}
+	total, found, asked := 0, 0, 0
+	var cmds []string
+	var failed error
+	for i, pid := range workers {
+		if found == len(conns) {
+			break
+		}
+		got, err := k.hb.WorkerStreams(ctx, pid, server)
+		if err != nil {
+			if i > 0 && errors.Is(err, haproxy.ErrNoWorker) {
+				continue // an old worker that exited: its connections went with it
+			}
+			failed = err
+			break
+		}
+		asked++
+		total += got.Total
+		cmds = append(cmds, got.Command)
+		for _, c := range conns {
+			// By the whole 4-tuple: one source port of HAProxy's may serve
+			// connections to two servers.
+			s, ok := got.Streams[haproxy.ServerConn{Local: c.Local, Remote: c.Remote}]
+			if _, known := k.streams[c.Cookie]; known || !ok || s.Server != c.Server {
+				continue
+			}
+			k.streams[c.Cookie] = streamOf{id: s.Ref(), pid: got.PID, serial: s.Serial, client: s.Client, age: s.Age, found: r.At}
+			delete(k.missed, c.Cookie)
+			found++
+		}
+	}
+	p := haproxy.DefaultLocalBudget
+	if asked > 0 {
+		k.lastTotal = total
+	}
+	k.nextFind = now.Add(max(p.Share, time.Duration(max(total, k.lastTotal))*p.PerStream))
+	if failed != nil {
+		if msg := failed.Error(); msg != k.findErr {
 			k.findErr = msg
-			k.log.Warn("shedding: HAProxy's streams could not be read; the hot server's connections cannot be closed this cycle", "err", err)
+			k.log.Warn("shedding: HAProxy's streams could not be read; the hot server's connections cannot be closed this cycle", "err", failed)
 		}
 		return
 	}
 	k.findErr = ""
-	p := haproxy.DefaultLocalBudget
-	k.nextFind = now.Add(max(p.Share, time.Duration(got.Total)*p.PerStream))
-	found := 0
-	for _, c := range r.Conns {
-		// By the whole 4-tuple: one source port of HAProxy's may serve
-		// connections to two servers.
-		s, ok := got.Streams[haproxy.ServerConn{Local: c.Local, Remote: c.Remote}]
-		if !ok || !want[c.Server] || s.Server != c.Server {
-			continue
+	for _, c := range conns {
+		if _, known := k.streams[c.Cookie]; !known {
+			k.missed[c.Cookie] = missedConn{procs: key, retry: now.Add(missRetry)}
 		}
-		k.streams[c.Cookie] = streamOf{id: s.ID, serial: s.Serial, client: s.Client, age: s.Age, found: r.At}
-		found++
 	}
 	k.log.Debug("shedding: streams found by their server connections", "servers", slices.Sorted(maps.Keys(want)),
-		"command", got.Command, "streams", len(got.Streams), "matched", found, "reply_bytes", got.Bytes, "took", got.Took)
+		"commands", cmds, "workers", workers, "streams", total, "wanted", len(conns), "matched", found)
 }
 
 // haproxyPIDs returns HAProxy's processes for the socket table reader:
 // through the master CLI every worker `show proc` lists; through a worker's
-// socket that worker and, when its parent is an HAProxy master (-W, -Ws:
-// Debian's unit), the master's other children, the old workers still
-// serving the connections they had at a reload. None (every socket to a
-// server counts) when the unix socket's listener is not the worker or its
-// master as this pid namespace numbers them: HAProxy's pids are then its own
-// namespace's and name other processes here (a sidecar without
-// shareProcessNamespace).
-func haproxyPIDs(c *haproxy.Client, master bool, proc string) func(ctx context.Context) ([]int, error) {
+// socket that worker and the old processes a reload left serving
+// (oldProcs). None (every socket to a server counts) when the unix socket's
+// listener is not the worker or its master as this pid namespace numbers
+// them: HAProxy's pids are then its own namespace's and name other
+// processes here (a sidecar without shareProcessNamespace). The processes
+// as HAProxy numbers them are kept for the stream reads either way
+// (k.procs): the master CLI's `@!<pid>` takes those.
+func (k *kernelReader) haproxyPIDs(c *haproxy.Client, proc string) func(ctx context.Context) ([]int, error) {
 	return func(ctx context.Context) ([]int, error) {
 		pids, err := c.Processes(ctx)
 		if err != nil {
 			return nil, err
 		}
+		k.procs.Store(&haproxyProcs{pids: slices.Clone(pids)})
 		peer, known, err := c.SocketPeer(ctx)
 		if err != nil {
 			return nil, err
@@ -450,11 +562,102 @@ func haproxyPIDs(c *haproxy.Client, master bool, proc string) func(ctx context.C
 		if parent, _ := procParent(proc, pids[0]); known && peer != pids[0] && (peer == 0 || peer != parent) {
 			return nil, nil
 		}
-		if !master {
-			pids = append(pids, oldWorkers(proc, pids[0])...)
+		if !k.master {
+			pids = append(pids, k.old.find(proc, pids[0])...)
 		}
 		return pids, nil
 	}
+}
+
+// oldProcs finds, for a daemon on a worker's own socket, the HAProxy
+// processes a reload left serving the connections they had: the socket is
+// the new process's, and the old one's connections are HAProxy's load too.
+// Three ways, as /proc shows them:
+//   - the other children of the worker's parent when that parent is an
+//     HAProxy master (-W, -Ws: Debian's unit) without a master CLI given;
+//   - the pids the worker was started to replace, `-sf <pid>…` (or -st) in
+//     its command line: a reload without a master (`haproxy -f … -sf $(cat
+//     pidfile)`, the init scripts' reload);
+//   - the processes an earlier read found, while they run (a reload whose
+//     command line says nothing of the old process).
+//
+// Each must still run as HAProxy (the worker's command name) and have
+// started before the worker: a pid the kernel gave another process since
+// is not HAProxy's. When the set grows it says so once, at info.
+type oldProcs struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	seen map[int]uint64 // HAProxy's processes of earlier reads: pid → start time
+	said []int          // the old processes last logged
+}
+
+// find returns the old processes serving beside worker.
+func (o *oldProcs) find(proc string, worker int) []int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	me, ok := readProcStat(proc, worker)
+	if !ok {
+		return nil
+	}
+	old := map[int]bool{}
+	for _, pid := range oldWorkers(proc, worker) {
+		old[pid] = true
+	}
+	for _, pid := range replaced(proc, worker, me, 8) {
+		old[pid] = true
+	}
+	for pid, start := range o.seen {
+		if st, ok := readProcStat(proc, pid); ok && pid != worker && st.start == start && st.comm == me.comm && start <= me.start {
+			old[pid] = true
+		}
+	}
+	out := slices.Sorted(maps.Keys(old))
+	seen := map[int]uint64{worker: me.start}
+	for _, pid := range out {
+		if st, ok := readProcStat(proc, pid); ok {
+			seen[pid] = st.start
+		}
+	}
+	o.seen = seen
+	if news := slices.DeleteFunc(slices.Clone(out), func(p int) bool { return slices.Contains(o.said, p) }); len(news) > 0 && o.log != nil {
+		o.log.Info("HAProxy was reloaded and its old process still serves connections: counted in the fast signal until they end",
+			"old_pids", news, "pid", worker)
+	}
+	o.said = out
+	return out
+}
+
+// replaced returns the pids worker's command line names after -sf or -st
+// (the processes it was started to replace) that still run as HAProxy and
+// started before it, and theirs in turn, depth levels deep.
+func replaced(proc string, worker int, me procStat, depth int) []int {
+	if depth == 0 {
+		return nil
+	}
+	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(worker), "cmdline"))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	after := false
+	for _, arg := range strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00") {
+		if arg == "-sf" || arg == "-st" {
+			after = true
+			continue
+		}
+		pid, err := strconv.Atoi(arg)
+		if !after || err != nil || pid <= 0 {
+			after = false
+			continue
+		}
+		st, ok := readProcStat(proc, pid)
+		if !ok || pid == worker || st.comm != me.comm || st.start > me.start || slices.Contains(out, pid) {
+			continue
+		}
+		out = append(out, pid)
+		out = append(out, replaced(proc, pid, st, depth-1)...)
+	}
+	return out
 }
 
 // oldWorkers returns the other children of worker's parent when that
@@ -485,25 +688,46 @@ func oldWorkers(proc string, worker int) []int {
 	return out
 }
 
-// procParent reads a process's parent pid and command name from
-// /proc/<pid>/stat ("pid (comm) state ppid …"); 0 when it cannot.
-func procParent(proc string, pid int) (int, string) {
+// procStat is what /proc/<pid>/stat says of a process that is used here.
+type procStat struct {
+	ppid  int
+	comm  string
+	start uint64 // clock ticks after boot: with the pid, names one process
+}
+
+// readProcStat reads /proc/<pid>/stat ("pid (comm) state ppid … starttime
+// …", starttime the 22nd field); ok is false when it cannot.
+func readProcStat(proc string, pid int) (procStat, bool) {
 	raw, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0, ""
+		return procStat{}, false
 	}
 	s := string(raw)
 	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 	if open < 0 || end < open {
-		return 0, ""
+		return procStat{}, false
 	}
-	f := strings.Fields(s[end+1:])
+	f := strings.Fields(s[end+1:]) // from the state, the 3rd field
 	if len(f) < 2 {
-		return 0, ""
+		return procStat{}, false
 	}
 	ppid, err := strconv.Atoi(f[1])
 	if err != nil {
+		return procStat{}, false
+	}
+	out := procStat{ppid: ppid, comm: s[open+1 : end]}
+	if len(f) > 19 {
+		out.start, _ = strconv.ParseUint(f[19], 10, 64)
+	}
+	return out, true
+}
+
+// procParent reads a process's parent pid and command name from
+// /proc/<pid>/stat; 0 when it cannot.
+func procParent(proc string, pid int) (int, string) {
+	st, ok := readProcStat(proc, pid)
+	if !ok {
 		return 0, ""
 	}
-	return ppid, s[open+1 : end]
+	return st.ppid, st.comm
 }

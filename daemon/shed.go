@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -66,9 +67,23 @@ func inheritStuckShedders(old []*Unit, stuck []string, next []*Unit) {
 	}
 }
 
+// goneNote is a session to shed that was found ended: when last, and how
+// many times.
+type goneNote struct {
+	at    time.Time
+	times int
+}
+
+// goneForget is how long a session found ended is remembered for the log:
+// one found ended again within it is not said again at info.
+const goneForget = 10 * time.Minute
+
 // sheds logs the cycle's session shedding: one info line per session shed
 // (or, in a dry run, that would be) with its reason, which max_per_minute
-// keeps rare; why nothing was shed at debug.
+// keeps rare; why nothing was shed at debug. A session to shed found ended
+// is said once: should the fast signal list it again (its connection lives
+// on in a process the close did not reach), the repeat is said once at
+// warn, and the later ones at debug.
 func (l *cycleLog) sheds(c weighter.Cycle) {
 	p := c.Plan.Shed
 	if p == nil {
@@ -84,13 +99,41 @@ func (l *cycleLog) sheds(c weighter.Cycle) {
 		case weighter.ShedClosed:
 			l.log.Info("session shed", shedAttrs(r.Shed, r.Reason)...)
 		case weighter.ShedGone:
-			l.log.Info("session to shed had already ended; nothing closed", shedAttrs(r.Shed, r.Reason)...)
+			l.goneSession(p.Time, r)
 		case weighter.ShedFailed:
 			l.log.Warn("session shed failed", append(shedAttrs(r.Shed, r.Reason), "err", r.Err)...)
 		}
 	}
 	if len(p.Sheds) == 0 && p.Reason != "" {
 		l.log.Debug("no session shed", "reason", p.Reason)
+	}
+}
+
+// goneSession logs a session to shed found ended, once at info, once more
+// at warn if it is found ended again, then at debug.
+func (l *cycleLog) goneSession(now time.Time, r weighter.ShedResult) {
+	for k, n := range l.gone {
+		if now.Sub(n.at) > goneForget {
+			delete(l.gone, k)
+		}
+	}
+	if l.gone == nil {
+		l.gone = map[string]goneNote{}
+	}
+	s := r.Session
+	key := fmt.Sprintf("%s #%d %s", s.ID, s.Serial, s.Client)
+	n := l.gone[key]
+	n.at, n.times = now, n.times+1
+	l.gone[key] = n
+	attrs := shedAttrs(r.Shed, r.Reason)
+	switch n.times {
+	case 1:
+		l.log.Info("session to shed had already ended; nothing closed", attrs...)
+	case 2:
+		l.log.Warn("session to shed found ended again, yet still listed; not said again for it",
+			append(attrs, "times", n.times, "err", r.Err)...)
+	default:
+		l.log.Debug("session to shed had already ended; nothing closed", append(attrs, "times", n.times, "err", r.Err)...)
 	}
 }
 

@@ -41,6 +41,10 @@ type Client struct {
 	// Restore undoes and no other (snapshot.go): the one its owner handed
 	// every Client (OwnZeroes), or the Client's own.
 	zeroes *ownzero.Record
+	// pid, through the master CLI, is the worker the Client's commands go
+	// to (@!pid: the current worker or an old one); 0 is the current
+	// worker (@1). See inWorker.
+	pid int
 }
 
 // Option changes how New builds a Client.

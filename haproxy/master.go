@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -24,6 +25,47 @@ import (
 
 // currentWorker is the master CLI's prefix for the current worker.
 const currentWorker = "@1 "
+
+// A worker a reload replaced stays up while it still carries connections
+// ("# old workers" in `show proc`), and the master CLI reaches it by its
+// pid, `@!<pid> <command>` (2.6 to 3.4), until it exits; then the master
+// answers "Can't find the target PID matching the prefix '@!<pid>'". A
+// stream id is the address of a struct in one process: it names nothing
+// in another, so a stream read from a worker is closed through that
+// worker's prefix (Session.Worker), never through @1, which a reload moves.
+
+// inWorker returns a Client whose commands go, through the master CLI, to
+// the worker pid (current or old); c itself for pid 0 or a worker's own
+// socket. It shares c's configuration, trace and record of drains, not its
+// Health: what one worker answers says nothing of the socket's current one.
+func (c *Client) inWorker(pid int) *Client {
+	if pid == 0 || !c.cfg.Master || pid == c.pid {
+		return c
+	}
+	return &Client{cfg: c.cfg, trace: c.trace, zeroes: c.zeroes, pid: pid}
+}
+
+// workerPrefix is the master CLI's prefix for the worker c talks to.
+func (c *Client) workerPrefix() string {
+	if c.pid != 0 {
+		return "@!" + strconv.Itoa(c.pid) + " "
+	}
+	return currentWorker
+}
+
+// workerGone reports whether err is the master's answer that the worker a
+// `@!<pid>` prefix names is not there (it exited).
+func workerGone(err error) bool {
+	return err != nil && (errors.Is(err, ErrNoWorker) || noWorkerText(err.Error()))
+}
+
+// noWorkerText reports whether the master's text says the worker it was to
+// pass a command to is not there: "Can't find the target PID matching the
+// prefix '@!<pid>'" (no such worker listed), or, for a worker that exited a
+// moment ago (3.0, 3.4), "Can't connect to the target CLI!".
+func noWorkerText(s string) bool {
+	return strings.Contains(s, "Can't find the target PID") || strings.Contains(s, "Can't connect to the target CLI")
+}
 
 // ErrNoWorker: the master CLI has no current worker to pass the command to
 // (HAProxy starting, or every worker failed).
@@ -45,7 +87,7 @@ func (c *Client) exchangeMaster(ctx context.Context, cmds []string) ([]string, e
 	var req bytes.Buffer
 	req.WriteString("prompt\n")
 	for _, cmd := range cmds {
-		req.WriteString(currentWorker + cmd + "\n")
+		req.WriteString(c.workerPrefix() + cmd + "\n")
 	}
 	req.WriteString("quit\n")
 	var out string
@@ -104,6 +146,13 @@ func splitMasterReplies(out string, n int) ([]string, error) {
 	rest := out[first[1]:]
 	var replies []string
 	for len(replies) < n {
+		if loc := masterPrompt.FindStringIndex(rest); loc != nil && loc[0] == 0 {
+			// The prompt again with not even the empty line that ends a
+			// worker's reply: no worker took the command. 2.6 says so
+			// this way in prompt mode for an @!<pid> that is not there
+			// (a worker that exited).
+			return nil, fmt.Errorf("%w: command %d of %d went to no worker (%.80q)", ErrNoWorker, len(replies)+1, n, out)
+		}
 		// An empty reply is a newline alone: replyEnd right at the start.
 		loc := replyEnd.FindStringIndex(rest)
 		if loc == nil {
@@ -120,7 +169,7 @@ func splitMasterReplies(out string, n int) ([]string, error) {
 		rest = rest[loc[1]:]
 	}
 	if len(replies) < n {
-		if strings.Contains(rest, "Can't find the target PID") {
+		if noWorkerText(rest) {
 			return nil, fmt.Errorf("%w (%s)", ErrNoWorker, strings.TrimSpace(rest))
 		}
 		return nil, fmt.Errorf("%w: truncated: %d of %d replies (%d bytes: %.80q)", ErrBadReply, len(replies), n, len(out), out)
@@ -149,10 +198,11 @@ func masterReply(cmd, reply string) string {
 
 // oneCommand is what dumpOnce writes for cmd: the command alone, which the
 // worker answers and closes after; through the master CLI the command for
-// the current worker, then "quit", as the master keeps the connection open.
+// c's worker (the current one unless inWorker), then "quit", as the master
+// keeps the connection open.
 func (c *Client) oneCommand(cmd string) string {
 	if c.cfg.Master {
-		return currentWorker + cmd + "\nquit\n"
+		return c.workerPrefix() + cmd + "\nquit\n"
 	}
 	return cmd + "\n"
 }

@@ -25,6 +25,12 @@ type Session struct {
 	// Serial is HAProxy's stream number (`id=N`), unique for the process's
 	// life: ID and Serial together match one stream across two reads.
 	Serial uint64
+	// Worker is the pid of the worker the stream was read from through the
+	// master CLI's `@!<pid>` (a current or an old worker; WorkerStreams); 0
+	// when it was read from the socket's own process or the master's
+	// current worker (@1). ID and Serial name a stream in that process
+	// only: ShutdownStream closes it there (Ref).
+	Worker int
 	// Frontend, Backend and Server are the proxy and server names; Backend
 	// and Server are "" while HAProxy has not chosen them yet.
 	Frontend, Backend, Server string

@@ -338,7 +338,7 @@ backend be2
 		require.ErrorIs(t, err, ErrNoSession)
 		assert.Contains(t, err.Error(), "Session not found")
 		// shutdown session itself says so in its own words.
-		err = sessionError(replyError(raw(t, c, "shutdown session 0x10")))
+		err = sessionError(0, replyError(raw(t, c, "shutdown session 0x10")))
 		require.ErrorIs(t, err, ErrNoSession)
 		assert.Contains(t, err.Error(), "No such session")
 	})

@@ -245,11 +245,11 @@ func TestParseSessionDumpMessage(t *testing.T) {
 	var msg haproxyMessage
 	require.True(t, errors.As(err, &msg), "%v", err)
 	assert.Equal(t, haproxyMessage("Session not found"), msg)
-	assert.ErrorIs(t, sessionError(err), ErrNoSession)
+	assert.ErrorIs(t, sessionError(0, err), ErrNoSession)
 
 	_, err = parseDump("Permission denied\n\n")
 	require.True(t, errors.As(err, &msg))
-	assert.NotErrorIs(t, sessionError(err), ErrNoSession)
+	assert.NotErrorIs(t, sessionError(0, err), ErrNoSession)
 }
 
 // FuzzParseSessionDump feeds the parser mangled dumps. It must never panic,

@@ -3,6 +3,7 @@ package haproxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -43,6 +44,9 @@ type ServerStreams struct {
 	Bytes   int64
 	Total   int
 	Took    time.Duration
+	// PID is the process that answered, as its `show info` says: the
+	// process the streams' ids belong to.
+	PID int
 }
 
 // ServerConn is a stream's server connection: HAProxy's side (its source
@@ -64,6 +68,17 @@ const FilteredDumpFrom = 302
 // Sessions' (and ErrStreamDumpUnsafe on a version the dump guard holds
 // back).
 func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStreams, error) {
+	return b.WorkerStreams(ctx, 0, server)
+}
+
+// WorkerStreams is ServerStreams of the worker pid through the master CLI
+// (`@!<pid>`: the current worker or one a reload replaced, which serves its
+// connections until they end); pid 0 is the socket's process (the master's
+// current worker, @1). Each stream's Worker is pid, so that ShutdownStream
+// closes it in the process that has it. A worker that has exited gives an
+// error wrapping ErrNoWorker. The version is asked of that worker: an old
+// worker may run another version than the current one.
+func (b *Backend) WorkerStreams(ctx context.Context, pid int, server string) (ServerStreams, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return ServerStreams{}, err
 	}
@@ -72,10 +87,18 @@ func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStrea
 			return ServerStreams{}, err
 		}
 	}
+	c := b.c.inWorker(pid)
+	where := ""
+	if c.pid != 0 {
+		where = fmt.Sprintf(" of worker %d", c.pid)
+	}
 	began := time.Now()
-	replies, err := b.c.exchange(ctx, []string{"show info"})
+	replies, err := c.exchange(ctx, []string{"show info"})
 	if err != nil {
-		return ServerStreams{}, fmt.Errorf("backend %s: server streams: show info: %w", b.name, err)
+		if c.pid != 0 && workerGone(err) && !errors.Is(err, ErrNoWorker) {
+			err = fmt.Errorf("%w (%w)", ErrNoWorker, err)
+		}
+		return ServerStreams{}, fmt.Errorf("backend %s: server streams%s: show info: %w", b.name, where, err)
 	}
 	cmd := "show sess all"
 	if info, err := parseInfo(replies[0]); err == nil && info.major*100+info.minor >= FilteredDumpFrom {
@@ -84,19 +107,24 @@ func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStrea
 			cmd = fmt.Sprintf("show sess all server %s/%s", b.name, server)
 		}
 	}
+	answered, _ := parseInfoPid(replies[0])
 	tap := &addrTap{backend: []byte(b.name)}
-	d, err := b.c.dumpTapped(ctx, cmd, tap, func(s *Session) bool {
+	d, err := c.dumpTapped(ctx, cmd, tap, func(s *Session) bool {
 		return s.Backend == b.name && s.Server != "" && (server == "" || s.Server == server) && !s.Internal
 	})
 	if err != nil {
-		return ServerStreams{}, fmt.Errorf("backend %s: server streams (%s): %w", b.name, cmd, err)
+		if c.pid != 0 && workerGone(err) && !errors.Is(err, ErrNoWorker) {
+			err = fmt.Errorf("%w (%w)", ErrNoWorker, err)
+		}
+		return ServerStreams{}, fmt.Errorf("backend %s: server streams%s (%s): %w", b.name, where, cmd, err)
 	}
-	out := ServerStreams{Streams: map[ServerConn]Session{}, Command: cmd, Bytes: d.bytes, Total: d.streams + d.skipped}
+	out := ServerStreams{Streams: map[ServerConn]Session{}, Command: cmd, Bytes: d.bytes, Total: d.streams + d.skipped, PID: answered}
 	for _, s := range d.sessions {
 		side, ok := tap.side[s.ID]
 		if !ok || !side.Local.IsValid() || !side.Remote.IsValid() {
 			continue
 		}
+		s.Worker = c.pid
 		out.Streams[side] = s
 	}
 	out.Took = time.Since(began)
