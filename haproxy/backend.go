@@ -96,8 +96,12 @@ func (b *Backend) parseState(reply string) ([]weighter.ServerState, error) {
 
 // SetWeights writes all changes through one connection in one request, followed by
 // a `show servers state` that verifies them. Every weight is validated first; if any
-// is invalid nothing is sent. Failures of single servers come back joined, each a
-// *weighter.ServerError; a transport failure is returned as is (nothing is retried).
+// is invalid nothing is sent. A request that would not end before ctx's deadline
+// (at the pace of the ones before) is not sent either (ErrNoTimeForBatch); one
+// sent is read to the end past it (batch.go). Failures of single servers come
+// back joined, each a *weighter.ServerError; a transport failure after the
+// request was sent is a *weighter.UnconfirmedError, one before it is returned
+// as is (nothing is retried).
 func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) error {
 	if len(changes) == 0 {
 		return nil
@@ -110,11 +114,29 @@ func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) err
 		cmds = append(cmds, b.weightCmd(ch.Server, ch.Weight))
 	}
 	cmds = append(cmds, b.stateCmd())
-	replies, err := b.c.roundTrip(ctx, cmds)
+	replies, err := b.c.batch(ctx, cmds)
 	if err != nil {
-		return fmt.Errorf("backend %s: set weights: %w", b.name, cutWeights(changes, err))
+		err = fmt.Errorf("backend %s: set weights: %w", b.name, cutWeights(changes, err))
+		if !sent(err) {
+			return err
+		}
+		b.unconfirmed(changes)
+		return &weighter.UnconfirmedError{Sent: changes, Err: err}
 	}
 	return b.verify(changes, replies)
+}
+
+// unconfirmed records the 0s of a batch whose replies were lost as the
+// daemon's own drains: if HAProxy took one, it is; if not, the next read
+// finds the server at another weight and ends the record (ownzero.Seen).
+// Any other weight leaves the record as it was, since a 0 the daemon wrote
+// before may still stand.
+func (b *Backend) unconfirmed(changes []weighter.Change) {
+	for _, ch := range changes {
+		if ch.Weight == 0 {
+			b.c.zeroes.Wrote(b.zeroKey(ch.Server), 0)
+		}
+	}
 }
 
 // cutWeights says how far HAProxy got through a batch whose round trip was

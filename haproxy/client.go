@@ -5,7 +5,8 @@
 // HAProxy that restarts (new socket, runtime weights reset to the configured ones)
 // is picked up on the next cycle without restarting the daemon, and servers added
 // or removed at runtime show up in the next Servers read. All writes of a cycle go
-// through one connection as one request, and are verified by reading back.
+// through one connection as one request, and are verified by reading back; a
+// request once sent is read to the end, past the cycle's deadline (batch.go).
 package haproxy
 
 import (
@@ -37,6 +38,7 @@ type Client struct {
 	trace  func(cmds []string) // tests: sees each round trip's commands
 	local  localState          // the shared `show sess all` of ReadLocal (local.go)
 	health health              // how the socket last answered (health.go)
+	pace   pace                // how fast batches of weights were answered (batch.go)
 	// zeroes is the record of the weight-0 drains this process made, which
 	// Restore undoes and no other (snapshot.go): the one its owner handed
 	// every Client (OwnZeroes), or the Client's own.

@@ -1,0 +1,182 @@
+package haproxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// startSlowRuntime puts a socket in front of a real HAProxy's runtime socket
+// that passes each request line on perLine after the one before: HAProxy
+// working slowly through a batch (a busy box; ~3 ms a weight on a
+// 1,000-server random or consistent-hash backend). Replies come back as
+// HAProxy writes them. When the client goes (a reply cannot be passed on),
+// the lines not passed on yet are dropped with the connection, as HAProxy
+// drops the commands it had not reached when its client closed.
+func startSlowRuntime(t *testing.T, socket string, perLine time.Duration) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "slow.sock")
+	l, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			client, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() { slowPass(client, socket, perLine) })
+		}
+	})
+	return path
+}
+
+func slowPass(client net.Conn, socket string, perLine time.Duration) {
+	defer client.Close()
+	up, err := net.Dial("unix", socket)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	gone := make(chan struct{})
+	go func() {
+		// A reply that cannot reach the client ends the session, and with
+		// it every line not passed on yet.
+		_, _ = io.Copy(client, up)
+		close(gone)
+		up.Close()
+	}()
+	in := bufio.NewReader(client)
+	for {
+		line, err := in.ReadString('\n')
+		if err != nil {
+			return
+		}
+		select {
+		case <-gone:
+			return
+		case <-time.After(perLine):
+		}
+		if _, err := io.WriteString(up, line); err != nil {
+			return
+		}
+	}
+}
+
+// bigBackend is a configuration with one roundrobin backend of n servers,
+// all at weight 10 (one address: nothing connects to them).
+func bigBackend(t *testing.T, name string, n int) string {
+	var cfg strings.Builder
+	cfg.WriteString(testenv.HAProxyDefaults + "backend " + name + "\n  balance roundrobin\n")
+	port := testenv.FreePort(t)
+	for i := range n {
+		fmt.Fprintf(&cfg, "  server s%04d 127.0.0.1:%d weight 10\n", i, port)
+	}
+	return cfg.String()
+}
+
+// spread gives server i the load base+(i*k)%7: a different weight per
+// server, and a different pattern for each k.
+func spread(n, k int) fixedLoads {
+	loads := fixedLoads{}
+	for i := range n {
+		loads[fmt.Sprintf("s%04d", i)] = float64(1 + (i*k)%7)
+	}
+	return loads
+}
+
+// TestSlowBatchIsFinishedOrNotSent: a cycle whose deadline falls in the
+// middle of its batch (HAProxy slow to work through 600 weights) used to cut
+// the batch there: HAProxy had applied the weights it reached, the cycle
+// counted none written, and the next cycle took its own weights for an
+// operator's ("re-apply (changed outside: reload?)"). Now a batch is sent
+// only if, at the pace of the batches before, it ends before the deadline
+// (else nothing is written, and the error says so), and once sent it is read
+// to the end past the cycle's deadline and verified: HAProxy holds every
+// weight of the batch or none, and the next cycle re-applies nothing.
+func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
+	const n = 600
+	h := testenv.StartHAProxy(t, bigBackend(t, "be_big", n))
+	slow := startSlowRuntime(t, h.Socket, time.Millisecond)
+
+	for _, tc := range []struct {
+		name string
+		// fresh: the cut cycle's batch goes through a new client, which
+		// knows no pace yet and so sends it.
+		fresh bool
+	}{{"first batch of a client", true}, {"client that knows the pace", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctrl, err := weighter.NewController(weighter.DefaultPolicy())
+			require.NoError(t, err)
+			c := newClient(t, slow)
+			be := &weighter.Backend{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
+			now := time.Now()
+
+			cyc := weighter.RunCycle(testCtx(t), be, now, true)
+			require.NoError(t, cyc.Err)
+			require.Greater(t, len(cyc.Written), n/2, "plan: %+v", cyc.Plan.Servers[:3])
+			before := testenv.Weights(t, h.Socket, "be_big")
+
+			// The next cycle's loads move most weights; its deadline comes
+			// long before HAProxy is through the batch (~600 ms).
+			be.Source = spread(n, 3)
+			if tc.fresh {
+				be.Target = newClient(t, slow).Backend("be_big")
+			}
+			ctx, cancel := context.WithTimeout(testCtx(t), 150*time.Millisecond)
+			cyc = weighter.RunCycle(ctx, be, now.Add(time.Minute), true)
+			cancel()
+			changes := cyc.Plan.Changes()
+			require.Greater(t, len(changes), n/2)
+			after := testenv.Weights(t, h.Socket, "be_big")
+			applied := 0
+			for _, ch := range changes {
+				if after[ch.Server] == ch.Weight && before[ch.Server] != ch.Weight {
+					applied++
+				}
+			}
+			if tc.fresh {
+				assert.NoError(t, cyc.Err, "a batch sent is finished")
+				assert.Equal(t, len(changes), applied, "every weight of the batch applied")
+				assert.Len(t, cyc.Written, len(changes))
+			} else {
+				assert.ErrorContains(t, cyc.Err, "nothing sent")
+				assert.Zero(t, applied, "no weight of the batch applied")
+				assert.Equal(t, before, after)
+				assert.Empty(t, cyc.Written)
+			}
+
+			// The next cycle (loads moved again) finds HAProxy as the daemon
+			// left it: no weight of its own to set back.
+			be.Target, be.Source = c.Backend("be_big"), spread(n, 5)
+			cyc = weighter.RunCycle(testCtx(t), be, now.Add(2*time.Minute), true)
+			require.NoError(t, cyc.Err)
+			assert.Empty(t, reapplied(cyc.Plan), "its own writes taken for an operator's")
+		})
+	}
+}
+
+// reapplied lists the servers a plan sets back as changed outside.
+func reapplied(p weighter.Plan) []string {
+	var out []string
+	for _, sp := range p.Servers {
+		if strings.Contains(sp.Reason, weighter.ReasonReapply) {
+			out = append(out, sp.Server)
+		}
+	}
+	return out
+}
