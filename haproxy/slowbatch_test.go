@@ -28,6 +28,20 @@ import (
 // drops the commands it had not reached when its client closed.
 func startSlowRuntime(t *testing.T, socket string, perLine time.Duration) string {
 	t.Helper()
+	return startRuntimeProxy(t, socket, perLine, false)
+}
+
+// startMuteRuntime puts a socket in front of a real HAProxy's runtime socket
+// that passes every request on at once and every reply nowhere: HAProxy
+// applies the commands, and its client, hearing nothing, gives up after its
+// timeout (replies lost on a hung proxy or network).
+func startMuteRuntime(t *testing.T, socket string) string {
+	t.Helper()
+	return startRuntimeProxy(t, socket, 0, true)
+}
+
+func startRuntimeProxy(t *testing.T, socket string, perLine time.Duration, mute bool) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "slow.sock")
 	l, err := net.Listen("unix", path)
 	require.NoError(t, err)
@@ -39,24 +53,28 @@ func startSlowRuntime(t *testing.T, socket string, perLine time.Duration) string
 			if err != nil {
 				return
 			}
-			wg.Go(func() { slowPass(client, socket, perLine) })
+			wg.Go(func() { slowPass(client, socket, perLine, mute) })
 		}
 	})
 	return path
 }
 
-func slowPass(client net.Conn, socket string, perLine time.Duration) {
+func slowPass(client net.Conn, socket string, perLine time.Duration, mute bool) {
 	defer client.Close()
 	up, err := net.Dial("unix", socket)
 	if err != nil {
 		return
 	}
 	defer up.Close()
+	var replies io.Writer = client
+	if mute {
+		replies = io.Discard
+	}
 	gone := make(chan struct{})
 	go func() {
 		// A reply that cannot reach the client ends the session, and with
 		// it every line not passed on yet.
-		_, _ = io.Copy(client, up)
+		_, _ = io.Copy(replies, up)
 		close(gone)
 		up.Close()
 	}()
@@ -168,6 +186,58 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 			assert.Empty(t, reapplied(cyc.Plan), "its own writes taken for an operator's")
 		})
 	}
+}
+
+// splitTarget reads through one Backend and writes through another.
+type splitTarget struct{ read, write *Backend }
+
+func (s splitTarget) Servers(ctx context.Context) ([]weighter.ServerState, error) {
+	return s.read.Servers(ctx)
+}
+
+func (s splitTarget) SetWeights(ctx context.Context, changes []weighter.Change) error {
+	return s.write.SetWeights(ctx, changes)
+}
+
+// TestBatchWithLostRepliesIsNotChangedOutside: a batch HAProxy applied but
+// whose replies were lost fails its cycle (nothing is confirmed written),
+// and the next cycle finds the weights it sent: those are its own, applied
+// late, not weights changed outside to set back. A weight an operator set
+// meanwhile still is.
+func TestBatchWithLostRepliesIsNotChangedOutside(t *testing.T) {
+	const n = 300
+	h := testenv.StartHAProxy(t, bigBackend(t, "be_big", n))
+	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
+	require.NoError(t, err)
+	c := newClient(t, h.Socket)
+	be := &weighter.Backend{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
+	now := time.Now()
+	cyc := weighter.RunCycle(testCtx(t), be, now, true)
+	require.NoError(t, cyc.Err)
+	require.Greater(t, len(cyc.Written), n/2)
+
+	// 300 ms of silence ends the batch's read.
+	lost := fakeClient(t, startMuteRuntime(t, h.Socket)).Backend("be_big")
+	be.Source, be.Target = spread(n, 3), splitTarget{read: c.Backend("be_big"), write: lost}
+	cyc = weighter.RunCycle(testCtx(t), be, now.Add(time.Minute), true)
+	var unconfirmed *weighter.UnconfirmedError
+	require.ErrorAs(t, cyc.Err, &unconfirmed)
+	assert.Empty(t, cyc.Written, "nothing confirmed written")
+	changes := cyc.Plan.Changes()
+	require.Greater(t, len(changes), n/2)
+	assert.Equal(t, changes, unconfirmed.Sent)
+	after := testenv.Weights(t, h.Socket, "be_big")
+	for _, ch := range changes {
+		require.Equal(t, ch.Weight, after[ch.Server], "%s: HAProxy took the batch", ch.Server)
+	}
+
+	// An operator changes one server meanwhile.
+	op := changes[0].Server
+	require.Empty(t, strings.TrimSpace(testenv.Command(t, h.Socket, "set server be_big/"+op+" weight 3")))
+	be.Source, be.Target = spread(n, 5), c.Backend("be_big")
+	cyc = weighter.RunCycle(testCtx(t), be, now.Add(2*time.Minute), true)
+	require.NoError(t, cyc.Err)
+	assert.Equal(t, []string{op}, reapplied(cyc.Plan), "only the operator's weight is set back")
 }
 
 // reapplied lists the servers a plan sets back as changed outside.
