@@ -25,7 +25,10 @@ import (
 //     says so). The pace is learnt from batches only (the reads' replies are
 //     dumps, not one short reply a command) and believes a slower batch at
 //     once, a faster one a quarter at a time: a busy box slows every batch,
-//     and one quick batch does not prove it over.
+//     and one quick batch does not prove it over. A batch after one held
+//     back is sent whatever the time left: only a batch sent measures the
+//     pace again, and a pace learnt in a busy spell must not hold back every
+//     batch after it (a batch sent late is finished late, not cut).
 //   - Once its first byte is on the socket, the batch is written and read to
 //     the end under its own bound, not the cycle's: the cycle's deadline
 //     (or the pace's estimate, if later) plus the socket's timeout, with
@@ -92,6 +95,7 @@ type pace struct {
 	known  bool
 	setup  time.Duration
 	perCmd time.Duration
+	held   bool // the newest batch was held back
 }
 
 // estimate is how long a batch of n commands takes at the pace, and whether
@@ -100,6 +104,15 @@ func (p *pace) estimate(n int) (time.Duration, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.setup + time.Duration(n)*p.perCmd, p.known
+}
+
+// hold reports whether a batch whose estimate is over the time left is held
+// back: yes, unless the batch before was.
+func (p *pace) hold(over bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.held = over && !p.held
+	return p.held
 }
 
 // learn takes in a finished batch of n commands.
@@ -148,11 +161,10 @@ var ErrNoTimeForBatch = errors.New("nothing sent: too little time left before th
 // end under its own bound (see above).
 func (c *Client) batch(ctx context.Context, cmds []string) ([]string, error) {
 	estimate, known := c.pace.estimate(len(cmds))
-	if dl, ok := ctx.Deadline(); ok && known {
-		if left := time.Until(dl); left < estimate {
-			return nil, &nothingSent{err: fmt.Errorf("%w (%d commands take ~%s at the pace of the last batches, %s left)",
-				ErrNoTimeForBatch, len(cmds), estimate.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))}
-		}
+	dl, ok := ctx.Deadline()
+	if left := time.Until(dl); c.pace.hold(ok && known && left < estimate) {
+		return nil, &nothingSent{err: fmt.Errorf("%w (%d commands take ~%s at the pace of the last batches, %s left; the next batch is sent whatever is left)",
+			ErrNoTimeForBatch, len(cmds), estimate.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))}
 	}
 	b := &batchIO{estimate: estimate, timeout: c.cfg.timeout(), start: time.Now()}
 	replies, err := c.exchangeWith(ctx, cmds, b)

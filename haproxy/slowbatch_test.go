@@ -123,7 +123,8 @@ func spread(n, k int) fixedLoads {
 // counted none written, and the next cycle took its own weights for an
 // operator's ("re-apply (changed outside: reload?)"). Now a batch is sent
 // only if, at the pace of the batches before, it ends before the deadline
-// (else nothing is written, and the error says so), and once sent it is read
+// (else nothing is written, and the error says so; the batch after is sent
+// whatever the time left, to measure the pace again), and once sent it is read
 // to the end past the cycle's deadline and verified: HAProxy holds every
 // weight of the batch or none, and the next cycle re-applies nothing.
 func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
@@ -150,14 +151,15 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 			before := testenv.Weights(t, h.Socket, "be_big")
 
 			// The next cycle's loads move most weights; its deadline comes
-			// long before HAProxy is through the batch (~600 ms).
+			// 200 ms into the batch, long before HAProxy is through it
+			// (over 514 ms: a line a millisecond).
 			be.Source = spread(n, 3)
+			write := c.Backend("be_big")
 			if tc.fresh {
-				be.Target = newClient(t, slow).Backend("be_big")
+				write = newClient(t, slow).Backend("be_big")
 			}
-			ctx, cancel := context.WithTimeout(testCtx(t), 150*time.Millisecond)
-			cyc = weighter.RunCycle(ctx, be, now.Add(time.Minute), true)
-			cancel()
+			be.Target = deadlineAtWrite{Backend: write, in: 200 * time.Millisecond}
+			cyc = weighter.RunCycle(testCtx(t), be, now.Add(time.Minute), true)
 			changes := cyc.Plan.Changes()
 			require.Greater(t, len(changes), n/2)
 			after := testenv.Weights(t, h.Socket, "be_big")
@@ -176,6 +178,13 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 				assert.Zero(t, applied, "no weight of the batch applied")
 				assert.Equal(t, before, after)
 				assert.Empty(t, cyc.Written)
+
+				// The next batch is sent whatever the time left (only a batch
+				// sent measures the pace again), and finished.
+				be.Source = spread(n, 4)
+				cyc = weighter.RunCycle(testCtx(t), be, now.Add(90*time.Second), true)
+				assert.NoError(t, cyc.Err, "the batch after one held back is sent and finished")
+				assert.Len(t, cyc.Written, len(cyc.Plan.Changes()))
 			}
 
 			// The next cycle (loads moved again) finds HAProxy as the daemon
@@ -186,6 +195,20 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 			assert.Empty(t, reapplied(cyc.Plan), "its own writes taken for an operator's")
 		})
 	}
+}
+
+// deadlineAtWrite is a Backend whose cycle's deadline comes in after its
+// batch of weights starts: a cycle that read its servers and loads in time
+// and has that long left to write, however long the read took.
+type deadlineAtWrite struct {
+	*Backend
+	in time.Duration
+}
+
+func (d deadlineAtWrite) SetWeights(ctx context.Context, changes []weighter.Change) error {
+	ctx, cancel := context.WithTimeout(ctx, d.in)
+	defer cancel()
+	return d.Backend.SetWeights(ctx, changes)
 }
 
 // splitTarget reads through one Backend and writes through another.
