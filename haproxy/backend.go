@@ -103,6 +103,12 @@ func (b *Backend) parseState(reply string) ([]weighter.ServerState, error) {
 // request was sent is a *weighter.UnconfirmedError, one before it is returned
 // as is (nothing is retried).
 func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) error {
+	return b.setWeights(ctx, changes, true)
+}
+
+// setWeights is SetWeights; mayHold says whether a batch that would not end
+// in time is held back (a cycle's: the next cycle writes) or sent anyway.
+func (b *Backend) setWeights(ctx context.Context, changes []weighter.Change, mayHold bool) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -114,7 +120,7 @@ func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) err
 		cmds = append(cmds, b.weightCmd(ch.Server, ch.Weight))
 	}
 	cmds = append(cmds, b.stateCmd())
-	replies, err := b.c.batch(ctx, cmds)
+	replies, err := b.c.batch(ctx, cmds, mayHold)
 	if err != nil {
 		err = fmt.Errorf("backend %s: set weights: %w", b.name, cutWeights(changes, err))
 		if !sent(err) {

@@ -12,7 +12,9 @@ import (
 // A batch of weights (SetWeights) is finished once sent, or not sent.
 //
 // HAProxy's CLI reads a request a line at a time and runs each line before
-// the next; when the client goes, it drops the lines it had not reached. A
+// the next; when the client goes, it drops the lines it had not reached
+// (HAProxy 2.6, measured: 2,000 weights sent and the connection closed at
+// once, 2 applied), and a last line without its newline is never run. A
 // batch cut at the cycle's deadline in the middle of HAProxy's work on it
 // (a busy box, or ~3 ms a weight on a 1,000-server random or consistent-hash
 // backend) was thus applied in part: the weights HAProxy had reached, which
@@ -156,13 +158,13 @@ func sent(err error) bool {
 // weights, at the pace HAProxy answered the batches before; nothing was sent.
 var ErrNoTimeForBatch = errors.New("nothing sent: too little time left before the cycle's deadline")
 
-// batch is roundTrip for a batch of writes: sent only if it ends before
-// ctx's deadline at the known pace, and once sent, written and read to the
-// end under its own bound (see above).
-func (c *Client) batch(ctx context.Context, cmds []string) ([]string, error) {
+// batch is roundTrip for a batch of writes: with mayHold, sent only if it
+// ends before ctx's deadline at the known pace; once sent, written and read
+// to the end under its own bound (see above).
+func (c *Client) batch(ctx context.Context, cmds []string, mayHold bool) ([]string, error) {
 	estimate, known := c.pace.estimate(len(cmds))
 	dl, ok := ctx.Deadline()
-	if left := time.Until(dl); c.pace.hold(ok && known && left < estimate) {
+	if left := time.Until(dl); mayHold && c.pace.hold(ok && known && left < estimate) {
 		return nil, &nothingSent{err: fmt.Errorf("%w (%d commands take ~%s at the pace of the last batches, %s left; the next batch is sent whatever is left)",
 			ErrNoTimeForBatch, len(cmds), estimate.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))}
 	}
