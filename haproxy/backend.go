@@ -146,9 +146,12 @@ func (b *Backend) unconfirmed(changes []weighter.Change) {
 }
 
 // cutWeights says how far HAProxy got through a batch whose round trip was
-// cut. It stays one error, not one per server: the process that took the
-// answered weights may be gone (a restart), so none counts as written; the
-// next cycle reads what HAProxy has.
+// cut (HAProxy silent for a timeout, or restarted: a batch sent is not cut
+// at the cycle's deadline, batch.go). It stays one error, not one per
+// server: the process that took the answered weights may be gone (a
+// restart), so none counts as written; SetWeights returns it as a
+// *weighter.UnconfirmedError, and the next cycle reads what HAProxy has and
+// takes a weight it finds as sent for its own.
 func cutWeights(changes []weighter.Change, err error) error {
 	var cut *cutAfter
 	if !errors.As(err, &cut) {
