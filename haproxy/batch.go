@@ -48,6 +48,7 @@ type batchIO struct {
 	estimate time.Duration // the batch's time at the known pace; 0: not known
 	timeout  time.Duration // the socket's timeout: slack past the bound
 	start    time.Time     // when the batch was handed to the socket
+	bound    time.Time     // the deadline detach set; zero before
 	// first and last are when the first and the newest bytes of the
 	// replies came.
 	first, last time.Time
@@ -61,7 +62,8 @@ func (b *batchIO) detach(ctx context.Context) (context.Context, context.CancelFu
 	if dl, ok := ctx.Deadline(); ok && dl.After(end) {
 		end = dl
 	}
-	return context.WithDeadline(context.WithoutCancel(ctx), end.Add(b.timeout))
+	b.bound = end.Add(b.timeout)
+	return context.WithDeadline(context.WithoutCancel(ctx), b.bound)
 }
 
 // timed wraps r to note when the replies come; a nil b (not a batch)
@@ -170,6 +172,11 @@ func (c *Client) batch(ctx context.Context, cmds []string, mayHold bool) ([]stri
 	}
 	b := &batchIO{estimate: estimate, timeout: c.cfg.timeout(), start: time.Now()}
 	replies, err := c.exchangeWith(ctx, cmds, b)
+	if err != nil && !b.bound.IsZero() && !time.Now().Before(b.bound) {
+		// Not the cycle's deadline: the batch's own, which the bare
+		// "context deadline exceeded" would not tell from it.
+		err = fmt.Errorf("batch sent, not read to the end within %s past the cycle's deadline (haproxy timeout): %w", b.timeout, err)
+	}
 	c.noteHealth(ctx, err)
 	if err == nil {
 		c.pace.learn(b, len(cmds))

@@ -212,7 +212,7 @@ func (d deadlineAtWrite) SetWeights(ctx context.Context, changes []weighter.Chan
 }
 
 // splitTarget reads through one Backend and writes through another.
-type splitTarget struct{ read, write *Backend }
+type splitTarget struct{ read, write weighter.Target }
 
 func (s splitTarget) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	return s.read.Servers(ctx)
@@ -261,6 +261,52 @@ func TestBatchWithLostRepliesIsNotChangedOutside(t *testing.T) {
 	cyc = weighter.RunCycle(testCtx(t), be, now.Add(2*time.Minute), true)
 	require.NoError(t, cyc.Err)
 	assert.Equal(t, []string{op}, reapplied(cyc.Plan), "only the operator's weight is set back")
+}
+
+// TestBatchCutPastItsBoundIsRememberedInPart: a batch still not answered in
+// full a timeout past the cycle's deadline is cut after all, and HAProxy
+// holds the part it reached. The next cycle takes both parts for its own:
+// the servers at the weight sent, and those still at the weight written
+// before.
+func TestBatchCutPastItsBoundIsRememberedInPart(t *testing.T) {
+	const n = 600
+	h := testenv.StartHAProxy(t, bigBackend(t, "be_big", n))
+	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
+	require.NoError(t, err)
+	c := newClient(t, h.Socket)
+	be := &weighter.Backend{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
+	now := time.Now()
+	cyc := weighter.RunCycle(testCtx(t), be, now, true)
+	require.NoError(t, cyc.Err)
+	before := testenv.Weights(t, h.Socket, "be_big")
+
+	// 100 ms to the deadline, then 300 ms (the client's timeout): cut at
+	// 400 ms, with over 514 ms of batch to go.
+	slow := fakeClient(t, startSlowRuntime(t, h.Socket, time.Millisecond)).Backend("be_big")
+	be.Source = spread(n, 3)
+	be.Target = splitTarget{read: c.Backend("be_big"), write: deadlineAtWrite{Backend: slow, in: 100 * time.Millisecond}}
+	cyc = weighter.RunCycle(testCtx(t), be, now.Add(time.Minute), true)
+	var unconfirmed *weighter.UnconfirmedError
+	require.ErrorAs(t, cyc.Err, &unconfirmed)
+	assert.ErrorContains(t, cyc.Err, "not read to the end within 300ms past the cycle's deadline")
+	after := testenv.Weights(t, h.Socket, "be_big")
+	applied, untouched := 0, 0
+	for _, ch := range unconfirmed.Sent {
+		switch after[ch.Server] {
+		case ch.Weight:
+			applied++
+		case before[ch.Server]:
+			untouched++
+		}
+	}
+	require.Positive(t, applied, "HAProxy took part of the batch")
+	require.Positive(t, untouched, "and not the rest")
+	require.Equal(t, len(unconfirmed.Sent), applied+untouched)
+
+	be.Source, be.Target = spread(n, 5), c.Backend("be_big")
+	cyc = weighter.RunCycle(testCtx(t), be, now.Add(2*time.Minute), true)
+	require.NoError(t, cyc.Err)
+	assert.Empty(t, reapplied(cyc.Plan), "its own writes taken for an operator's")
 }
 
 // reapplied lists the servers a plan sets back as changed outside.
