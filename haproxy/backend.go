@@ -20,6 +20,11 @@ type Backend struct {
 	mu       sync.Mutex
 	snapshot map[string]snapWeight // weights read by Snapshot, for Restore
 	recent   *statsRead            // the `show stat` of the last Servers, for ReadStats
+
+	// pace is how fast HAProxy answered this backend's batches of weights
+	// (batch.go): a backend's own, as a weight costs HAProxy more on a big
+	// random or consistent-hash backend than on a roundrobin one.
+	pace pace
 }
 
 var _ weighter.Target = (*Backend)(nil)
@@ -120,7 +125,7 @@ func (b *Backend) setWeights(ctx context.Context, changes []weighter.Change, may
 		cmds = append(cmds, b.weightCmd(ch.Server, ch.Weight))
 	}
 	cmds = append(cmds, b.stateCmd())
-	replies, err := b.c.batch(ctx, cmds, mayHold)
+	replies, err := b.c.batch(ctx, cmds, &b.pace, mayHold)
 	if err != nil {
 		err = fmt.Errorf("backend %s: set weights: %w", b.name, cutWeights(changes, err))
 		if !sent(err) {

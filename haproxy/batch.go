@@ -22,7 +22,7 @@ import (
 // weights changed outside. So:
 //
 //   - Before sending, a batch is weighed against the time the cycle has
-//     left, at the pace this socket answered the batches before: one that
+//     left, at the pace HAProxy answered the backend's batches before: one that
 //     would not end in time is not sent, and the cycle writes nothing (and
 //     says so). The pace is learnt from batches only (the reads' replies are
 //     dumps, not one short reply a command) and believes a slower batch at
@@ -92,8 +92,8 @@ func (t *timedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// pace is how fast a socket's HAProxy answered the newest batches: the time
-// to its first reply, and then per command.
+// pace is how fast HAProxy answered a backend's newest batches: the time to
+// its first reply, and then per command.
 type pace struct {
 	mu     sync.Mutex
 	known  bool
@@ -161,12 +161,12 @@ func sent(err error) bool {
 var ErrNoTimeForBatch = errors.New("nothing sent: too little time left before the cycle's deadline")
 
 // batch is roundTrip for a batch of writes: with mayHold, sent only if it
-// ends before ctx's deadline at the known pace; once sent, written and read
-// to the end under its own bound (see above).
-func (c *Client) batch(ctx context.Context, cmds []string, mayHold bool) ([]string, error) {
-	estimate, known := c.pace.estimate(len(cmds))
+// ends before ctx's deadline at the pace (its backend's); once sent,
+// written and read to the end under its own bound (see above).
+func (c *Client) batch(ctx context.Context, cmds []string, pace *pace, mayHold bool) ([]string, error) {
+	estimate, known := pace.estimate(len(cmds))
 	dl, ok := ctx.Deadline()
-	if left := time.Until(dl); mayHold && c.pace.hold(ok && known && left < estimate) {
+	if left := time.Until(dl); mayHold && pace.hold(ok && known && left < estimate) {
 		return nil, &nothingSent{err: fmt.Errorf("%w (%d commands take ~%s at the pace of the last batches, %s left; the next batch is sent whatever is left)",
 			ErrNoTimeForBatch, len(cmds), estimate.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))}
 	}
@@ -179,7 +179,7 @@ func (c *Client) batch(ctx context.Context, cmds []string, mayHold bool) ([]stri
 	}
 	c.noteHealth(ctx, err)
 	if err == nil {
-		c.pace.learn(b, len(cmds))
+		pace.learn(b, len(cmds))
 	}
 	return replies, err
 }

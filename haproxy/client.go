@@ -38,7 +38,6 @@ type Client struct {
 	trace  func(cmds []string) // tests: sees each round trip's commands
 	local  localState          // the shared `show sess all` of ReadLocal (local.go)
 	health health              // how the socket last answered (health.go)
-	pace   pace                // how fast batches of weights were answered (batch.go)
 	// zeroes is the record of the weight-0 drains this process made, which
 	// Restore undoes and no other (snapshot.go): the one its owner handed
 	// every Client (OwnZeroes), or the Client's own.

@@ -134,15 +134,15 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		// fresh: the cut cycle's batch goes through a new client, which
-		// knows no pace yet and so sends it.
+		// fresh: the cut cycle's batch goes through a new client's
+		// Backend, which knows no pace yet and so sends it.
 		fresh bool
-	}{{"first batch of a client", true}, {"client that knows the pace", false}} {
+	}{{"first batch of a backend", true}, {"backend that knows the pace", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctrl, err := weighter.NewController(weighter.DefaultPolicy())
 			require.NoError(t, err)
-			c := newClient(t, slow)
-			be := &weighter.Backend{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
+			c := newClient(t, slow).Backend("be_big")
+			be := &weighter.Backend{Name: "be_big", Target: c, Controller: ctrl, Source: spread(n, 1)}
 			now := time.Now()
 
 			cyc := weighter.RunCycle(testCtx(t), be, now, true)
@@ -154,7 +154,7 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 			// 200 ms into the batch, long before HAProxy is through it
 			// (over 514 ms: a line a millisecond).
 			be.Source = spread(n, 3)
-			write := c.Backend("be_big")
+			write := c
 			if tc.fresh {
 				write = newClient(t, slow).Backend("be_big")
 			}
@@ -189,7 +189,7 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 
 			// The next cycle (loads moved again) finds HAProxy as the daemon
 			// left it: no weight of its own to set back.
-			be.Target, be.Source = c.Backend("be_big"), spread(n, 5)
+			be.Target, be.Source = c, spread(n, 5)
 			cyc = weighter.RunCycle(testCtx(t), be, now.Add(2*time.Minute), true)
 			require.NoError(t, cyc.Err)
 			assert.Empty(t, reapplied(cyc.Plan), "its own writes taken for an operator's")
