@@ -27,13 +27,14 @@ import (
 //     says so). The pace is learnt from batches only (the reads' replies are
 //     dumps, not one short reply a command) and believes a slower batch at
 //     once, a faster one a quarter at a time: a busy box slows every batch,
-//     and one quick batch does not prove it over. A batch after one held
-//     back is sent whatever the time left: only a batch sent measures the
-//     pace again, and a pace learnt in a busy spell must not hold back every
-//     batch after it (a batch sent late is finished late, not cut).
+//     and one quick batch does not prove it over; a batch cut at its bound
+//     (below) teaches it too. Only a batch sent measures the pace again, so
+//     one held back relaxes it (pace.hold), and the batch after one held
+//     back is sent if, at the pace, it ends within its bound: finished late,
+//     not cut.
 //   - Once its first byte is on the socket, the batch is written and read to
 //     the end under its own bound, not the cycle's: the cycle's deadline
-//     (or the pace's estimate, if later) plus the socket's timeout, with
+//     plus the socket's timeout, with
 //     every stall still bounded by the timeout. Cutting it there would not
 //     undo what HAProxy already applied; finishing it leaves every weight
 //     verified. A shutdown does not cut it either: the restore comes after.
@@ -55,12 +56,12 @@ type batchIO struct {
 }
 
 // detach returns the context the batch runs under once sent: not ctx's
-// cancel, and a deadline of ctx's (or the estimate's, if later) plus a
-// timeout.
+// cancel, and a deadline a timeout past ctx's (without one, past the
+// estimate's end).
 func (b *batchIO) detach(ctx context.Context) (context.Context, context.CancelFunc) {
-	end := time.Now().Add(b.estimate)
-	if dl, ok := ctx.Deadline(); ok && dl.After(end) {
-		end = dl
+	end, ok := ctx.Deadline()
+	if !ok {
+		end = time.Now().Add(b.estimate)
 	}
 	b.bound = end.Add(b.timeout)
 	return context.WithDeadline(context.WithoutCancel(ctx), b.bound)
@@ -110,21 +111,40 @@ func (p *pace) estimate(n int) (time.Duration, bool) {
 	return p.setup + time.Duration(n)*p.perCmd, p.known
 }
 
-// hold reports whether a batch whose estimate is over the time left is held
-// back: yes, unless the batch before was.
-func (p *pace) hold(over bool) bool {
+// hold reports whether a batch of n commands is held back, with left to the
+// deadline and grace past it (its bound once sent): when it would not end by
+// the deadline at the pace, unless the batch before was held and this one
+// ends within its bound. Each hold relaxes the pace by a quarter: only a
+// batch sent measures it again, and a pace learnt in a busy spell must not
+// hold back every batch after it.
+func (p *pace) hold(n int, left, grace time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.held = over && !p.held
+	estimate := p.setup + time.Duration(n)*p.perCmd
+	switch {
+	case !p.known || estimate <= left:
+		p.held = false
+	case p.held && estimate <= left+grace:
+		p.held = false // sent: it ends within its bound, and measures the pace
+	default:
+		p.held = true
+		p.setup, p.perCmd = p.setup*3/4, p.perCmd*3/4
+	}
 	return p.held
 }
 
-// learn takes in a finished batch of n commands.
-func (p *pace) learn(b *batchIO, n int) {
+// learn takes in a batch of n commands, of which answered were answered:
+// all (finished), or fewer when the batch was cut at its bound (then the
+// pace is at least the time since the first reply over those answered). A
+// batch without a reply tells nothing of the pace.
+func (p *pace) learn(b *batchIO, n, answered int) {
 	if b.first.IsZero() || n <= 0 {
 		return
 	}
 	setup, perCmd := b.first.Sub(b.start), b.last.Sub(b.first)/time.Duration(n)
+	if answered < n {
+		perCmd = time.Since(b.first) / time.Duration(max(answered, 1))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.known {
@@ -164,22 +184,28 @@ var ErrNoTimeForBatch = errors.New("nothing sent: too little time left before th
 // ends before ctx's deadline at the pace (its backend's); once sent,
 // written and read to the end under its own bound (see above).
 func (c *Client) batch(ctx context.Context, cmds []string, pace *pace, mayHold bool) ([]string, error) {
-	estimate, known := pace.estimate(len(cmds))
-	dl, ok := ctx.Deadline()
-	if left := time.Until(dl); mayHold && pace.hold(ok && known && left < estimate) {
-		return nil, &nothingSent{err: fmt.Errorf("%w (%d commands take ~%s at the pace of the last batches, %s left; the next batch is sent whatever is left)",
-			ErrNoTimeForBatch, len(cmds), estimate.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))}
+	estimate, _ := pace.estimate(len(cmds))
+	if dl, ok := ctx.Deadline(); ok && mayHold {
+		if left := time.Until(dl); pace.hold(len(cmds), left, c.cfg.timeout()) {
+			return nil, &nothingSent{err: fmt.Errorf("%w (%d commands take ~%s at the pace of the last batches, %s left)",
+				ErrNoTimeForBatch, len(cmds), estimate.Round(time.Millisecond), max(left, 0).Round(time.Millisecond))}
+		}
 	}
 	b := &batchIO{estimate: estimate, timeout: c.cfg.timeout(), start: time.Now()}
 	replies, err := c.exchangeWith(ctx, cmds, b)
-	if err != nil && !b.bound.IsZero() && !time.Now().Before(b.bound) {
+	var cut *cutAfter
+	switch {
+	case err == nil:
+		pace.learn(b, len(cmds), len(cmds))
+	case !b.bound.IsZero() && !time.Now().Before(b.bound):
 		// Not the cycle's deadline: the batch's own, which the bare
-		// "context deadline exceeded" would not tell from it.
+		// "context deadline exceeded" would not tell from it. HAProxy
+		// kept answering (a silence is cut sooner): its pace is this slow.
+		if errors.As(err, &cut) {
+			pace.learn(b, len(cmds), max(cut.replies-2, 0)) // less the session set-up's two
+		}
 		err = fmt.Errorf("batch sent, not read to the end within %s past the cycle's deadline (haproxy timeout): %w", b.timeout, err)
 	}
 	c.noteHealth(ctx, err)
-	if err == nil {
-		pace.learn(b, len(cmds))
-	}
 	return replies, err
 }

@@ -124,7 +124,7 @@ func spread(n, k int) fixedLoads {
 // operator's ("re-apply (changed outside: reload?)"). Now a batch is sent
 // only if, at the pace of the batches before, it ends before the deadline
 // (else nothing is written, and the error says so; the batch after is sent
-// whatever the time left, to measure the pace again), and once sent it is read
+// if it ends within its bound, to measure the pace again), and once sent it is read
 // to the end past the cycle's deadline and verified: HAProxy holds every
 // weight of the batch or none, and the next cycle re-applies nothing.
 func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
@@ -179,8 +179,9 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 				assert.Equal(t, before, after)
 				assert.Empty(t, cyc.Written)
 
-				// The next batch is sent whatever the time left (only a batch
-				// sent measures the pace again), and finished.
+				// The next batch, which at the pace ends within its bound (the
+				// deadline and the client's 5 s), is sent (only a batch sent
+				// measures the pace again) and finished.
 				be.Source = spread(n, 4)
 				cyc = weighter.RunCycle(testCtx(t), be, now.Add(90*time.Second), true)
 				assert.NoError(t, cyc.Err, "the batch after one held back is sent and finished")
