@@ -20,6 +20,11 @@ type Backend struct {
 	mu       sync.Mutex
 	snapshot map[string]snapWeight // weights read by Snapshot, for Restore
 	recent   *statsRead            // the `show stat` of the last Servers, for ReadStats
+
+	// pace is how fast HAProxy answered this backend's batches of weights
+	// (batch.go): a backend's own, as a weight costs HAProxy more on a big
+	// random or consistent-hash backend than on a roundrobin one.
+	pace pace
 }
 
 var _ weighter.Target = (*Backend)(nil)
@@ -96,9 +101,19 @@ func (b *Backend) parseState(reply string) ([]weighter.ServerState, error) {
 
 // SetWeights writes all changes through one connection in one request, followed by
 // a `show servers state` that verifies them. Every weight is validated first; if any
-// is invalid nothing is sent. Failures of single servers come back joined, each a
-// *weighter.ServerError; a transport failure is returned as is (nothing is retried).
+// is invalid nothing is sent. A request that would not end before ctx's deadline
+// (at the pace of the ones before) is not sent either (ErrNoTimeForBatch); one
+// sent is read to the end past it (batch.go). Failures of single servers come
+// back joined, each a *weighter.ServerError; a transport failure after the
+// request was sent is a *weighter.UnconfirmedError, one before it is returned
+// as is (nothing is retried).
 func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) error {
+	return b.setWeights(ctx, changes, true)
+}
+
+// setWeights is SetWeights; mayHold says whether a batch that would not end
+// in time is held back (a cycle's: the next cycle writes) or sent anyway.
+func (b *Backend) setWeights(ctx context.Context, changes []weighter.Change, mayHold bool) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -110,17 +125,38 @@ func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) err
 		cmds = append(cmds, b.weightCmd(ch.Server, ch.Weight))
 	}
 	cmds = append(cmds, b.stateCmd())
-	replies, err := b.c.roundTrip(ctx, cmds)
+	replies, err := b.c.batch(ctx, cmds, &b.pace, mayHold)
 	if err != nil {
-		return fmt.Errorf("backend %s: set weights: %w", b.name, cutWeights(changes, err))
+		err = fmt.Errorf("backend %s: set weights: %w", b.name, cutWeights(changes, err))
+		if !sent(err) {
+			return err
+		}
+		b.unconfirmed(changes)
+		return &weighter.UnconfirmedError{Sent: changes, Err: err}
 	}
 	return b.verify(changes, replies)
 }
 
+// unconfirmed records the 0s of a batch whose replies were lost as the
+// daemon's own drains: if HAProxy took one, it is; if not, the next read
+// finds the server at another weight and ends the record (ownzero.Seen).
+// Any other weight leaves the record as it was, since a 0 the daemon wrote
+// before may still stand.
+func (b *Backend) unconfirmed(changes []weighter.Change) {
+	for _, ch := range changes {
+		if ch.Weight == 0 {
+			b.c.zeroes.Wrote(b.zeroKey(ch.Server), 0)
+		}
+	}
+}
+
 // cutWeights says how far HAProxy got through a batch whose round trip was
-// cut. It stays one error, not one per server: the process that took the
-// answered weights may be gone (a restart), so none counts as written; the
-// next cycle reads what HAProxy has.
+// cut (HAProxy silent for a timeout, or restarted: a batch sent is not cut
+// at the cycle's deadline, batch.go). It stays one error, not one per
+// server: the process that took the answered weights may be gone (a
+// restart), so none counts as written; SetWeights returns it as a
+// *weighter.UnconfirmedError, and the next cycle reads what HAProxy has and
+// takes a weight it finds as sent for its own.
 func cutWeights(changes []weighter.Change, err error) error {
 	var cut *cutAfter
 	if !errors.As(err, &cut) {

@@ -5,7 +5,8 @@
 // HAProxy that restarts (new socket, runtime weights reset to the configured ones)
 // is picked up on the next cycle without restarting the daemon, and servers added
 // or removed at runtime show up in the next Servers read. All writes of a cycle go
-// through one connection as one request, and are verified by reading back.
+// through one connection as one request, and are verified by reading back; a
+// request once sent is read to the end, past the cycle's deadline (batch.go).
 package haproxy
 
 import (

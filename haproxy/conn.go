@@ -31,6 +31,12 @@ const promptSep = "\n> "
 // write, and splits the replies on the prompt, so each reply belongs to exactly one
 // command and a missing reply is detected.
 func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) {
+	return c.exchangeWith(ctx, cmds, nil)
+}
+
+// exchangeWith is exchange; a batch of writes (sent) is read past ctx's
+// deadline once on the socket, and timed (batch.go).
+func (c *Client) exchangeWith(ctx context.Context, cmds []string, sent *batchIO) ([]string, error) {
 	for _, cmd := range cmds {
 		if strings.ContainsAny(cmd, "\n;") {
 			return nil, fmt.Errorf("haproxy: command %q contains a separator", cmd)
@@ -40,7 +46,7 @@ func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) 
 		c.trace(cmds)
 	}
 	if c.cfg.Master {
-		return c.exchangeMaster(ctx, cmds)
+		return c.exchangeMaster(ctx, cmds, sent)
 	}
 	var req bytes.Buffer
 	req.WriteString("prompt\nset severity-output number\n")
@@ -50,8 +56,8 @@ func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) 
 	}
 	req.WriteString("quit\n")
 	var raw []string
-	wrote, err := c.converse(ctx, req.Bytes(), func(r io.Reader, extend func()) (err error) {
-		raw, err = readReplies(r, len(cmds)+2, extend)
+	wrote, err := c.converseOn(ctx, sent, req.Bytes(), func(r io.Reader, extend func()) (err error) {
+		raw, err = readReplies(sent.timed(r), len(cmds)+2, extend)
 		return err
 	})
 	if err != nil {
@@ -73,11 +79,24 @@ func (c *Client) exchange(ctx context.Context, cmds []string) ([]string, error) 
 // read is the error, as it says more than the write's; wrote is the write's
 // error when the read succeeded.
 func (c *Client) converse(ctx context.Context, req []byte, read func(r io.Reader, extend func()) error) (wrote, err error) {
+	return c.converseOn(ctx, nil, req, read)
+}
+
+// converseOn is converse; with sent, ctx bounds the dial only: from the
+// first byte sent on, the write and the read run under sent's own bound
+// (batch.go), as HAProxy works through whatever reached it. A dial that
+// fails sent nothing: its error is a *nothingSent.
+func (c *Client) converseOn(ctx context.Context, sent *batchIO, req []byte, read func(r io.Reader, extend func()) error) (wrote, err error) {
 	conn, err := c.dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &nothingSent{err: err}
 	}
 	defer conn.Close()
+	if sent != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = sent.detach(ctx)
+		defer cancel()
+	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	done := make(chan error, 1)

@@ -83,7 +83,7 @@ var replyEnd = regexp.MustCompile(`\n` + masterPrompt.String())
 // exchangeMaster is exchange through the master CLI: every command goes to
 // the current worker, one per line in one write, the replies split on the
 // master's prompt. The master closes the connection after "quit".
-func (c *Client) exchangeMaster(ctx context.Context, cmds []string) ([]string, error) {
+func (c *Client) exchangeMaster(ctx context.Context, cmds []string, sent *batchIO) ([]string, error) {
 	var req bytes.Buffer
 	req.WriteString("prompt\n")
 	for _, cmd := range cmds {
@@ -93,8 +93,8 @@ func (c *Client) exchangeMaster(ctx context.Context, cmds []string) ([]string, e
 	var out string
 	// Every reply came, or the master said why not and closed (which may
 	// have cut the write): the replies tell more than the write's error.
-	_, err := c.converse(ctx, req.Bytes(), func(r io.Reader, extend func()) (err error) {
-		out, err = readAll(r, extend)
+	_, err := c.converseOn(ctx, sent, req.Bytes(), func(r io.Reader, extend func()) (err error) {
+		out, err = readAll(sent.timed(r), extend)
 		return err
 	})
 	if err != nil {

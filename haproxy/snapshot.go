@@ -80,7 +80,9 @@ func (b *Backend) Restore(ctx context.Context) error {
 			changes = append(changes, weighter.Change{Server: s.Name, Weight: want})
 		}
 	}
-	if err := b.SetWeights(ctx, changes); err != nil {
+	// Not held back for time (batch.go): a restore is asked for once, at
+	// exit or when the backend leaves; there is no next cycle to write it.
+	if err := b.setWeights(ctx, changes, false); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	return nil

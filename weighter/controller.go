@@ -45,6 +45,17 @@ func (c *Controller) Commit(written []Change) {
 	}
 }
 
+// Sent records weights sent to the target whose outcome is unknown (an
+// *UnconfirmedError): the next Plan takes a server it finds at such a
+// weight for written by the daemon, and re-applies nothing there.
+func (c *Controller) Sent(sent []Change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range sent {
+		c.roster.send(ch)
+	}
+}
+
 // Plan computes this cycle's plan from the loads and the target's servers.
 // It updates the smoothing and drain state but not what was written: call
 // Commit with what the writer really wrote.
@@ -124,6 +135,7 @@ func (c *Controller) newWork(now time.Time, loads Loads, servers []ServerState, 
 			raw[k] = load
 		}
 		out[k] = ServerPlan{Server: s.Name, Address: s.Address, Load: load, Current: s.Weight, Raw: s.Weight, New: s.Weight}
+		mems[k].settleSent(s.Weight)
 		ws[k] = work{ServerPlan: &out[k], mem: &mems[k], sessions: max(s.Sessions, 0), filled: load}
 		c.classify(&ws[k], s)
 	}

@@ -487,3 +487,26 @@ func TestPlanFollowsServerOrderChanges(t *testing.T) {
 	assert.Equal(t, []string{"a:1", "c:9", "d:4"}, names(c.Plan(t0, nil, d)))
 	assert.Empty(t, c.Plan(t0, nil, nil).Servers)
 }
+
+// TestPlanTakesWeightsSentWithLostRepliesForItsOwn: a batch whose replies
+// were lost (an UnconfirmedError) may have been applied in full, in part or
+// not at all. The next plan takes a server found at the weight sent for the
+// daemon's own write applied, one found at the weight written before for
+// one not reached, and only one found at neither for changed outside.
+func TestPlanTakesWeightsSentWithLostRepliesForItsOwn(t *testing.T) {
+	c := mustController(t, free())
+	c.Plan(t0, loadsAt(t0, 10, 20, 40, 10), up(5, 5, 5, 5))
+	c.Commit([]Change{{"s1", 100}, {"s2", 200}, {"s3", 256}, {"s4", 100}})
+	c.Sent([]Change{{"s1", 150}, {"s2", 150}, {"s3", 150}, {"s4", 150}})
+	// s1 and s2 took the batch, s3 was not reached, an operator set s4 to 7.
+	s := byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 10), up(150, 150, 256, 7)))
+	for _, name := range []string{"s1", "s2", "s3"} {
+		assert.NotContains(t, s[name].Reason, ReasonReapply, name)
+	}
+	assert.Equal(t, ReasonReapply, s["s4"].Reason)
+
+	// What was sent is settled once: s1's 150 is now the weight written,
+	// and a later change of it is one made outside.
+	s = byServer(c.Plan(t0, loadsAt(t0, 10, 20, 40, 10), up(9, 150, 256, 100)))
+	assert.Equal(t, ReasonReapply, s["s1"].Reason)
+}

@@ -116,6 +116,10 @@ func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cyc
 	err = b.Target.SetWeights(ctx, changes)
 	c.Written = accepted(changes, err)
 	b.Controller.Commit(c.Written)
+	var unconfirmed *UnconfirmedError
+	if errors.As(err, &unconfirmed) {
+		b.Controller.Sent(unconfirmed.Sent)
+	}
 	if err != nil {
 		c.Plan.Shed.cancel("the weights were not all written")
 		return ResultTargetError, fmt.Errorf("write weights: %w", err)

@@ -8,7 +8,11 @@ import (
 // memory is what a Controller remembers of one server between cycles. It is
 // kept small: every cycle reads it for every server.
 type memory struct {
-	written int  // last weight we wrote (from Commit); -1 = never
+	written int // last weight we wrote (from Commit); -1 = never
+	// sent is a weight sent in a batch whose replies were lost (from Sent);
+	// -1 = none. The next Plan settles it: found at that weight, it was
+	// applied and becomes written; else it was not, and is dropped.
+	sent    int
 	drained bool // we drained it and it has not resumed
 	// history is the state of the optional policies (smoothing,
 	// connection_life); nil until one of them stores something.
@@ -21,7 +25,7 @@ type history struct {
 	sessions []sessionSample // session counts read at each cycle
 }
 
-func newMemory() memory { return memory{written: -1} }
+func newMemory() memory { return memory{written: -1, sent: -1} }
 
 // hist returns m's history, creating it on first use.
 func (m *memory) hist() *history {
@@ -104,6 +108,28 @@ func (r *roster) find(name string) *memory {
 		return nil
 	}
 	return &r.mems[i]
+}
+
+// settleSent decides a weight sent whose reply was lost, from the weight
+// HAProxy holds now: at that weight, the daemon's write was applied (late,
+// or its reply lost), and is its own, not a change made outside.
+func (m *memory) settleSent(current int) {
+	if m.sent < 0 {
+		return
+	}
+	if current == m.sent {
+		m.written = m.sent
+	}
+	m.sent = -1
+}
+
+// send records a weight sent whose outcome is unknown (Controller.Sent).
+// A server not in the last list is left out: there is no earlier write of
+// it to tell an operator's change from.
+func (r *roster) send(ch Change) {
+	if m := r.find(ch.Server); m != nil {
+		m.sent = ch.Weight
+	}
 }
 
 // commit records a written weight.

@@ -93,9 +93,26 @@ type Target interface {
 	Servers(ctx context.Context) ([]ServerState, error)
 	// SetWeights writes all changes, as one batch where the target allows it.
 	// A failure of individual servers is reported as errors joined with
-	// errors.Join, each a *ServerError, so callers can attribute them.
+	// errors.Join, each a *ServerError, so callers can attribute them. A
+	// batch sent whose outcome is not known (its replies lost) is an
+	// *UnconfirmedError.
 	SetWeights(ctx context.Context, changes []Change) error
 }
+
+// UnconfirmedError is a write that reached the target, or may have, and
+// whose outcome is not known: the replies were lost (a hung or restarted
+// HAProxy), so any of Sent may have been applied, all, or none. None counts
+// as written; the Controller remembers Sent, so that the next cycle takes a
+// server it finds at the weight sent for the daemon's own write applied
+// late, not for a weight changed outside.
+type UnconfirmedError struct {
+	Sent []Change
+	Err  error
+}
+
+func (e *UnconfirmedError) Error() string { return e.Err.Error() }
+
+func (e *UnconfirmedError) Unwrap() error { return e.Err }
 
 // ServerError attributes a write failure to one server.
 type ServerError struct {
