@@ -123,6 +123,17 @@ func (t *restoringTarget) SetWeights(ctx context.Context, changes []weighter.Cha
 	return t.restorer.SetWeights(ctx, changes)
 }
 
+// CloseSession closes a session through the target it wraps: keeping the
+// start-up weights must not turn shedding off. A target that cannot close
+// sessions (IPVS) says so, as it would unwrapped.
+func (t *restoringTarget) CloseSession(ctx context.Context, s weighter.ShedSession) error {
+	closer, ok := t.restorer.(weighter.SessionCloser)
+	if !ok {
+		return errors.New("the target cannot close sessions")
+	}
+	return closer.CloseSession(ctx, s)
+}
+
 // keep snapshots the target unless the backend's start-up weights are kept
 // already (by this target, or by the one a reload replaced).
 func (t *restoringTarget) keep(ctx context.Context) error {

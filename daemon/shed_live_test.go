@@ -242,7 +242,11 @@ func TestShedMovesTheWhale(t *testing.T) {
 	var logs testenv.SyncBuffer
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d := New(cfgFor(2), Options{Log: log, Registry: reg})
+	// With restore_on_exit, whose wrapper around the target must still let
+	// the daemon close sessions (it once did not: every shed was cancelled).
+	runCfg := cfgFor(2)
+	runCfg.RestoreOnExit = true
+	d := New(runCfg, Options{Log: log, Registry: reg})
 	runCtx, stop := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- d.Run(runCtx, nil) }()
