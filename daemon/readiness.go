@@ -41,6 +41,6 @@ func (r *runner) ready(now time.Time) bool {
 
 func (r *runner) readyLocked(now time.Time) bool {
 	window := max(3*r.timing.Interval,
-		time.Duration(float64(r.timing.Interval)*(1+r.timing.Jitter))+r.timing.Timeout)
+		time.Duration(float64(r.timing.Interval)*(1+r.timing.Jitter))+r.timing.Timeout+r.timing.Overrun)
 	return !r.lastOK.IsZero() && now.Sub(r.lastOK) <= window
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
@@ -105,4 +106,17 @@ func TestHealthzFailsWhenALoopIsStuck(t *testing.T) {
 	if code, body := healthz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "be") {
 		t.Errorf("/healthz %d %q with a stuck loop, want 503 naming the backend", code, body)
 	}
+}
+
+// TestOverrunIsNotStuck: a batch of weights once sent is finished up to
+// haproxy.timeout past the cycle's deadline; the watchdog and readiness
+// allow for it, so such a cycle is not called stuck nor flaps /readyz.
+func TestOverrunIsNotStuck(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	r := &runner{timing: Timing{Interval: time.Second, Timeout: time.Second}, lastBeat: t0, lastOK: t0}
+	late := t0.Add(3*time.Second + 1500*time.Millisecond) // 2 intervals + the timeout + 1.5 s of a batch finishing
+	assert.False(t, r.alive(late), "without an overrun the loop is stuck")
+	r.timing.Overrun = 2 * time.Second
+	assert.True(t, r.alive(late), "a batch finishing within haproxy.timeout is not stuck")
+	assert.True(t, r.readyLocked(t0.Add(3*time.Second+900*time.Millisecond)))
 }

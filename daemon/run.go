@@ -91,7 +91,11 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 		} else if prev == nil || prev.runner(u.Backend.Name) == nil {
 			d.metrics.SetFastState(u.Backend.Name, weighter.FastStarting)
 		}
-		r := newRunner(u, t, d.clock, d.metrics, d.log)
+		ut := t
+		if u.client != nil {
+			ut.Overrun = u.socket.StallTimeout()
+		}
+		r := newRunner(u, ut, d.clock, d.metrics, d.log)
 		d.startDryRun(r, prev)
 		r.after = d.updateReady
 		r.shared = d.shared

@@ -28,6 +28,9 @@ type Timing struct {
 	Interval time.Duration
 	Timeout  time.Duration // per cycle
 	Jitter   float64       // ±share of Interval
+	// Overrun is how long past Timeout a cycle may still run: a batch of
+	// weights once sent to HAProxy is finished, not cut (haproxy.timeout).
+	Overrun time.Duration
 }
 
 // runner cycles one backend: one goroutine, so its cycles never overlap.

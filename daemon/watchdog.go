@@ -48,9 +48,10 @@ func (d *Daemon) stuck() *runner {
 }
 
 // alive reports whether the runner's loop still turns: its last cycle ended
-// within an interval plus jitter plus a timeout (plus one more interval of slack).
+// within an interval plus jitter plus a timeout and its overrun (plus one
+// more interval of slack).
 func (r *runner) alive(now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return now.Sub(r.lastBeat) <= 2*r.timing.Interval+r.timing.Timeout
+	return now.Sub(r.lastBeat) <= 2*r.timing.Interval+r.timing.Timeout+r.timing.Overrun
 }

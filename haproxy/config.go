@@ -40,7 +40,12 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c Config) timeout() time.Duration {
+func (c Config) timeout() time.Duration { return c.StallTimeout() }
+
+// StallTimeout is how long one dial or one stall of a request or reply may
+// last; a batch of weights once sent is finished up to this long past the
+// cycle's deadline (batch.go).
+func (c Config) StallTimeout() time.Duration {
 	if c.Timeout == 0 {
 		return DefaultTimeout
 	}
