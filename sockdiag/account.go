@@ -89,6 +89,12 @@ type addrSpan struct {
 	in, out  uint64
 	open     int
 	sessions float64 // connection-spans: 1 open across the span, ½ opened or closed in it
+	// The part of them from connections open at the read that have no rate
+	// yet (first seen at this read, or not seen at the read before): see
+	// addToServers.
+	fresh             int
+	freshIn, freshOut uint64
+	freshSessions     float64
 }
 
 // account accumulates reads. The Reader serialises calls.
@@ -167,11 +173,16 @@ func (a *account) commit(d *pending, at time.Time) Reading {
 		sp.in += dIn
 		sp.out += dOut
 		sp.open++
-		switch {
-		case opened && span > 0:
-			sp.sessions += 0.5
-		default:
-			sp.sessions++
+		sess := 1.0
+		if opened && span > 0 {
+			sess = 0.5
+		}
+		sp.sessions += sess
+		if !rated && span > 0 {
+			sp.fresh++
+			sp.freshIn += dIn
+			sp.freshOut += dOut
+			sp.freshSessions += sess
 		}
 		a.remember(rec, o, n, true)
 	}
@@ -234,6 +245,20 @@ func (a *account) forget(n uint64, span float64, spans map[netip.AddrPort]*addrS
 
 // addToServers adds each address's span to its servers and writes their
 // entries of the reading.
+//
+// A connection without a rate yet (most often one opened since the read
+// before) has carried only what it carried since it opened, maybe a few
+// milliseconds before the read, maybe in its handshake: counted as ½ or 1
+// session over the span, its few bytes pull the server's load per connection
+// down as if the server were idler, and a server that gains a connection is
+// raised for it (measured: 32 → 66 for one new connection, for a cycle or
+// two). While the server has connections that have a rate, the fresh ones
+// are left out of its rates and Sessions: counted at the mean load of the
+// others, which is what an operator expects a new client to be until it has
+// shown otherwise. Their bytes still go into In and Out (the counters miss
+// nothing). A server whose every connection is fresh has no mean to count
+// them at: they are counted (their bytes over the span, ½ session each), and
+// the LocalReader reports the server unread when they carried nothing.
 func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSpan, span float64, out *Reading) {
 	out.Servers = make(map[string]Server, len(idx.servers))
 	for name, ap := range idx.servers {
@@ -247,14 +272,19 @@ func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSp
 		dIn, dOut := sp.in/uint64(k), sp.out/uint64(k)
 		rec.in += dIn
 		rec.out += dOut
-		s := Server{Addr: ap, In: rec.in, Out: rec.out, Open: sp.open, Shared: k,
+		s := Server{Addr: ap, In: rec.in, Out: rec.out, Open: sp.open, Shared: k, Fresh: sp.fresh,
 			// A server's first read, or its address's: its rates do not
 			// cover the span yet.
 			Reset: !rec.reported || rec.addr != ap || !a.prevAddrs[ap]}
 		if span > 0 {
-			s.Sessions = sp.sessions / float64(k)
+			rIn, rOut, rSess := sp.in, sp.out, sp.sessions
+			if sp.fresh > 0 && sp.sessions > sp.freshSessions {
+				rIn, rOut, rSess = sp.in-sp.freshIn, sp.out-sp.freshOut, sp.sessions-sp.freshSessions
+				s.LeftOut = sp.fresh
+			}
+			s.Sessions = rSess / float64(k)
 			if !s.Reset {
-				s.RateIn, s.RateOut = float64(dIn)/span, float64(dOut)/span
+				s.RateIn, s.RateOut = float64(rIn/uint64(k))/span, float64(rOut/uint64(k))/span
 			}
 		} else {
 			s.Sessions = float64(sp.open) / float64(k)

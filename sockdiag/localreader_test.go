@@ -15,8 +15,8 @@ import (
 
 // TestLocalReaderServesTheWeighter reads a real HAProxy's connections
 // through the weighter's interface: each named server has an entry (one
-// without an address too), the direction asked for, a first read that is
-// Reset, then rates.
+// without an address too, unread: never an idle 0), the direction asked
+// for, a first read that is Reset, then rates.
 func TestLocalReaderServesTheWeighter(t *testing.T) {
 	srv := startReplyServer(t, "127.0.0.1", replyBytes)
 	h, fe := startHAProxy(t, "", map[string]netip.AddrPort{"s1": srv})
@@ -50,7 +50,7 @@ func TestLocalReaderServesTheWeighter(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		assert.False(t, got.Servers["s1"].Reset)
-		assert.Equal(t, weighter.LocalCounter{}, got.Servers["s2"])
+		assert.Equal(t, weighter.LocalCounter{Unread: unreadNoAddress}, got.Servers["s2"])
 		assert.Len(t, tc.l.Last().Conns, 1)
 	}
 

@@ -20,7 +20,19 @@ type LocalCounter struct {
 	// Reset: the reader has no earlier value for the server (its first read,
 	// or the server is new): Rate means nothing yet.
 	Reset bool
+	// Unread, when not "", says why the reader could not read the server's
+	// load at this read: it has no address the reader can see (a unix
+	// socket), or HAProxy reports sessions on it that the reader found none
+	// of. Its Rate and Sessions are then not a measure of it (0 B/s would
+	// read as idle, and an idle server is raised): the server is missing
+	// data, and keeps its share (policy missing). Bytes stays a counter that
+	// never goes back, but is not fed to the calibration.
+	Unread string
 }
+
+// Read reports whether the counter measures the server: it has a rate
+// (not Reset) and the reader could read it (Unread empty).
+func (c LocalCounter) Read() bool { return !c.Reset && c.Unread == "" }
 
 // LocalRead is one read of a backend's fast local signal.
 type LocalRead struct {
@@ -96,14 +108,15 @@ type FastInput struct {
 // into loads per connection now, x_i = c_i · local_i / max(sess_i, 1), one
 // point per server at r.At: local_i is the server's byte rate since the
 // reader's previous read and sess_i its mean open sessions over the same
-// span. A server the reader has no rate for yet (Reset), or whose inputs are
-// not finite and not negative, gets no point (the Controller treats it as
-// missing data). A server without a calibration gets factor 1. Pure.
+// span. A server the reader has no rate for yet (Reset), could not read
+// (Unread: never read as 0, which is idle), or whose inputs are not finite
+// and not negative, gets no point (the Controller treats it as missing
+// data). A server without a calibration gets factor 1. Pure.
 func CombineFast(r LocalRead, cal map[string]Calibration) (Loads, map[string]FastInput) {
 	loads := Loads{}
 	inputs := map[string]FastInput{}
 	for name, c := range r.Servers {
-		if c.Reset {
+		if !c.Read() {
 			continue
 		}
 		sess := c.Sessions
