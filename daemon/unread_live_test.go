@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// TestKernelUnixServerIsMissingNotIdle: a backend of a real HAProxy 2.6
+// with three TCP servers and one on a unix socket (`server s4 unix@…`),
+// each carrying a connection that writes the same bytes. The kernel's
+// socket table has no address for s4 (show servers state: "-"): its fast
+// reading is missing, not 0 B/s, so `once` keeps its weight and share (the
+// plan says why) instead of raising it as the idlest server, which it did
+// (s4 -:0 load=0 219->256 … fast 0 B/s / 1 sess).
+func TestKernelUnixServerIsMissingNotIdle(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s4.sock")
+	startUnixDiscard(t, sock)
+	var ports [4]int
+	binds, uses := "", ""
+	for i := range ports {
+		ports[i] = testenv.FreePort(t)
+		binds += fmt.Sprintf("  bind 127.0.0.1:%d\n", ports[i])
+		uses += fmt.Sprintf("  use-server s%d if { dst_port %d }\n", i+1, ports[i])
+	}
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+frontend fe
+%s  option contstats
+  default_backend be
+backend be
+  balance roundrobin
+%s  server s1 %s weight 100
+  server s2 %s weight 100
+  server s3 %s weight 100
+  server s4 unix@%s weight 100
+`, binds, uses, testenv.StartDiscardServer(t), testenv.StartDiscardServer(t), testenv.StartDiscardServer(t), sock))
+	for _, p := range ports {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p), 5*time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		testenv.WriteEvery(t, c, 2000, 20*time.Millisecond)
+	}
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket})
+	require.NoError(t, err)
+	testenv.WaitWithin(t, 10*time.Second, "a session on each server", func() bool {
+		stats, err := hc.Stats(testenv.Context(t, 5*time.Second), "be")
+		require.NoError(t, err)
+		n := 0
+		for _, s := range stats {
+			if s.CurrentSessions == 1 {
+				n++
+			}
+		}
+		return n == 4
+	})
+
+	got, err := New(kernelConfig(t, h.Socket, ""), Options{}).RunOnce(testenv.Context(t, 30*time.Second), false)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	c := got[0]
+	require.NoError(t, c.Err)
+	require.NotNil(t, c.Signal)
+	assert.Equal(t, "kernel", c.Signal.Reader)
+	assert.Equal(t, weighter.FastLive, c.Signal.Fast)
+	plan := map[string]weighter.ServerPlan{}
+	before, after := 0, 0
+	for _, s := range c.Plan.Servers {
+		t.Logf("%s %s load=%.4g %d->%d %s: %s", s.Server, s.Address, s.Load, s.Current, s.New, s.Action, s.Reason)
+		plan[s.Server] = s
+		before += s.Current
+		after += s.New
+	}
+	s4 := plan["s4"]
+	assert.NotContains(t, c.Signal.Servers, "s4", "s4 has a fast load")
+	assert.Contains(t, c.Signal.Unread, "s4")
+	assert.Contains(t, s4.Reason, weighter.ReasonMissing)
+	assert.Contains(t, s4.Reason, "fast signal could not read it: no IP address")
+	// Its share of the backend's weight does not grow (½ of a weight of
+	// rounding allowed).
+	assert.LessOrEqual(t, float64(s4.New)/float64(after), (float64(s4.Current)+0.5)/float64(before),
+		"s4's share grew on a reading it does not have")
+	for _, name := range []string{"s1", "s2", "s3"} {
+		assert.Contains(t, c.Signal.Servers, name, "a TCP server has no fast load")
+	}
+}
+
+// startUnixDiscard listens on a unix socket at path and reads each
+// connection to EOF until the test ends: a server HAProxy reaches at
+// unix@path.
+func startUnixDiscard(t *testing.T, path string) {
+	t.Helper()
+	ln, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+}
