@@ -3,6 +3,8 @@ package sockdiag
 import (
 	"math"
 	"net/netip"
+	"os/user"
+	"strconv"
 	"testing"
 	"time"
 
@@ -39,6 +41,13 @@ func TestLiveCountsOnlyHAProxysConnections(t *testing.T) {
 
 			first := waitRead(t, r, servers, func(Reading) bool { return true })
 			require.Equal(t, tc.want, first.Owner, first.OwnerWhy)
+			if tc.want == OwnerUID {
+				nobody, err := user.Lookup("nobody")
+				require.NoError(t, err)
+				assert.Equal(t, []uint32{uidOf(t, nobody)}, first.UIDs, "whose uid tells HAProxy's sockets")
+			} else {
+				assert.Empty(t, first.UIDs)
+			}
 			require.True(t, first.Servers["s1"].Reset)
 			_, err := any.Read(testenv.Context(t, 10*time.Second), servers)
 			require.NoError(t, err)
@@ -122,3 +131,11 @@ func connIn(g Reading) uint64 {
 }
 
 func isNaN(f float64) bool { return math.IsNaN(f) }
+
+// uidOf is u's uid.
+func uidOf(t *testing.T, u *user.User) uint32 {
+	t.Helper()
+	v, err := strconv.ParseUint(u.Uid, 10, 32)
+	require.NoError(t, err)
+	return uint32(v)
+}

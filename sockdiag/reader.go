@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -51,6 +52,9 @@ type Reading struct {
 	// why not more precisely ("" for inode).
 	Owner    Ownership
 	OwnerWhy string
+	// UIDs are HAProxy's processes' uids, sorted, when Owner is uid: every
+	// process of one of them counts as HAProxy (with 0, every root process).
+	UIDs []uint32
 	// Matched is how many sockets of the table had a server's address as
 	// peer (HAProxy's and others', closing ones included); Foreign how many
 	// of them were left out as not HAProxy's; Dumped how many sockets the
@@ -194,6 +198,9 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (R
 	ended := r.cfg.Now()
 	out := r.acc.commit(d, began.Add(ended.Sub(began)/2))
 	out.Owner, out.OwnerWhy, out.Filtered = own.how, own.why, !r.cfg.Unfiltered
+	if own.how == OwnerUID {
+		out.UIDs = slices.Sorted(maps.Keys(own.uids))
+	}
 	out.Scans = r.ino.scans
 	r.ino.scans = 0
 	out.Took = r.cfg.Now().Sub(began)
