@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -96,6 +98,24 @@ backend be
 	for _, name := range []string{"s1", "s2", "s3"} {
 		assert.Contains(t, c.Signal.Servers, name, "a TCP server has no fast load")
 	}
+
+	// Run: the log says so once, at info, and s4 is never raised above
+	// the others (they carry the same bytes).
+	var logs testenv.SyncBuffer
+	reg := prometheus.NewRegistry()
+	runDaemon(t, New(kernelConfig(t, h.Socket, ""), Options{Registry: reg,
+		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}))
+	cycles := func() float64 {
+		v, _ := seriesValue(t, reg, "haproxy_weighter_cycles_total", map[string]string{"backend": "be", "result": "ok"})
+		return v
+	}
+	for cycles() < 6 {
+		w := testenv.Weights(t, h.Socket, "be")
+		require.LessOrEqual(t, w["s4"], max(w["s1"], w["s2"], w["s3"]), "s4 raised above the servers it carries as much as: %v", w)
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), "fast signal cannot read some servers; they keep their share (missing data)"), logs.String())
+	assert.Contains(t, logs.String(), `unread="\"s4\"" unread_why="no IP address the socket table can show`)
 }
 
 // startUnixDiscard listens on a unix socket at path and reads each
