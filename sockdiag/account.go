@@ -244,21 +244,9 @@ func (a *account) forget(n uint64, span float64, spans map[netip.AddrPort]*addrS
 }
 
 // addToServers adds each address's span to its servers and writes their
-// entries of the reading.
-//
-// A connection without a rate yet (most often one opened since the read
-// before) has carried only what it carried since it opened, maybe a few
-// milliseconds before the read, maybe in its handshake: counted as ½ or 1
-// session over the span, its few bytes pull the server's load per connection
-// down as if the server were idler, and a server that gains a connection is
-// raised for it (measured: 32 → 66 for one new connection, for a cycle or
-// two). While the server has connections that have a rate, the fresh ones
-// are left out of its rates and Sessions: counted at the mean load of the
-// others, which is what an operator expects a new client to be until it has
-// shown otherwise. Their bytes still go into In and Out (the counters miss
-// nothing). A server whose every connection is fresh has no mean to count
-// them at: they are counted (their bytes over the span, ½ session each), and
-// the LocalReader reports the server unread when they carried nothing.
+// entries of the reading. The part of the rates and Sessions that comes from
+// connections without a rate yet is reported apart (FreshRateIn, …), for the
+// weighter to leave out of the load per connection (weighter.CombineFast).
 func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSpan, span float64, out *Reading) {
 	out.Servers = make(map[string]Server, len(idx.servers))
 	for name, ap := range idx.servers {
@@ -277,14 +265,11 @@ func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSp
 			// cover the span yet.
 			Reset: !rec.reported || rec.addr != ap || !a.prevAddrs[ap]}
 		if span > 0 {
-			rIn, rOut, rSess := sp.in, sp.out, sp.sessions
-			if sp.fresh > 0 && sp.sessions > sp.freshSessions {
-				rIn, rOut, rSess = sp.in-sp.freshIn, sp.out-sp.freshOut, sp.sessions-sp.freshSessions
-				s.LeftOut = sp.fresh
-			}
-			s.Sessions = rSess / float64(k)
+			s.Sessions = sp.sessions / float64(k)
+			s.FreshSessions = sp.freshSessions / float64(k)
 			if !s.Reset {
-				s.RateIn, s.RateOut = float64(rIn/uint64(k))/span, float64(rOut/uint64(k))/span
+				s.RateIn, s.RateOut = float64(dIn)/span, float64(dOut)/span
+				s.FreshRateIn, s.FreshRateOut = float64(sp.freshIn/uint64(k))/span, float64(sp.freshOut/uint64(k))/span
 			}
 		} else {
 			s.Sessions = float64(sp.open) / float64(k)

@@ -104,7 +104,7 @@ func (l *LocalReader) ReadLocal(ctx context.Context, servers []weighter.ServerSt
 	for name, c := range out.Servers {
 		c.Reset = c.Reset || !l.reported[name]
 		if c.Reset {
-			c.Rate = 0
+			c.Rate, c.FreshRate = 0, 0
 		}
 		out.Servers[name] = c
 		l.reported[name] = true
@@ -114,14 +114,14 @@ func (l *LocalReader) ReadLocal(ctx context.Context, servers []weighter.ServerSt
 
 // counter is one server's counter in the direction weighed by.
 func (l *LocalReader) counter(s Server) weighter.LocalCounter {
-	c := weighter.LocalCounter{Sessions: s.Sessions, Reset: s.Reset}
+	c := weighter.LocalCounter{Sessions: s.Sessions, Reset: s.Reset, FreshSessions: s.FreshSessions}
 	switch l.bytes {
 	case weighter.BytesOut:
-		c.Bytes, c.Rate = float64(s.Out), s.RateOut
+		c.Bytes, c.Rate, c.FreshRate = float64(s.Out), s.RateOut, s.FreshRateOut
 	case weighter.BytesBoth:
-		c.Bytes, c.Rate = float64(s.In+s.Out), s.RateIn+s.RateOut
+		c.Bytes, c.Rate, c.FreshRate = float64(s.In+s.Out), s.RateIn+s.RateOut, s.FreshRateIn+s.FreshRateOut
 	default:
-		c.Bytes, c.Rate = float64(s.In), s.RateIn
+		c.Bytes, c.Rate, c.FreshRate = float64(s.In), s.RateIn, s.FreshRateIn
 	}
 	return c
 }

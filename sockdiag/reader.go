@@ -83,23 +83,26 @@ type Server struct {
 	// `show stat`'s bin, the product's default load.
 	In, Out uint64
 	// RateIn and RateOut are their growth over (Since, At], bytes/s; 0 when
-	// Reset. Without the LeftOut connections' bytes.
+	// Reset.
 	RateIn, RateOut float64
 	// Open is how many of HAProxy's connections to the server's address
 	// were open at the read.
 	Open int
 	// Sessions is the mean number of open connections over (Since, At]: a
 	// connection open at both reads counts for the whole span, one opened
-	// or closed within it for half. At the first read, Open. Without the
-	// LeftOut connections.
+	// or closed within it for half. At the first read, Open.
 	Sessions float64
-	// Fresh is how many of the Open connections have no rate yet (first
-	// seen at this read, or not seen at the read before). LeftOut is how
-	// many of them are left out of RateIn, RateOut and Sessions: all of
-	// them while the server has connections with a rate, so that they count
-	// at the others' mean load per connection rather than as idle ones; 0
-	// when it has none (they are then all it has, and count).
-	Fresh, LeftOut int
+	// Fresh is how many of the Open connections have no rate of their own
+	// yet (first seen at this read, or not seen at the read before);
+	// FreshRateIn, FreshRateOut and FreshSessions are their part of RateIn,
+	// RateOut and Sessions. A new connection has carried only what it
+	// carried since it opened, maybe milliseconds before the read, maybe
+	// its handshake alone: counted in the load per connection, it pulls it
+	// down as if the server were idler (weighter.CombineFast leaves it out
+	// while the server has connections with a rate).
+	Fresh                     int
+	FreshRateIn, FreshRateOut float64
+	FreshSessions             float64
 	// Reset: the first reading of this server through this Reader; its
 	// rates mean nothing yet.
 	Reset bool

@@ -314,7 +314,13 @@ func TestCombineFastNeverInvalid(t *testing.T) {
 		r := LocalRead{At: t0, Servers: map[string]LocalCounter{}}
 		cal := map[string]Calibration{}
 		for _, n := range []string{"a", "b", "c"} {
-			r.Servers[n] = LocalCounter{Bytes: pick(), Rate: pick(), Sessions: pick(), Reset: rng.IntN(5) == 0}
+			r.Servers[n] = LocalCounter{Bytes: pick(), Rate: pick(), Sessions: pick(), Reset: rng.IntN(5) == 0,
+				FreshRate: pick(), FreshSessions: pick()}
+			if rng.IntN(5) == 0 {
+				c := r.Servers[n]
+				c.Unread = "cannot be seen"
+				r.Servers[n] = c
+			}
 			if rng.IntN(2) == 0 {
 				cal[n] = Calibration{Factor: math.Abs(pick()), Calibrated: true}
 			}
@@ -325,6 +331,7 @@ func TestCombineFastNeverInvalid(t *testing.T) {
 			require.False(t, math.IsNaN(v) || math.IsInf(v, 0) || v < 0, "case %d %s: %v", i, n, v)
 			require.Contains(t, inputs, n)
 			require.False(t, r.Servers[n].Reset, "a reset server has no rate")
+			require.Empty(t, r.Servers[n].Unread, "an unread server has no load")
 		}
 	}
 }
@@ -536,4 +543,35 @@ func TestFreshStartsABackgroundSourceOncePerRefresh(t *testing.T) {
 	_, _, err = src.FetchSignal(context.Background(), nil)
 	require.ErrorContains(t, err, "connection refused", "kept until the next fetch's answer")
 	assert.Len(t, bg.starts, 5)
+}
+
+// TestCombineFastCountsNewConnectionsAtTheMean: the connections without a
+// rate yet (FreshRate, FreshSessions) are left out of the load per
+// connection while the server has others, so they count at the others'
+// mean; a server whose every connection is new counts them; fresh parts
+// that cannot be (NaN, more than the whole) are ignored.
+func TestCombineFastCountsNewConnectionsAtTheMean(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		c         LocalCounter
+		want      float64
+		wantFresh float64
+	}{
+		{"one rated at 25 B/s, one new with 300 B over the span", LocalCounter{Rate: 175, Sessions: 1.5, FreshRate: 150, FreshSessions: 0.5}, 25, 0.5},
+		{"one rated, one new with a byte", LocalCounter{Rate: 100_000.5, Sessions: 1.5, FreshRate: 0.5, FreshSessions: 0.5}, 100_000, 0.5},
+		{"every connection new", LocalCounter{Rate: 300, Sessions: 1, FreshRate: 300, FreshSessions: 1}, 300, 0},
+		{"no new connection", LocalCounter{Rate: 300, Sessions: 3}, 100, 0},
+		{"fresh rate NaN", LocalCounter{Rate: 300, Sessions: 3, FreshRate: math.NaN(), FreshSessions: 1}, 100, 0},
+		{"fresh rate above the rate", LocalCounter{Rate: 300, Sessions: 3, FreshRate: 400, FreshSessions: 1}, 100, 0},
+		{"fresh sessions infinite", LocalCounter{Rate: 300, Sessions: 3, FreshRate: 30, FreshSessions: math.Inf(1)}, 100, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loads, in := CombineFast(LocalRead{At: t0, Servers: map[string]LocalCounter{"s1": tc.c}}, nil)
+			require.Contains(t, loads, "s1")
+			assert.InDelta(t, tc.want, loads["s1"][0].Value, 1e-9)
+			assert.InDelta(t, tc.wantFresh, in["s1"].Fresh, 1e-9)
+		})
+	}
+	_, in := CombineFast(LocalRead{At: t0, Servers: map[string]LocalCounter{"s1": {Rate: 175, Sessions: 1.5, FreshRate: 150, FreshSessions: 0.5}}}, nil)
+	assert.Equal(t, "fast 25 B/s / 1 sess (+0.5 new, at the mean)", fastNote(in["s1"], false, false))
 }

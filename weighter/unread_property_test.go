@@ -202,6 +202,10 @@ func (f *partialFast) ReadLocal(_ context.Context, servers []ServerState) (Local
 		}
 		f.bytes[s.Name] += rate
 		c := LocalCounter{Bytes: f.bytes[s.Name], Rate: rate, Sessions: float64(f.rng.IntN(20))}
+		if f.rng.IntN(4) == 0 { // new connections without a rate of their own, sometimes nonsense
+			c.FreshSessions = []float64{0.5, 1, 2.5, c.Sessions, math.NaN(), -1}[f.rng.IntN(6)]
+			c.FreshRate = []float64{0, 1, rate / 2, rate, 2 * rate, math.NaN()}[f.rng.IntN(6)]
+		}
 		switch x := f.rng.IntN(20); {
 		case all || x < 3:
 			c.Unread = []string{"no IP address the socket table can show", "HAProxy reports sessions the table has none of"}[f.rng.IntN(2)]
