@@ -184,3 +184,39 @@ func TestKernelStartLineSaysWhoseUID(t *testing.T) {
 		})
 	}
 }
+
+// TestKernelNoIPAddressReadsShowSess: a backend whose every server is on a
+// unix socket gives the socket table nothing to read: the kernel reader
+// says why in words and the chain reads show sess all, which names each
+// stream's server, so the servers are weighed rather than all missing.
+func TestKernelNoIPAddressReadsShowSess(t *testing.T) {
+	dir := t.TempDir()
+	front := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	cfg := testenv.HAProxyDefaults + fmt.Sprintf("frontend fe\n  bind %s\n  default_backend be\nbackend be\n  balance leastconn\n", front)
+	for _, s := range []string{"s1", "s2"} {
+		sock := filepath.Join(dir, s+".sock")
+		startUnixDiscard(t, sock)
+		cfg += fmt.Sprintf("  server %s unix@%s weight 100\n", s, sock)
+	}
+	h := testenv.StartHAProxy(t, cfg)
+	for range 2 {
+		c, err := net.DialTimeout("tcp", front, 5*time.Second)
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		testenv.WriteEvery(t, c, 2000, 20*time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // leastconn: one each
+	}
+	var logs testenv.SyncBuffer
+	got, err := New(kernelConfig(t, h.Socket, ""), Options{Log: slog.New(slog.NewTextHandler(&logs, nil))}).
+		RunOnce(testenv.Context(t, 30*time.Second), false)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].Signal)
+	t.Log(logs.String())
+	assert.Equal(t, "sessions", got[0].Signal.Reader)
+	assert.Empty(t, got[0].Signal.Unread)
+	for _, s := range got[0].Plan.Servers {
+		assert.Contains(t, s.Reason, "; reader sessions", "server %s", s.Server)
+	}
+	assert.Contains(t, logs.String(), "fast signal: the kernel's socket table cannot be read (no server has an IP address in it: unix@ or abns@ servers, or addresses not resolved yet); reading show sess all")
+}

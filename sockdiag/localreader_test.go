@@ -56,10 +56,21 @@ func TestLocalReaderServesTheWeighter(t *testing.T) {
 		assert.Len(t, tc.l.Last().Conns, 1)
 	}
 
+	// Not one server with an address: the table says nothing of the
+	// backend, and the reader says so rather than read every server 0.
+	none := NewLocalReader(New(Config{PIDs: pidOf(h)}), func([]weighter.ServerState) (map[string]netip.AddrPort, error) {
+		return map[string]netip.AddrPort{"s2": {}}, nil
+	}, weighter.BytesIn)
+	_, err := none.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s2"}, {Name: "s3"}})
+	require.ErrorIs(t, err, ErrNoAddress)
+	got, err := none.ReadLocal(testenv.Context(t, 10*time.Second), nil)
+	require.NoError(t, err, "a backend without servers is no error")
+	assert.Empty(t, got.Servers)
+
 	broken := NewLocalReader(New(Config{}), func([]weighter.ServerState) (map[string]netip.AddrPort, error) {
 		return nil, errors.New("socket gone")
 	}, weighter.BytesIn)
-	_, err := broken.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s1"}})
+	_, err = broken.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s1"}})
 	require.ErrorContains(t, err, "socket gone")
 }
 

@@ -25,6 +25,7 @@ type fakeLocal struct {
 	err      error // the next reads fail with it
 	frozen   bool  // bytes stop moving (sessions stay open)
 	still    int
+	unread   map[string]string // servers the reader cannot read, with why
 }
 
 func (f *fakeLocal) ReadLocal(context.Context, []ServerState) (LocalRead, error) {
@@ -44,6 +45,9 @@ func (f *fakeLocal) ReadLocal(context.Context, []ServerState) (LocalRead, error)
 			f.total[name] += r * now.Sub(f.last).Seconds()
 		}
 		out.Servers[name] = LocalCounter{Bytes: f.total[name], Rate: r, Sessions: f.sessions[name], Reset: f.last.IsZero()}
+		if why, ok := f.unread[name]; ok {
+			out.Servers[name] = LocalCounter{Bytes: f.total[name], Reset: f.last.IsZero(), Unread: why}
+		}
 	}
 	if f.frozen {
 		f.still++
@@ -222,6 +226,32 @@ func TestFreshFastDeadThenBack(t *testing.T) {
 	assert.Equal(t, FastLive, sig.Fast)
 	assert.Equal(t, PipelineCalibrated, sig.Pipeline)
 	assert.Less(t, l["s2"][0].Value, 200.0)
+}
+
+// TestFreshUnreadServersAreMissing: a server the fast reader could not
+// read has no fast load (the policy keeps its share) while the others
+// weigh, and the Signal says why; when it can read none of them, the fast
+// signal is dead and the source weighs alone.
+func TestFreshUnreadServersAreMissing(t *testing.T) {
+	r := newFreshRig(t, true)
+	r.local.unread = map[string]string{"s2": "no IP address the socket table can show"}
+	_, _, _ = r.step(t)
+	l, sig, err := r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastLive, sig.Fast)
+	assert.NotEqual(t, PipelineExternal, sig.Pipeline)
+	assert.NotContains(t, l, "s2", "an unread server has a fast load")
+	assert.Contains(t, l, "s1")
+	assert.Equal(t, map[string]string{"s2": "no IP address the socket table can show"}, sig.Unread)
+	assert.NotContains(t, sig.Servers, "s2")
+
+	r.local.unread = map[string]string{"s1": "x", "s2": "no IP address the socket table can show", "s3": "x"}
+	l, sig, err = r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastDead, sig.Fast)
+	assert.Equal(t, "the fast signal could read none of the 3 servers (s1: x)", sig.FastReason)
+	assert.Equal(t, PipelineExternal, sig.Pipeline)
+	assert.Contains(t, l, "s2", "the source weighs alone")
 }
 
 func TestFreshIdleUsesTheExternalSource(t *testing.T) {
