@@ -474,12 +474,11 @@ func fastState(r LocalRead) (FastState, string) {
 		return FastDead, r.Dead.Error()
 	}
 	rated, busy := false, false
-	unread, why := 0, ""
-	for _, name := range slices.Sorted(maps.Keys(r.Servers)) {
-		c := r.Servers[name]
+	unread, first := 0, "" // first: the unread server named in the reason (the smallest name)
+	for name, c := range r.Servers {
 		if c.Unread != "" {
-			if unread == 0 {
-				why = name + ": " + c.Unread
+			if unread == 0 || name < first {
+				first = name
 			}
 			unread++
 			continue
@@ -494,7 +493,7 @@ func fastState(r LocalRead) (FastState, string) {
 	}
 	switch {
 	case unread > 0 && unread == len(r.Servers):
-		return FastDead, fmt.Sprintf("the fast signal could read none of the %d servers (%s)", unread, why)
+		return FastDead, fmt.Sprintf("the fast signal could read none of the %d servers (%s: %s)", unread, first, r.Servers[first].Unread)
 	case r.Since.IsZero() || !rated:
 		return FastStarting, "one read so far; a rate needs two"
 	case !busy:
@@ -504,9 +503,8 @@ func fastState(r LocalRead) (FastState, string) {
 }
 
 // counters are the servers' counters for the calibration. A server the
-// reader could not read is left out: its counter did not count its traffic
-// over the span (the calibration then interpolates over the gap, and a
-// point whose window it covers finds no local traffic to compare with).
+// reader could not read is left out: its counter did not count what it
+// carried, and the source's load over it would make a wrong factor.
 func counters(r LocalRead) map[string]float64 {
 	out := make(map[string]float64, len(r.Servers))
 	for name, c := range r.Servers {
