@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -47,6 +48,9 @@ type cycleLog struct {
 	extWaiting bool            // the calibrating source has given no point yet, and said so
 	expired    map[string]bool // servers whose calibration expired
 	skipping   bool            // the fast read leaves streams out, and said so
+	// unread are the servers the last fast read could not read, unreadSaid
+	// those said at info once (unreadServers).
+	unread, unreadSaid map[string]bool
 
 	// gone are the sessions to shed found ended, as last said (shed.go).
 	gone map[string]goneNote
@@ -100,6 +104,7 @@ func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
 	c := *l
 	c.log = log
 	c.seen, c.unknown, c.expired = maps.Clone(l.seen), maps.Clone(l.unknown), maps.Clone(l.expired)
+	c.unread, c.unreadSaid = maps.Clone(l.unread), maps.Clone(l.unreadSaid)
 	c.would = maps.Clone(l.would)
 	c.gone = maps.Clone(l.gone)
 	// The first write after a reload is logged at once, as after a start:
@@ -251,6 +256,9 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 	}
 	if sig.ExternalFetched && sig.Calibrate && sig.Pipeline != weighter.PipelineExternal {
 		l.calibratingSource(ln, sig)
+	}
+	if sig.Pipeline != weighter.PipelineExternal {
+		l.unreadServers(ln, sig)
 	}
 	if sig.Pipeline != weighter.PipelineCalibrated {
 		return
@@ -523,3 +531,40 @@ var digits = regexp.MustCompile(`[0-9]+`)
 // normalise is an error message with its numbers blanked, so "dial tcp
 // 10.0.0.9:41234: i/o timeout after 1.45s" repeats as one failure.
 func normalise(msg string) string { return digits.ReplaceAllLiteralString(msg, "#") }
+
+// unreadServers says at info, once per server, that the fast read could not
+// read it (a unix@ server, sessions the socket table does not show): it has
+// no load and keeps its share, which the plan's reason says every cycle.
+// Later changes are at debug: a server whose connections open and close
+// between two reads can be unread one cycle in several, and a line each
+// time would say nothing new.
+func (l *cycleLog) unreadServers(ln *line, sig *weighter.Signal) {
+	var fresh []string
+	for _, name := range slices.Sorted(maps.Keys(sig.Unread)) {
+		if !l.unread[name] {
+			l.log.Debug("fast signal could not read the server; it keeps its share", "server", name, "why", sig.Unread[name])
+		}
+		if !l.unreadSaid[name] {
+			fresh = append(fresh, name)
+		}
+	}
+	for name := range l.unread {
+		if _, ok := sig.Unread[name]; !ok {
+			l.log.Debug("fast signal reads the server again", "server", name)
+		}
+	}
+	if len(fresh) > 0 {
+		if l.unreadSaid == nil {
+			l.unreadSaid = map[string]bool{}
+		}
+		for _, name := range fresh {
+			l.unreadSaid[name] = true
+		}
+		ln.add(slog.LevelInfo, "fast signal cannot read some servers; they keep their share (missing data)",
+			"unread", weighter.QuoteSome(fresh), "unread_why", sig.Unread[fresh[0]])
+	}
+	l.unread = make(map[string]bool, len(sig.Unread))
+	for name := range sig.Unread {
+		l.unread[name] = true
+	}
+}

@@ -4,6 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
+	"github.com/haproxy-weighter/haproxy-weighter/sockdiag"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -190,6 +195,7 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	p := f.calibration
 	if p == nil {
 		log.Log(ctx, live, "weighting by HAProxy's fast signal (bytes per connection, live)", append(read, "fallback", f.kind)...)
+		f.warnRootUID(ctx, log, said)
 		return state
 	}
 	level := live
@@ -202,7 +208,31 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	}
 	log.Log(ctx, level, msg, append(read, "source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
 		"max_factor", p.policy.MaxFactor, "refresh", f.settings.calibration.Refresh)...)
+	f.warnRootUID(ctx, log, said)
 	return state
+}
+
+// warnRootUID says once, at start, that the socket table tells HAProxy's
+// sockets from others' by uid 0: every root process's connections to the
+// servers (a health checker, a monitoring probe, an operator's curl) are
+// then counted as HAProxy's load (measured: 389 kB/s and 7 sessions read
+// for a server carrying 4.7 kB/s and 5), and how to make it exact.
+func (f *fastUnit) warnRootUID(ctx context.Context, log *slog.Logger, said startSaid) {
+	if f.chain == nil || f.chain.kernel == nil || f.chain.reader() != readerKernel {
+		return
+	}
+	own, why := f.chain.kernel.owner()
+	if own != sockdiag.OwnerUID || !slices.Contains(f.chain.kernel.ownerUIDs(), 0) {
+		return
+	}
+	level := slog.LevelWarn
+	if said.fastKept {
+		level = slog.LevelDebug
+	}
+	log.Log(ctx, level, "socket table: HAProxy runs as root and its sockets are told from other processes' by uid 0, "+
+		"so every root process's connections to the servers count as HAProxy's load; to count HAProxy's alone, "+
+		"let the daemon read HAProxy's descriptors (run it as root, or give it CAP_SYS_PTRACE) or run HAProxy as a user of its own (global: user haproxy)",
+		"ownership", own, "ownership_uid", 0, "ownership_why", why)
 }
 
 // readAttrs say, for the start log, which reader the fast signal reads and,
@@ -217,6 +247,9 @@ func (f *fastUnit) readAttrs() []any {
 	if reader == readerKernel {
 		own, why := f.chain.kernel.owner()
 		out = append(out, "ownership", own)
+		if uids := f.chain.kernel.ownerUIDs(); len(uids) > 0 {
+			out = append(out, "ownership_uid", uidNames(uids))
+		}
 		if why != "" {
 			out = append(out, "ownership_why", why)
 		}
@@ -228,4 +261,24 @@ func (f *fastUnit) readAttrs() []any {
 type unitCalibration struct {
 	policy  weighter.CalibrationPolicy
 	assumed bool // the window is DefaultCalibrationWindow because nothing said it
+}
+
+// ownerUIDs are the uids the last read told HAProxy's sockets by (none
+// unless its ownership is uid).
+func (k *kernelReader) ownerUIDs() []uint32 {
+	return k.local.Last().UIDs
+}
+
+// uidNames writes uids with their user names where this host knows them:
+// "0 (root)", "108 (haproxy)", comma-separated.
+func uidNames(uids []uint32) string {
+	parts := make([]string, len(uids))
+	for i, uid := range uids {
+		id := strconv.FormatUint(uint64(uid), 10)
+		parts[i] = id
+		if u, err := user.LookupId(id); err == nil && u.Username != "" {
+			parts[i] += " (" + u.Username + ")"
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -211,6 +211,8 @@ func why(reader string, err error) string {
 		return "this HAProxy version crashes on the dump while a Lua socket exists"
 	case errors.Is(err, sockdiag.ErrNoSocket):
 		return "no NETLINK_SOCK_DIAG socket: a seccomp profile, or a kernel without inet_diag"
+	case errors.Is(err, sockdiag.ErrNoAddress):
+		return "no server has an IP address in it: unix@ or abns@ servers, or addresses not resolved yet"
 	}
 	return "the read failed"
 }

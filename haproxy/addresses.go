@@ -21,8 +21,10 @@ import (
 // ServerAddrs returns the address of each of servers, as a Servers call
 // read them (`show servers state`'s srv_addr and srv_port): the cycle's
 // read, which the fast readers are handed, so this costs no round trip.
-// A server without an address (0.0.0.0 or ::, as HAProxy shows one waiting
-// for DNS or set with `init-addr none`) is left out: it has no connection.
+// A server without an IP address is left out: "-" (a unix@ or abns@
+// server), 0.0.0.0 or :: (one waiting for DNS or set with `init-addr
+// none`). The socket table cannot show its connections, and the reader
+// reports it unread (missing data), never idle.
 // A port 0 is kept: HAProxy then connects to the client's destination port,
 // and the reader matches the address on any port.
 func ServerAddrs(servers []weighter.ServerState) map[string]netip.AddrPort {

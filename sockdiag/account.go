@@ -89,6 +89,12 @@ type addrSpan struct {
 	in, out  uint64
 	open     int
 	sessions float64 // connection-spans: 1 open across the span, ½ opened or closed in it
+	// The part of them from connections open at the read that have no rate
+	// yet (first seen at this read, or not seen at the read before): see
+	// addToServers.
+	fresh             int
+	freshIn, freshOut uint64
+	freshSessions     float64
 }
 
 // account accumulates reads. The Reader serialises calls.
@@ -167,11 +173,16 @@ func (a *account) commit(d *pending, at time.Time) Reading {
 		sp.in += dIn
 		sp.out += dOut
 		sp.open++
-		switch {
-		case opened && span > 0:
-			sp.sessions += 0.5
-		default:
-			sp.sessions++
+		sess := 1.0
+		if opened && span > 0 {
+			sess = 0.5
+		}
+		sp.sessions += sess
+		if !rated && span > 0 {
+			sp.fresh++
+			sp.freshIn += dIn
+			sp.freshOut += dOut
+			sp.freshSessions += sess
 		}
 		a.remember(rec, o, n, true)
 	}
@@ -233,7 +244,9 @@ func (a *account) forget(n uint64, span float64, spans map[netip.AddrPort]*addrS
 }
 
 // addToServers adds each address's span to its servers and writes their
-// entries of the reading.
+// entries of the reading. The part of the rates and Sessions that comes from
+// connections without a rate yet is reported apart (FreshRateIn, …), for the
+// weighter to leave out of the load per connection (weighter.CombineFast).
 func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSpan, span float64, out *Reading) {
 	out.Servers = make(map[string]Server, len(idx.servers))
 	for name, ap := range idx.servers {
@@ -247,14 +260,16 @@ func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSp
 		dIn, dOut := sp.in/uint64(k), sp.out/uint64(k)
 		rec.in += dIn
 		rec.out += dOut
-		s := Server{Addr: ap, In: rec.in, Out: rec.out, Open: sp.open, Shared: k,
+		s := Server{Addr: ap, In: rec.in, Out: rec.out, Open: sp.open, Shared: k, Fresh: sp.fresh,
 			// A server's first read, or its address's: its rates do not
 			// cover the span yet.
 			Reset: !rec.reported || rec.addr != ap || !a.prevAddrs[ap]}
 		if span > 0 {
 			s.Sessions = sp.sessions / float64(k)
+			s.FreshSessions = sp.freshSessions / float64(k)
 			if !s.Reset {
 				s.RateIn, s.RateOut = float64(dIn)/span, float64(dOut)/span
+				s.FreshRateIn, s.FreshRateOut = float64(sp.freshIn/uint64(k))/span, float64(sp.freshOut/uint64(k))/span
 			}
 		} else {
 			s.Sessions = float64(sp.open) / float64(k)

@@ -55,6 +55,13 @@ func TestAccountCountsGrowthNewAndClosed(t *testing.T) {
 	assert.Equal(t, uint64(5), s.Out)
 	assert.InDelta(t, 175, s.RateIn, 1e-9)
 	assert.InDelta(t, 1.5, s.Sessions, 1e-9, "one open across the span, one opened in it")
+	// c2 has no rate yet: its part is told apart, for the weighter to
+	// leave out of the load per connection.
+	assert.Equal(t, 2, s.Open)
+	assert.Equal(t, 1, s.Fresh)
+	assert.InDelta(t, 150, s.FreshRateIn, 1e-9)
+	assert.InDelta(t, 2.5, s.FreshRateOut, 1e-9)
+	assert.InDelta(t, 0.5, s.FreshSessions, 1e-9)
 	require.Len(t, r.Conns, 2)
 	assert.InDelta(t, 25, r.Conns[0].RateIn, 1e-9)
 	assert.True(t, math.IsNaN(r.Conns[1].RateIn), "opened since: no rate of its own yet")

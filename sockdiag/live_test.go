@@ -3,6 +3,8 @@ package sockdiag
 import (
 	"math"
 	"net/netip"
+	"os/user"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 const replyBytes = 300
@@ -39,6 +42,13 @@ func TestLiveCountsOnlyHAProxysConnections(t *testing.T) {
 
 			first := waitRead(t, r, servers, func(Reading) bool { return true })
 			require.Equal(t, tc.want, first.Owner, first.OwnerWhy)
+			if tc.want == OwnerUID {
+				nobody, err := user.Lookup("nobody")
+				require.NoError(t, err)
+				assert.Equal(t, []uint32{uidOf(t, nobody)}, first.UIDs, "whose uid tells HAProxy's sockets")
+			} else {
+				assert.Empty(t, first.UIDs)
+			}
 			require.True(t, first.Servers["s1"].Reset)
 			_, err := any.Read(testenv.Context(t, 10*time.Second), servers)
 			require.NoError(t, err)
@@ -122,3 +132,72 @@ func connIn(g Reading) uint64 {
 }
 
 func isNaN(f float64) bool { return math.IsNaN(f) }
+
+// uidOf is u's uid.
+func uidOf(t *testing.T, u *user.User) uint32 {
+	t.Helper()
+	v, err := strconv.ParseUint(u.Uid, 10, 32)
+	require.NoError(t, err)
+	return uint32(v)
+}
+
+// TestLiveNewConnectionCountsAtTheMean: on a real HAProxy 2.6, a server
+// carries one connection writing steadily; a second one opens just before a
+// read, having carried a byte. That read's load per connection of the
+// server, as the weighter makes it (CombineFast over the LocalReader), is
+// the first connection's rate, not pulled down by the new one as if it were
+// idle (it counted ½ session with its byte: the load fell by a third, and
+// the server, idler on paper, was raised: 32 → 66). The reading's rate and
+// sessions stay the server's totals. The next read has the new
+// connection's rate, and it counts.
+func TestLiveNewConnectionCountsAtTheMean(t *testing.T) {
+	srv := startReplyServer(t, "127.0.0.1", replyBytes)
+	servers := map[string]netip.AddrPort{"s1": srv}
+	h, fe := startHAProxy(t, "", servers)
+	l := NewLocalReader(New(Config{PIDs: pidOf(h)}), func([]weighter.ServerState) (map[string]netip.AddrPort, error) {
+		return servers, nil
+	}, weighter.BytesIn)
+	read := func() (weighter.LocalRead, Reading) {
+		t.Helper()
+		got, err := l.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s1"}})
+		require.NoError(t, err)
+		return got, l.Last()
+	}
+	steady := dial(t, fe, 0)
+	testenv.WriteEvery(t, steady, 2000, 10*time.Millisecond)
+	testenv.WaitWithin(t, 10*time.Second, "the steady connection's rate", func() bool {
+		got, last := read()
+		return len(last.Conns) == 1 && last.Conns[0].RateIn > 0 && !got.Servers["s1"].Reset
+	})
+	dial(t, fe, 1)
+	time.Sleep(50 * time.Millisecond) // a span in which the steady connection writes
+	var got weighter.LocalRead
+	var last Reading
+	testenv.WaitWithin(t, 10*time.Second, "the new connection in a read", func() bool {
+		got, last = read()
+		return last.Servers["s1"].Open == 2
+	})
+	s := last.Servers["s1"]
+	require.Equal(t, 1, s.Fresh, "the new connection has no rate yet")
+	var old Conn
+	for _, c := range last.Conns {
+		if !isNaN(c.RateIn) {
+			old = c
+		}
+	}
+	require.Positive(t, old.RateIn)
+	assert.InDelta(t, 1.5, s.Sessions, 1e-9, "the reading's sessions: both connections")
+	loads, in := weighter.CombineFast(got, nil)
+	require.Contains(t, loads, "s1")
+	assert.InDelta(t, old.RateIn, loads["s1"][0].Value, 1e-6*old.RateIn, "load per connection: the rated connection's")
+	assert.InDelta(t, 0.5, in["s1"].Fresh, 1e-9, "the new connection's half session, left out")
+
+	// The read after: both have a rate, both count.
+	time.Sleep(50 * time.Millisecond)
+	got, last = read()
+	assert.Zero(t, last.Servers["s1"].Fresh)
+	assert.InDelta(t, 2, last.Servers["s1"].Sessions, 1e-9)
+	_, in = weighter.CombineFast(got, nil)
+	assert.InDelta(t, 2, in["s1"].Sessions, 1e-9)
+	assert.Zero(t, in["s1"].Fresh)
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -51,6 +52,9 @@ type Reading struct {
 	// why not more precisely ("" for inode).
 	Owner    Ownership
 	OwnerWhy string
+	// UIDs are HAProxy's processes' uids, sorted, when Owner is uid: every
+	// process of one of them counts as HAProxy (with 0, every root process).
+	UIDs []uint32
 	// Matched is how many sockets of the table had a server's address as
 	// peer (HAProxy's and others', closing ones included); Foreign how many
 	// of them were left out as not HAProxy's; Dumped how many sockets the
@@ -88,6 +92,17 @@ type Server struct {
 	// connection open at both reads counts for the whole span, one opened
 	// or closed within it for half. At the first read, Open.
 	Sessions float64
+	// Fresh is how many of the Open connections have no rate of their own
+	// yet (first seen at this read, or not seen at the read before);
+	// FreshRateIn, FreshRateOut and FreshSessions are their part of RateIn,
+	// RateOut and Sessions. A new connection has carried only what it
+	// carried since it opened, maybe milliseconds before the read, maybe
+	// its handshake alone: counted in the load per connection, it pulls it
+	// down as if the server were idler (weighter.CombineFast leaves it out
+	// while the server has connections with a rate).
+	Fresh                     int
+	FreshRateIn, FreshRateOut float64
+	FreshSessions             float64
 	// Reset: the first reading of this server through this Reader; its
 	// rates mean nothing yet.
 	Reset bool
@@ -186,6 +201,9 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (R
 	ended := r.cfg.Now()
 	out := r.acc.commit(d, began.Add(ended.Sub(began)/2))
 	out.Owner, out.OwnerWhy, out.Filtered = own.how, own.why, !r.cfg.Unfiltered
+	if own.how == OwnerUID {
+		out.UIDs = slices.Sorted(maps.Keys(own.uids))
+	}
 	out.Scans = r.ino.scans
 	r.ino.scans = 0
 	out.Took = r.cfg.Now().Sub(began)

@@ -154,6 +154,8 @@ func annotate(p *Plan, sig *Signal) {
 		note := ""
 		if in, ok := sig.Servers[s.Server]; ok && sig.Pipeline != PipelineExternal {
 			note = in.Note
+		} else if why, ok := sig.Unread[s.Server]; ok && sig.Pipeline != PipelineExternal {
+			note = "fast signal could not read it: " + why
 		} else if sig.Pipeline == PipelineExternal && sig.Fast == FastDead {
 			note = "external source alone (fast signal dead)"
 		}

@@ -3,6 +3,7 @@ package weighter
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -20,7 +21,26 @@ type LocalCounter struct {
 	// Reset: the reader has no earlier value for the server (its first read,
 	// or the server is new): Rate means nothing yet.
 	Reset bool
+	// FreshRate and FreshSessions are the part of Rate and Sessions that
+	// comes from connections with no rate of their own yet (opened since the
+	// reader's previous read; 0 when the reader does not tell them apart). A
+	// new connection has carried only what it carried since it opened,
+	// maybe milliseconds, maybe its handshake alone: CombineFast leaves it
+	// out of the load per connection while the server has other connections.
+	FreshRate, FreshSessions float64
+	// Unread, when not "", says why the reader could not read the server's
+	// load at this read: it has no address the reader can see (a unix
+	// socket), or HAProxy reports sessions on it that the reader found none
+	// of. Its Rate and Sessions are then not a measure of it (0 B/s would
+	// read as idle, and an idle server is raised): the server is missing
+	// data, and keeps its share (policy missing). Bytes stays a counter that
+	// never goes back, but is not fed to the calibration.
+	Unread string
 }
+
+// Read reports whether the counter measures the server: it has a rate
+// (not Reset) and the reader could read it (Unread empty).
+func (c LocalCounter) Read() bool { return !c.Reset && c.Unread == "" }
 
 // LocalRead is one read of a backend's fast local signal.
 type LocalRead struct {
@@ -83,8 +103,11 @@ const (
 type FastInput struct {
 	// Local is the server's byte rate over the last interval (bytes/s).
 	Local float64 `json:"local"`
-	// Sessions is its mean open sessions over the same interval.
+	// Sessions is its mean open sessions over the same interval, without
+	// Fresh: the sessions of new connections, which have no rate yet and
+	// count at the others' mean (LocalCounter.FreshSessions).
 	Sessions float64 `json:"sessions"`
+	Fresh    float64 `json:"fresh,omitempty"`
 	// Factor is its calibration (1 when uncalibrated).
 	Factor     float64 `json:"factor"`
 	Calibrated bool    `json:"calibrated"`
@@ -96,37 +119,59 @@ type FastInput struct {
 // into loads per connection now, x_i = c_i · local_i / max(sess_i, 1), one
 // point per server at r.At: local_i is the server's byte rate since the
 // reader's previous read and sess_i its mean open sessions over the same
-// span. A server the reader has no rate for yet (Reset), or whose inputs are
-// not finite and not negative, gets no point (the Controller treats it as
-// missing data). A server without a calibration gets factor 1. Pure.
+// span. A server the reader has no rate for yet (Reset), could not read
+// (Unread: never read as 0, which is idle), or whose inputs are not finite
+// and not negative, gets no point (the Controller treats it as missing
+// data). A server without a calibration gets factor 1. Pure.
 func CombineFast(r LocalRead, cal map[string]Calibration) (Loads, map[string]FastInput) {
 	loads := Loads{}
 	inputs := map[string]FastInput{}
 	for name, c := range r.Servers {
-		if c.Reset {
+		if !c.Read() {
 			continue
 		}
 		sess := c.Sessions
 		if !validLoad(sess) {
 			sess = 0
 		}
+		rate, fresh := withoutFresh(c, sess)
+		sess -= fresh
 		k, ok := cal[name]
 		if !ok {
 			k = Calibration{Factor: 1}
 		}
-		x := k.Apply(c.Rate, sess) // NaN for a rate that is not finite and not negative
+		x := k.Apply(rate, sess) // NaN for a rate that is not finite and not negative
 		if !validLoad(x) {
 			continue
 		}
 		loads[name] = Series{{Time: r.At, Value: x}}
-		inputs[name] = FastInput{Local: c.Rate, Sessions: sess, Factor: k.Factor, Calibrated: k.Calibrated, Note: k.Reason}
+		inputs[name] = FastInput{Local: rate, Sessions: sess, Fresh: fresh, Factor: k.Factor, Calibrated: k.Calibrated, Note: k.Reason}
 	}
 	return loads, inputs
+}
+
+// withoutFresh returns a server's rate without its new connections' part
+// (FreshRate), and the sessions left out with them, while it has other
+// connections (sess > FreshSessions): the new ones then count at the mean
+// load per connection of the others, not as idle ones, which is what an
+// operator expects of a new client until it has shown otherwise (a server
+// that gained a connection doubled its weight, 32 → 66, for a cycle). A
+// server whose every connection is new has no mean to count them at: they
+// count, their bytes over the span. Invalid fresh parts are ignored.
+func withoutFresh(c LocalCounter, sess float64) (rate, fresh float64) {
+	f, fr := c.FreshSessions, c.FreshRate
+	if !(f > 0) || math.IsInf(f, 0) || !validLoad(fr) || !(sess > f) || !(fr <= c.Rate) {
+		return c.Rate, 0
+	}
+	return c.Rate - fr, f
 }
 
 // fastNote is the plan reason's part that shows a server's fast inputs.
 func fastNote(in FastInput, calibrate, counts bool) string {
 	s := fmt.Sprintf("fast %s / %s sess", QuantityText(in.Local, "B/s"), SIText(max(in.Sessions, 1)))
+	if in.Fresh > 0 {
+		s += fmt.Sprintf(" (+%s new, at the mean)", SIText(in.Fresh))
+	}
 	if counts {
 		s = fmt.Sprintf("fast %s connections", SIText(in.Sessions))
 	}

@@ -66,6 +66,9 @@ type Signal struct {
 	ExternalAge time.Duration `json:"-"`
 	// Servers are the fast inputs of each server with a fast load.
 	Servers map[string]FastInput `json:"servers,omitempty"`
+	// Unread are the servers the fast read could not read, each with why
+	// (LocalCounter.Unread): they have no fast load and keep their share.
+	Unread map[string]string `json:"unread,omitempty"`
 	// Peers says which other balancers' readings the fast signal includes
 	// ("" without peers).
 	Peers string `json:"peers,omitempty"`
@@ -398,8 +401,25 @@ func (f *Fresh) fastLoads(cur LocalRead, sig *Signal) Loads {
 		inputs[name] = in
 	}
 	sig.Servers = inputs
+	sig.Unread = unread(cur)
 	sig.Sessions = cur.Open
 	return loads
+}
+
+// unread are the servers of r its reader could not read, with why; nil
+// when it read them all.
+func unread(r LocalRead) map[string]string {
+	var out map[string]string
+	for name, c := range r.Servers {
+		if c.Unread == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[name] = c.Unread
+	}
+	return out
 }
 
 // calibrations are the servers' calibrations for the read (nil when the
@@ -443,15 +463,26 @@ func (f *Fresh) readFast(ctx context.Context, servers []ServerState) (LocalRead,
 	return cur, true, nil
 }
 
-// fastState is the state a read shows: dead as the reader says, starting
-// while no server has a rate, idle when nothing is open and nothing moved
-// (the signal then says nothing about the servers), else live.
+// fastState is the state a read shows: dead as the reader says, or when it
+// could read none of the servers (each Unread: it says nothing about any of
+// them); starting while no server has a rate, idle when nothing is open and
+// nothing moved on the servers it read (the signal then says nothing about
+// the servers), else live. A server the reader could not read is neither
+// rated nor busy: its 0 B/s is no measure.
 func fastState(r LocalRead) (FastState, string) {
 	if r.Dead != nil {
 		return FastDead, r.Dead.Error()
 	}
 	rated, busy := false, false
-	for _, c := range r.Servers {
+	unread, first := 0, "" // first: the unread server named in the reason (the smallest name)
+	for name, c := range r.Servers {
+		if c.Unread != "" {
+			if unread == 0 || name < first {
+				first = name
+			}
+			unread++
+			continue
+		}
 		if c.Reset {
 			continue
 		}
@@ -461,6 +492,8 @@ func fastState(r LocalRead) (FastState, string) {
 		}
 	}
 	switch {
+	case unread > 0 && unread == len(r.Servers):
+		return FastDead, fmt.Sprintf("the fast signal could read none of the %d servers (%s: %s)", unread, first, r.Servers[first].Unread)
 	case r.Since.IsZero() || !rated:
 		return FastStarting, "one read so far; a rate needs two"
 	case !busy:
@@ -469,9 +502,15 @@ func fastState(r LocalRead) (FastState, string) {
 	return FastLive, ""
 }
 
+// counters are the servers' counters for the calibration. A server the
+// reader could not read is left out: its counter did not count what it
+// carried, and the source's load over it would make a wrong factor.
 func counters(r LocalRead) map[string]float64 {
 	out := make(map[string]float64, len(r.Servers))
 	for name, c := range r.Servers {
+		if c.Unread != "" {
+			continue
+		}
 		out[name] = c.Bytes
 	}
 	return out

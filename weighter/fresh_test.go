@@ -25,6 +25,7 @@ type fakeLocal struct {
 	err      error // the next reads fail with it
 	frozen   bool  // bytes stop moving (sessions stay open)
 	still    int
+	unread   map[string]string // servers the reader cannot read, with why
 }
 
 func (f *fakeLocal) ReadLocal(context.Context, []ServerState) (LocalRead, error) {
@@ -44,6 +45,9 @@ func (f *fakeLocal) ReadLocal(context.Context, []ServerState) (LocalRead, error)
 			f.total[name] += r * now.Sub(f.last).Seconds()
 		}
 		out.Servers[name] = LocalCounter{Bytes: f.total[name], Rate: r, Sessions: f.sessions[name], Reset: f.last.IsZero()}
+		if why, ok := f.unread[name]; ok {
+			out.Servers[name] = LocalCounter{Bytes: f.total[name], Reset: f.last.IsZero(), Unread: why}
+		}
 	}
 	if f.frozen {
 		f.still++
@@ -224,6 +228,32 @@ func TestFreshFastDeadThenBack(t *testing.T) {
 	assert.Less(t, l["s2"][0].Value, 200.0)
 }
 
+// TestFreshUnreadServersAreMissing: a server the fast reader could not
+// read has no fast load (the policy keeps its share) while the others
+// weigh, and the Signal says why; when it can read none of them, the fast
+// signal is dead and the source weighs alone.
+func TestFreshUnreadServersAreMissing(t *testing.T) {
+	r := newFreshRig(t, true)
+	r.local.unread = map[string]string{"s2": "no IP address the socket table can show"}
+	_, _, _ = r.step(t)
+	l, sig, err := r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastLive, sig.Fast)
+	assert.NotEqual(t, PipelineExternal, sig.Pipeline)
+	assert.NotContains(t, l, "s2", "an unread server has a fast load")
+	assert.Contains(t, l, "s1")
+	assert.Equal(t, map[string]string{"s2": "no IP address the socket table can show"}, sig.Unread)
+	assert.NotContains(t, sig.Servers, "s2")
+
+	r.local.unread = map[string]string{"s1": "x", "s2": "no IP address the socket table can show", "s3": "x"}
+	l, sig, err = r.step(t)
+	require.NoError(t, err)
+	assert.Equal(t, FastDead, sig.Fast)
+	assert.Equal(t, "the fast signal could read none of the 3 servers (s1: x)", sig.FastReason)
+	assert.Equal(t, PipelineExternal, sig.Pipeline)
+	assert.Contains(t, l, "s2", "the source weighs alone")
+}
+
 func TestFreshIdleUsesTheExternalSource(t *testing.T) {
 	r := newFreshRig(t, true)
 	r.local.rate = map[string]float64{"s1": 0, "s2": 0, "s3": 0}
@@ -314,7 +344,13 @@ func TestCombineFastNeverInvalid(t *testing.T) {
 		r := LocalRead{At: t0, Servers: map[string]LocalCounter{}}
 		cal := map[string]Calibration{}
 		for _, n := range []string{"a", "b", "c"} {
-			r.Servers[n] = LocalCounter{Bytes: pick(), Rate: pick(), Sessions: pick(), Reset: rng.IntN(5) == 0}
+			r.Servers[n] = LocalCounter{Bytes: pick(), Rate: pick(), Sessions: pick(), Reset: rng.IntN(5) == 0,
+				FreshRate: pick(), FreshSessions: pick()}
+			if rng.IntN(5) == 0 {
+				c := r.Servers[n]
+				c.Unread = "cannot be seen"
+				r.Servers[n] = c
+			}
 			if rng.IntN(2) == 0 {
 				cal[n] = Calibration{Factor: math.Abs(pick()), Calibrated: true}
 			}
@@ -325,6 +361,7 @@ func TestCombineFastNeverInvalid(t *testing.T) {
 			require.False(t, math.IsNaN(v) || math.IsInf(v, 0) || v < 0, "case %d %s: %v", i, n, v)
 			require.Contains(t, inputs, n)
 			require.False(t, r.Servers[n].Reset, "a reset server has no rate")
+			require.Empty(t, r.Servers[n].Unread, "an unread server has no load")
 		}
 	}
 }
@@ -536,4 +573,35 @@ func TestFreshStartsABackgroundSourceOncePerRefresh(t *testing.T) {
 	_, _, err = src.FetchSignal(context.Background(), nil)
 	require.ErrorContains(t, err, "connection refused", "kept until the next fetch's answer")
 	assert.Len(t, bg.starts, 5)
+}
+
+// TestCombineFastCountsNewConnectionsAtTheMean: the connections without a
+// rate yet (FreshRate, FreshSessions) are left out of the load per
+// connection while the server has others, so they count at the others'
+// mean; a server whose every connection is new counts them; fresh parts
+// that cannot be (NaN, more than the whole) are ignored.
+func TestCombineFastCountsNewConnectionsAtTheMean(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		c         LocalCounter
+		want      float64
+		wantFresh float64
+	}{
+		{"one rated at 25 B/s, one new with 300 B over the span", LocalCounter{Rate: 175, Sessions: 1.5, FreshRate: 150, FreshSessions: 0.5}, 25, 0.5},
+		{"one rated, one new with a byte", LocalCounter{Rate: 100_000.5, Sessions: 1.5, FreshRate: 0.5, FreshSessions: 0.5}, 100_000, 0.5},
+		{"every connection new", LocalCounter{Rate: 300, Sessions: 1, FreshRate: 300, FreshSessions: 1}, 300, 0},
+		{"no new connection", LocalCounter{Rate: 300, Sessions: 3}, 100, 0},
+		{"fresh rate NaN", LocalCounter{Rate: 300, Sessions: 3, FreshRate: math.NaN(), FreshSessions: 1}, 100, 0},
+		{"fresh rate above the rate", LocalCounter{Rate: 300, Sessions: 3, FreshRate: 400, FreshSessions: 1}, 100, 0},
+		{"fresh sessions infinite", LocalCounter{Rate: 300, Sessions: 3, FreshRate: 30, FreshSessions: math.Inf(1)}, 100, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loads, in := CombineFast(LocalRead{At: t0, Servers: map[string]LocalCounter{"s1": tc.c}}, nil)
+			require.Contains(t, loads, "s1")
+			assert.InDelta(t, tc.want, loads["s1"][0].Value, 1e-9)
+			assert.InDelta(t, tc.wantFresh, in["s1"].Fresh, 1e-9)
+		})
+	}
+	_, in := CombineFast(LocalRead{At: t0, Servers: map[string]LocalCounter{"s1": {Rate: 175, Sessions: 1.5, FreshRate: 150, FreshSessions: 0.5}}}, nil)
+	assert.Equal(t, "fast 25 B/s / 1 sess (+0.5 new, at the mean)", fastNote(in["s1"], false, false))
 }
