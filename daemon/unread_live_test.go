@@ -162,7 +162,7 @@ func TestKernelStartLineSaysWhoseUID(t *testing.T) {
 			require.NoError(t, err)
 			hb := c.Backend("be")
 			k := newKernelReader(hb, c, false, weighter.BytesIn, log)
-			k.reader = sockdiag.New(sockdiag.Config{PIDs: haproxyPIDs(c, false, "/proc"), Ownership: tc.force})
+			k.reader = sockdiag.New(sockdiag.Config{PIDs: k.haproxyPIDs(c, "/proc"), Ownership: tc.force})
 			k.local = sockdiag.NewLocalReader(k.reader, func(servers []weighter.ServerState) (map[string]netip.AddrPort, error) {
 				return haproxy.ServerAddrs(servers), nil
 			}, weighter.BytesIn)
