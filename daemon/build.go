@@ -8,6 +8,7 @@ import (
 	"maps"
 	"sync/atomic"
 
+	"github.com/haproxy-weighter/haproxy-weighter/assemble"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
@@ -114,17 +115,13 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error
 }
 
 func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o buildOptions) (*Unit, error) {
-	ctl, err := weighter.NewController(b.Policy)
-	if err != nil {
-		return nil, err
-	}
-	u := &Unit{Backend: &weighter.Backend{Name: b.Name, Controller: ctl}}
+	u := &Unit{}
 	var stats haproxy.StatsReader // nil, not a nil *haproxy.Backend, for IPVS
 	var hb *haproxy.Backend
 	var svc *lvs.Service
 	if b.IPVS != nil {
-		svc, err = lvs.New(*b.IPVS, o.zeroes, log)
-		if err != nil {
+		var err error
+		if svc, err = lvs.New(*b.IPVS, o.zeroes, log); err != nil {
 			return nil, err
 		}
 		u.Kind, u.target = "ipvs", svc
@@ -132,7 +129,6 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 		hb = client.Backend(b.Name)
 		u.Kind, u.target, stats = "haproxy", hb, hb
 	}
-	u.Backend.Target = u.target
 	// HAProxy's own statistics are read through the backend's target, so the
 	// one `show stat` of a cycle serves both.
 	src, err := b.Source.Build(config.SourceEnv{Backend: b.Name, Stats: stats, Log: log})
@@ -145,26 +141,29 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 		u.address = newAddressSource(src, log)
 		src = u.address
 	}
-	u.Backend.Source = src
-	if u.Backend.Shedder, err = newShedder(b); err != nil {
-		u.Close()
-		return nil, err
-	}
+	parts := assemble.Parts{Target: u.target, Source: src, FirstWait: o.firstWait, Background: answerInBackground}
+	var chain *fastChain
 	on, why := b.FastSignalState()
 	switch {
 	case hb != nil && !on:
 		u.fastOff = why
 	case hb != nil:
-		u.fast, err = wrapFast(b, newHAProxyFast(hb, client, o.master, b.FastBytes(), log).pinned(b.FastSignal), src, o)
+		chain = newHAProxyFast(hb, client, o.master, b.FastBytes(), log).pinned(b.FastSignal)
+		parts.Fast = chain
+		if o.peers != nil {
+			parts.Peers = func(own weighter.LocalReader) weighter.LocalReader { return peers.NewReader(own, b.Name, o.peers) }
+		}
 	case on: // IPVS: the kernel's live connection counts, calibrated by the source
-		u.fast, err = wrapFast(b, svc, src, buildOptions{firstWait: o.firstWait})
+		parts.Fast = svc
 	}
+	a, err := assemble.Backend(b, parts)
 	if err != nil {
 		u.Close()
 		return nil, err
 	}
-	if u.fast != nil {
-		u.Backend.Source = u.fast.fresh
+	u.Backend = a.Backend
+	if a.Fresh != nil {
+		u.fast = newFastUnit(b, a.Fresh, chain, src)
 	}
 	askOpenStreams(u)
 	return u, nil

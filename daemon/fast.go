@@ -121,43 +121,32 @@ func newHAProxyFast(hb *haproxy.Backend, c *haproxy.Client, master bool, dir wei
 	return newFastChain(hb.Name(), newKernelReader(hb, c, master, dir, log), newLocalReader(hb, dir), &statReader{hb: hb, bytes: dir}, log)
 }
 
-// wrapFast makes src the external side of a Fresh source over the
-// backend's fast signal, when the backend uses it.
-func wrapFast(b config.Backend, reader weighter.LocalReader, src weighter.Source, o buildOptions) (*fastUnit, error) {
+// answerInBackground has a calibrating metrics source answer in the
+// background (asyncSource), asked every refresh: the 2 s cycle must not
+// decide whether it may calibrate.
+func answerInBackground(src weighter.Source, refresh time.Duration) weighter.Source {
+	return newAsyncSource(src, max(refresh, minAsyncTimeout))
+}
+
+// newFastUnit keeps what the daemon needs of a backend assembled with the
+// fast signal besides its cycle: the fresh pipeline, the HAProxy reader
+// chain (nil for IPVS's counts), the configured source and, for the start
+// log, how the calibration window was found.
+func newFastUnit(b config.Backend, fresh *weighter.Fresh, chain *fastChain, src weighter.Source) *fastUnit {
 	policy, w := b.CalibrationPolicy()
-	chain, _ := reader.(*fastChain) // nil for IPVS's counts
-	var local *localReader
-	if chain != nil {
-		local = chain.sessions
-	}
-	ext := src
-	if b.Calibrates() {
-		// A remote metrics source answers in the background (asyncSource):
-		// the 2 s cycle must not decide whether it may calibrate. When it
-		// is asked is the Fresh's refresh.
-		ext = newAsyncSource(src, max(time.Duration(b.Calibration.Refresh), minAsyncTimeout))
-	}
-	fast := reader
-	if o.peers != nil {
-		fast = peers.NewReader(reader, b.Name, o.peers)
-	}
-	// The settings the simulator builds its model of this pipeline from too.
-	cfg := b.FreshSettings().Config(fast, ext)
-	cfg.FirstWait = o.firstWait
-	fresh, err := weighter.NewFresh(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("fast signal: %w", err)
-	}
 	how := w.How
 	if !w.FromStep {
 		how = fmt.Sprintf("%s (%s)", w.Span, w.How)
 	}
-	f := &fastUnit{fresh: fresh, chain: chain, local: local, external: src, window: how, kind: b.Source.Kind(),
+	f := &fastUnit{fresh: fresh, chain: chain, external: src, window: how, kind: b.Source.Kind(),
 		settings: fastSettings{signal: b.FastSignal, calibration: b.Calibration}}
+	if chain != nil {
+		f.local = chain.sessions
+	}
 	if b.Calibrates() {
 		f.calibration = &unitCalibration{policy: policy, assumed: w.Assumed}
 	}
-	return f, nil
+	return f
 }
 
 // primeFast reads the fast signal once at start, so that the first cycle

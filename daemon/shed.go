@@ -6,18 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
-
-// newShedder returns the backend's Shedder, nil when it does not shed.
-func newShedder(b config.Backend) (*weighter.Shedder, error) {
-	p, on := b.ShedPolicy()
-	if !on {
-		return nil, nil
-	}
-	return weighter.NewShedder(p)
-}
 
 // askOpenStreams has the unit's HAProxy fast reader list the open streams
 // with their rates only when the backend sheds: nothing else reads them.
