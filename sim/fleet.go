@@ -115,27 +115,24 @@ type balancer struct {
 // fleet simulates one pipeline over a scenario with several balancers, server
 // costs and background load.
 type fleet struct {
-	sc        Scenario
-	pl        Pipeline
-	str       *stream
-	owner     []int
-	lbs       []*balancer
-	cost      []float64 // per server
-	bg        []float64 // per server, datapoints/s of cost-1 traffic
-	joined    []float64
-	events    []Event
-	nextArr   int
-	mon       *monitor   // the external metric's rate window and delay
-	samples   [][]sample // the external metric's scrapes of the true counters
-	signal    string
-	agentCap  float64
-	agentLast []float64
-	agentAt   float64
-	tr        trace
-	now       float64                              // the model's time, the daemons' clock
-	interval  time.Duration                        // the daemons' interval
-	onStep    func(f *fleet, now float64)          // test hook
-	onCycle   func(lb *balancer, c weighter.Cycle) // test hook: each daemon cycle
+	sc       Scenario
+	pl       Pipeline
+	str      *stream
+	owner    []int
+	lbs      []*balancer
+	cost     []float64 // per server
+	bg       []float64 // per server, datapoints/s of cost-1 traffic
+	joined   []float64
+	events   []Event
+	nextArr  int
+	mon      *monitor // the external metric: scrapes of the true counters
+	agent    *agent   // the agent-check peer (KindAgent)
+	signal   string
+	tr       trace
+	now      float64                              // the model's time, the daemons' clock
+	interval time.Duration                        // the daemons' interval
+	onStep   func(f *fleet, now float64)          // test hook
+	onCycle  func(lb *balancer, c weighter.Cycle) // test hook: each daemon cycle
 	// onOmni is a test hook: the omniscient shedder closes connection id of
 	// lb, on server top, at now.
 	onOmni  func(f *fleet, now float64, lb *balancer, id, top int)
@@ -157,16 +154,10 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 	}
 	mean := float64(sc.Connections) * str.meanRate / float64(sc.Servers) // per server, cost 1
 	for i := range sc.Servers {
-		f.addServerState(fmt.Sprintf("s%d", i+1), 0, mean)
+		f.addServerState(serverName(i), 0, mean)
 	}
-	f.agentCap = sc.AgentCapacity * mean
-	if len(sc.Costs) > 0 || len(sc.Background) > 0 {
-		c, b := 0.0, 0.0
-		for i := range sc.Servers {
-			c += f.cost[i] / float64(sc.Servers)
-			b += f.bg[i] / float64(sc.Servers)
-		}
-		f.agentCap = sc.AgentCapacity * (mean*c + b)
+	if pl.Kind == KindAgent {
+		f.agent = newAgent(sc, str)
 	}
 	for _, ev := range sc.Events {
 		if ev.Kind == EventAdd || ev.Kind == EventRemove || ev.Kind == EventRestart {
@@ -194,13 +185,17 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 	return f, nil
 }
 
+// cost is the named server's cost per datapoint (Costs; 1 when unset).
+func (sc Scenario) cost(name string) float64 {
+	if v, ok := sc.Costs[name]; ok {
+		return v
+	}
+	return 1
+}
+
 // addServerState records a server's cost, background and join time.
 func (f *fleet) addServerState(name string, now, mean float64) {
-	c := 1.0
-	if v, ok := f.sc.Costs[name]; ok {
-		c = v
-	}
-	f.cost = append(f.cost, c)
+	f.cost = append(f.cost, f.sc.cost(name))
 	f.bg = append(f.bg, f.sc.Background[name]*mean)
 	f.joined = append(f.joined, now)
 }
@@ -215,13 +210,38 @@ func (f *fleet) trueLoad(i int) float64 {
 	return f.cost[i]*sum + f.bg[i]
 }
 
-// trueCounter is server i's cumulative true load at now.
-func (f *fleet) trueCounter(i int, now float64) float64 {
+// The fleet is what the monitoring system scrapes and the agents read (a meter).
+var _ meter = (*fleet)(nil)
+
+// serverList is the servers (every balancer lists the same ones).
+func (f *fleet) serverList() []*server { return f.lbs[0].b.servers }
+
+// counter is server i's cumulative true load at now.
+func (f *fleet) counter(i int, now float64) float64 {
 	sum := 0.0
 	for _, lb := range f.lbs {
 		sum += lb.b.counter(i, now)
 	}
 	return f.cost[i]*sum + f.bg[i]*(now-f.joined[i])
+}
+
+// connSeconds is server i's cumulative connection-seconds at now, over
+// every balancer.
+func (f *fleet) connSeconds(i int, now float64) float64 {
+	sum := 0.0
+	for _, lb := range f.lbs {
+		sum += lb.b.connSeconds(i, now)
+	}
+	return sum
+}
+
+// backends is every balancer's backend.
+func (f *fleet) backends() []*backend {
+	out := make([]*backend, len(f.lbs))
+	for k, lb := range f.lbs {
+		out[k] = lb.b
+	}
+	return out
 }
 
 // pickOracle places a connection on the server with the least true load.
@@ -247,7 +267,7 @@ func (f *fleet) run() (trace, error) {
 	if err := f.advance(0); err != nil {
 		return f.tr, err
 	}
-	f.scrape(0)
+	f.mon.scrape(f, 0)
 	last := f.snapshot(0)
 	for k := 1; k <= n; k++ {
 		now := float64(k) * step
@@ -262,7 +282,7 @@ func (f *fleet) run() (trace, error) {
 			last = f.sampleWindow(now, last)
 		}
 		if k%res == 0 {
-			f.scrape(now)
+			f.mon.scrape(f, now)
 		}
 		switch {
 		case f.pl.Kind == KindWeighter:
@@ -274,7 +294,8 @@ func (f *fleet) run() (trace, error) {
 				}
 			}
 		case f.pl.Kind == KindAgent && k%agt == 0:
-			f.agentReport(now)
+			f.tr.cycles += len(f.lbs)
+			f.tr.writes += f.agent.report(f, f.backends(), now)
 		}
 		if f.omni != nil && k%ivl == 0 {
 			f.omniCycle(now)
@@ -413,7 +434,7 @@ func (f *fleet) serverEvent(ev Event, now float64) error {
 func (f *fleet) snapshot(at float64) snapshot {
 	s := snapshot{at: at}
 	for i := range f.lbs[0].b.servers {
-		s.counter = append(s.counter, f.trueCounter(i, at))
+		s.counter = append(s.counter, f.counter(i, at))
 		s.picked = append(s.picked, f.picked(i))
 	}
 	return s
@@ -432,7 +453,7 @@ func (f *fleet) sampleWindow(now float64, prev snapshot) snapshot {
 	w := window{end: now}
 	next := snapshot{at: now}
 	for i, s := range f.lbs[0].b.servers {
-		c, p := f.trueCounter(i, now), f.picked(i)
+		c, p := f.counter(i, now), f.picked(i)
 		c0, p0, from := 0.0, 0, math.Max(prev.at, f.joined[i])
 		if i < len(prev.counter) {
 			c0, p0 = prev.counter[i], prev.picked[i]
@@ -451,57 +472,10 @@ func (f *fleet) sampleWindow(now float64, prev snapshot) snapshot {
 	return next
 }
 
-// scrape records the external metric: every up server's true counter.
-func (f *fleet) scrape(now float64) {
-	servers := f.lbs[0].b.servers
-	for len(f.samples) < len(servers) {
-		f.samples = append(f.samples, nil)
-	}
-	for i, s := range servers {
-		if s.up {
-			f.samples[i] = append(f.samples[i], sample{t: now, counter: f.trueCounter(i, now)})
-		}
-	}
-}
-
 // external is what the external source returns at now: the newest rate points
 // of the true load visible by then, per up server.
 func (f *fleet) external(now float64) weighter.Loads {
-	out := weighter.Loads{}
-	for i, s := range f.lbs[0].b.servers {
-		if s.up && i < len(f.samples) {
-			out[s.name] = f.mon.series(f.samples[i], now, epoch)
-		}
-	}
-	return out
-}
-
-// agentReport runs every server's agent-check: its own true load over the last
-// report interval against its capacity; every balancer applies the same percentage.
-func (f *fleet) agentReport(now float64) {
-	f.tr.cycles += len(f.lbs)
-	for i, s := range f.lbs[0].b.servers {
-		c := f.trueCounter(i, now)
-		if i >= len(f.agentLast) {
-			f.agentLast = append(f.agentLast, c)
-			continue
-		}
-		load := (c - f.agentLast[i]) / (now - f.agentAt)
-		f.agentLast[i] = c
-		if !s.up {
-			continue
-		}
-		pct := math.Ceil(100 - 100*load/f.agentCap)
-		pct = math.Min(math.Max(pct, 0), 100)
-		w := initialWeight * int(pct) / 100
-		for _, lb := range f.lbs {
-			if w != lb.b.servers[i].weight {
-				lb.b.setWeight(i, w)
-				f.tr.writes++
-			}
-		}
-	}
-	f.agentAt = now
+	return f.mon.loads(f, now, epoch)
 }
 
 // cycle is one daemon cycle on one balancer: the daemon's own

@@ -104,7 +104,7 @@ func (r *runner) run() (trace, error) {
 		}
 		if r.agent != nil && k%agt == 0 {
 			r.tr.cycles++
-			r.tr.writes += r.agent.report(r.b, now)
+			r.tr.writes += r.agent.report(r.b, []*backend{r.b}, now)
 		}
 	}
 	return r.tr, nil
