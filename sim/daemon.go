@@ -464,13 +464,6 @@ func (a *asyncExternal) settle() {
 	}
 }
 
-// monitorSource is the external metric of the one-balancer model (Run).
-type monitorSource struct{ r *runner }
-
-func (m monitorSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
-	return m.r.mon.loads(m.r.b, m.r.now, epoch), nil
-}
-
 // daemonConfig is the daemon's configuration of one backend weighted as
 // the README's quick start sets it up (a Prometheus source whose query's
 // range is the model's rate window), parsed by package config, so that the

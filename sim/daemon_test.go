@@ -106,5 +106,5 @@ func TestNoHandMadeCycle(t *testing.T) {
 			return true
 		})
 	}
-	assert.Equal(t, 2, calls, "the one-balancer model and the fleet each call weighter.RunCycle")
+	assert.Equal(t, 1, calls, "the simulator's one engine calls weighter.RunCycle")
 }

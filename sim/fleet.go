@@ -12,6 +12,24 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
+// epoch is the wall time simulated second 0 maps to (fixed, so runs are reproducible).
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// window is one sampling window's true per-server average loads.
+type window struct {
+	end    float64
+	loads  []float64 // per server; NaN when the server was not up
+	picked []int     // new connections placed per server during the window
+	whales []int     // the server each whale is on at the end (-1 = none)
+}
+
+// trace is everything one strategy's run recorded.
+type trace struct {
+	windows []window
+	cycles  int // weight-setting cycles (weighter or agent rounds)
+	writes  int // weights actually changed
+}
+
 // Fast signals: what HAProxy tells a daemon on the balancer every cycle about the
 // load its own connections put on each server.
 const (
@@ -112,8 +130,12 @@ type balancer struct {
 	reader *simReader
 }
 
-// fleet simulates one pipeline over a scenario with several balancers, server
-// costs and background load.
+// fleet is the simulator's engine: it simulates one pipeline (or strategy:
+// Run's are pipelines too) over a scenario: its balancers (one unless the
+// scenario lists shares), each an HAProxy backend placing its own clients
+// with its daemon, in front of the same servers with their costs and
+// background load, the agent-check peer and the monitoring system reading
+// those servers, and the events.
 type fleet struct {
 	sc       Scenario
 	pl       Pipeline
@@ -149,6 +171,7 @@ type fleet struct {
 func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error) {
 	f := &fleet{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal(), interval: pl.interval(sc),
 		restartRng: rand.New(rand.NewPCG(sc.Seed, 0x7e57a27))}
+	f.mon.perConn = pl.PerConn
 	if pl.Signal != "" {
 		f.signal = pl.Signal
 	}
@@ -165,20 +188,12 @@ func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error
 		}
 	}
 	slices.SortStableFunc(f.events, func(a, b Event) int { return cmpFloat(a.At.Seconds(), b.At.Seconds()) })
-	pick := pickLeastconn
-	if pl.Kind == KindOracle {
-		pick = f.pickOracle
-	}
 	for k := range sc.shares() {
-		b := newBackend(sc.Servers, initialWeight, pick)
-		if pl.Placement == PlacementRandom2 && pl.Kind != KindOracle {
-			b.pick = pickRandom2(rand.New(rand.NewPCG(sc.Seed, 0x2a2d0+uint64(k))))
-		}
-		f.lbs = append(f.lbs, &balancer{b: b})
+		f.lbs = append(f.lbs, &balancer{b: newBackend(sc.Servers, initialWeight, f.picker(k))})
 	}
 	if pl.Kind == KindWeighter {
 		if err := f.newDaemons(); err != nil {
-			return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
+			return nil, err
 		}
 	}
 	f.initShed()
@@ -244,7 +259,22 @@ func (f *fleet) backends() []*backend {
 	return out
 }
 
-// pickOracle places a connection on the server with the least true load.
+// picker is balancer k's placement: the oracle's, or the pipeline's HAProxy
+// algorithm (leastconn unless it says).
+func (f *fleet) picker(k int) picker {
+	switch {
+	case f.pl.Kind == KindOracle:
+		return f.pickOracle
+	case f.pl.Placement == PlacementRandom2:
+		return pickRandom2(rand.New(rand.NewPCG(f.sc.Seed, 0x2a2d0+uint64(k))))
+	case f.pl.Kind == KindRoundrobin || f.pl.Placement == PlacementRoundrobin:
+		return pickRoundrobin
+	}
+	return pickLeastconn
+}
+
+// pickOracle places a connection on the server with the least true load, the
+// best any placement-only method can do without moving connections.
 func (f *fleet) pickOracle(servers []*server) int {
 	best, bestLoad := -1, 0.0
 	for i, s := range servers {
@@ -429,6 +459,13 @@ func (f *fleet) serverEvent(ev Event, now float64) error {
 		}
 	}
 	return nil
+}
+
+// snapshot is every server's counter and placed connections at the start of a window.
+type snapshot struct {
+	at      float64
+	counter []float64
+	picked  []int
 }
 
 func (f *fleet) snapshot(at float64) snapshot {

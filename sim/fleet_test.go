@@ -12,19 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestFleetOfOneIsTheModel checks that the fresh-data model with one balancer,
-// cost 1 and no background places and scores exactly as Run does.
-func TestFleetOfOneIsTheModel(t *testing.T) {
-	sc := shortScenario()
-	old, err := Run(sc, Baselines())
-	require.NoError(t, err)
-	fl, err := RunFleet(sc, FleetBaselines())
-	require.NoError(t, err)
-	for _, name := range []string{"leastconn", "agent-check", "oracle"} {
-		assert.Equal(t, *old.Get(name), *fl.Get(name), name)
-	}
-}
-
 func TestFreshScenarioFiles(t *testing.T) {
 	files, err := filepath.Glob("../examples/scenarios/fresh/*.yaml")
 	require.NoError(t, err)

@@ -44,7 +44,7 @@ func shortProduction() Scenario {
 }
 
 // TestProductionEventsKeepTheBooks: with bursts, drifts, a restart and
-// shedding, every balancer's servers carry exactly its open connections at
+// shedding, under every placement and weighting, every balancer's servers carry exactly its open connections at
 // every step, every open connection has its client's rate of the moment,
 // the burst's clients arrive within its second, and the restarted balancer
 // is empty at once and has all its clients back within its 5 s.
@@ -72,6 +72,11 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 
 	pipelines := []Pipeline{{Name: "leastconn", Kind: KindLeastconn}, ShippedShedPipeline("eager", eager())}
 	pipelines = append(pipelines, Random2Arms()...)
+	for _, st := range append(modelStrategies(), PerConnStrategy(weighter.DefaultPolicy())) {
+		if st.Kind != KindLeastconn { // Run's strategies: roundrobin, agent-check, oracle, weighing by the source
+			pipelines = append(pipelines, st.pipeline())
+		}
+	}
 	for _, pl := range pipelines {
 		t.Run(pl.Name, func(t *testing.T) {
 			f, err := newFleet(sc, pl, str, owners(sc, str))
@@ -109,30 +114,6 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 			require.NoError(t, err)
 			assert.Positive(t, before)
 		})
-	}
-}
-
-// TestRunnerProductionEvents: the one-balancer model (Run) keeps the books
-// through the same events.
-func TestRunnerProductionEvents(t *testing.T) {
-	sc := shortProduction()
-	sc.Balancers, sc.Costs, sc.Background = nil, nil, nil
-	str := newStream(sc)
-	for _, st := range modelStrategies() {
-		r, err := newRunner(sc, st, str)
-		require.NoError(t, err)
-		failures := 0
-		r.onStep = func(b *backend, now float64) {
-			if err := checkConserved(b); err != nil && failures < 3 {
-				failures++
-				t.Errorf("%s t=%.1fs: %v", st.Name, now, err)
-			}
-			if math.Abs(now-360) < 1e-6 && b.departing.Len() != 0 {
-				t.Errorf("%s: %d connections left at the restart", st.Name, b.departing.Len())
-			}
-		}
-		_, err = r.run()
-		require.NoError(t, err)
 	}
 }
 
