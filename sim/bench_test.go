@@ -15,11 +15,11 @@ func BenchmarkSimulate(b *testing.B) {
 	pl := WeighterStrategy(weighter.DefaultPolicy()).pipeline()
 	b.ResetTimer()
 	for b.Loop() {
-		f, err := newFleet(sc, pl, str, own)
+		m, err := newModel(sc, pl, str, own)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := f.run(); err != nil {
+		if _, err := m.run(); err != nil {
 			b.Fatal(err)
 		}
 	}

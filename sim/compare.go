@@ -54,16 +54,16 @@ func simulate(sc Scenario, pipelines []Pipeline) (*Report, error) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			f, err := newFleet(sc, pl, str, own)
+			m, err := newModel(sc, pl, str, own)
 			if err == nil {
-				rep.traces[i], err = f.run()
+				rep.traces[i], err = m.run()
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("pipeline %s: %w", pl.Name, err)
 				return
 			}
-			rep.Strategies[i] = score(sc, pl, rep.traces[i], f.fallbacks())
-			rep.Strategies[i].Shed = f.shedFigures()
+			rep.Strategies[i] = score(sc, pl, rep.traces[i], m.fallbacks())
+			rep.Strategies[i].Shed = m.shedFigures()
 		}()
 	}
 	wg.Wait()

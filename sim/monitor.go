@@ -18,7 +18,7 @@ type sample struct {
 
 // meter is what a monitoring system scrapes and an agent on a server reads:
 // each server's cumulative true load (its counter) and open
-// connection-seconds. The fleet is one (every balancer's connections, with
+// connection-seconds. The model is one (every balancer's connections, with
 // the servers' costs and background); so is a lone backend (a test's).
 type meter interface {
 	serverList() []*server

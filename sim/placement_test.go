@@ -81,9 +81,9 @@ func TestOracleTakesLeastTrueLoad(t *testing.T) {
 	sc.Balancers = []float64{0.5, 0.5}
 	sc.Costs = map[string]float64{"s1": 0.2}
 	str := newStream(sc)
-	f, err := newFleet(sc, Pipeline{Name: "oracle", Kind: KindOracle}, str, owners(sc, str))
+	m, err := newModel(sc, Pipeline{Name: "oracle", Kind: KindOracle}, str, owners(sc, str))
 	require.NoError(t, err)
-	a, b := f.lbs[0].b, f.lbs[1].b
+	a, b := m.lbs[0].b, m.lbs[1].b
 	a.attach(0, 10, 0)  // s1: 0.2 × 10 = 2
 	b.attach(1, 2.5, 0) // s2: 2.5
 	a.attach(2, 2, 0)   // s3: 2 here + 1 on the other balancer = 3

@@ -79,7 +79,7 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 	}
 	for _, pl := range pipelines {
 		t.Run(pl.Name, func(t *testing.T) {
-			f, err := newFleet(sc, pl, str, owners(sc, str))
+			m, err := newModel(sc, pl, str, owners(sc, str))
 			require.NoError(t, err)
 			failures, before := 0, 0
 			fail := func(format string, args ...any) {
@@ -88,19 +88,19 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 				}
 				failures++
 			}
-			f.onStep = func(f *fleet, now float64) {
-				for k, lb := range f.lbs {
+			m.onStep = func(m *model, now float64) {
+				for k, lb := range m.lbs {
 					if err := checkConserved(lb.b); err != nil {
 						fail("balancer %d t=%.1fs: %v", k, now, err)
 					}
 					for _, d := range lb.b.departing {
 						c := lb.b.conns[d.id]
-						if want := f.str.arrivals[lb.client[d.id]].rateAt(now); math.Abs(c.rate-want) > 1e-9 {
+						if want := m.str.arrivals[lb.client[d.id]].rateAt(now); math.Abs(c.rate-want) > 1e-9 {
 							fail("t=%.1fs: connection %d at %g/s, its client at %g/s", now, d.id, c.rate, want)
 						}
 					}
 				}
-				restarted := f.lbs[0].b.departing.Len()
+				restarted := m.lbs[0].b.departing.Len()
 				switch {
 				case math.Abs(now-359.9) < 1e-6:
 					before = restarted
@@ -110,7 +110,7 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 					fail("5 s after the restart %d connections, %d before", restarted, before)
 				}
 			}
-			_, err = f.run()
+			_, err = m.run()
 			require.NoError(t, err)
 			assert.Positive(t, before)
 		})
@@ -182,9 +182,9 @@ func TestHerdCandidatesChangeOnlyTheRunBound(t *testing.T) {
 func TestRestartLosesTheUnreadBytes(t *testing.T) {
 	sc := shortProduction()
 	str := newStream(sc)
-	f, err := newFleet(sc, ShippedPipeline(), str, owners(sc, str))
+	m, err := newModel(sc, ShippedPipeline(), str, owners(sc, str))
 	require.NoError(t, err)
-	lb := f.lbs[0]
+	lb := m.lbs[0]
 	require.NotNil(t, lb.reader)
 	lostSum := func() float64 {
 		s := 0.0
@@ -194,7 +194,7 @@ func TestRestartLosesTheUnreadBytes(t *testing.T) {
 		return s
 	}
 	want, checked := 0.0, false
-	f.onStep = func(f *fleet, now float64) {
+	m.onStep = func(m *model, now float64) {
 		switch {
 		case now < 359.9-1e-6:
 			assert.Zero(t, lostSum(), "t=%.1fs", now)
@@ -208,7 +208,7 @@ func TestRestartLosesTheUnreadBytes(t *testing.T) {
 			checked = true
 		}
 	}
-	_, err = f.run()
+	_, err = m.run()
 	require.NoError(t, err)
 	require.True(t, checked)
 	assert.Positive(t, want)
