@@ -130,12 +130,12 @@ type balancer struct {
 	reader *simReader
 }
 
-// model is the simulator's engine: it simulates one pipeline (or strategy:
-// Run's are pipelines too) over a scenario: its balancers (one unless the
-// scenario lists shares), each an HAProxy backend placing its own clients
-// with its daemon, in front of the same servers with their costs and
-// background load, the agent-check peer and the monitoring system reading
-// those servers, and the events.
+// model is the simulator's engine: one pipeline (Run's strategies are
+// pipelines too) over one scenario. It holds the scenario's balancers (one
+// unless it lists shares), each an HAProxy backend placing its own clients,
+// with its daemon; the servers behind them all, with their costs and
+// background; the agent-check peer and the monitoring system, which read
+// those servers; and the events to come.
 type model struct {
 	sc       Scenario
 	pl       Pipeline
