@@ -41,9 +41,15 @@ func newBackend(n, weight int, pick picker) *backend {
 func (b *backend) addServer(weight int, now float64) {
 	b.seq++
 	b.servers = append(b.servers, &server{
-		name: fmt.Sprintf("s%d", len(b.servers)+1), up: true, weight: weight, queued: b.seq, last: now,
+		name: serverName(len(b.servers)), up: true, weight: weight, queued: b.seq, last: now,
 	})
 }
+
+// serverName is the name of the server of index i: s1, s2, ...
+func serverName(i int) string { return fmt.Sprintf("s%d", i+1) }
+
+// serverList is the backend's servers (a meter: one balancer's own view).
+func (b *backend) serverList() []*server { return b.servers }
 
 // setWeight changes a server's weight; HAProxy requeues it in the leastconn tree.
 func (b *backend) setWeight(i, w int) {

@@ -11,14 +11,15 @@ import (
 func BenchmarkSimulate(b *testing.B) {
 	sc := DefaultScenario()
 	str := newStream(sc)
-	st := WeighterStrategy(weighter.DefaultPolicy())
+	own := owners(sc, str)
+	pl := WeighterStrategy(weighter.DefaultPolicy()).pipeline()
 	b.ResetTimer()
 	for b.Loop() {
-		r, err := newRunner(sc, st, str)
+		m, err := newModel(sc, pl, str, own)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := r.run(); err != nil {
+		if _, err := m.run(); err != nil {
 			b.Fatal(err)
 		}
 	}

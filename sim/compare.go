@@ -14,7 +14,7 @@ type Report struct {
 	Strategies []Figures `json:"strategies"`
 	traces     []trace
 	names      []string
-	whales     []arrival // fresh-data model: the whales, in arrival order
+	whales     []arrival // the whales, in arrival order
 	// shippedInterval is the shipped row's interval (RunDefault), 0 without one.
 	shippedInterval time.Duration
 }
@@ -23,22 +23,47 @@ type Report struct {
 // stream, in parallel, and scores them. The leastconn and oracle baselines are
 // needed for the gap figures and are added when missing.
 func Run(sc Scenario, strategies []Strategy) (*Report, error) {
+	return simulate(sc, pipelinesOf(withGapBaselines(strategies)))
+}
+
+func pipelinesOf(strategies []Strategy) []Pipeline {
+	out := make([]Pipeline, len(strategies))
+	for i, st := range strategies {
+		out[i] = st.pipeline()
+	}
+	return out
+}
+
+// simulate runs every pipeline over the scenario on the same connection
+// stream (common random numbers: the figures differ by placement alone), in
+// parallel, and scores each.
+func simulate(sc Scenario, pipelines []Pipeline) (*Report, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	strategies = withGapBaselines(strategies)
 	str := newStream(sc)
-	rep := &Report{Scenario: sc, Strategies: make([]Figures, len(strategies)), traces: make([]trace, len(strategies))}
-	errs := make([]error, len(strategies))
+	own := owners(sc, str)
+	rep := &Report{Scenario: sc, Strategies: make([]Figures, len(pipelines)), traces: make([]trace, len(pipelines))}
+	rep.whales = whaleArrivals(str)
+	errs := make([]error, len(pipelines))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, st := range strategies {
+	for i, pl := range pipelines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			rep.Strategies[i], rep.traces[i], errs[i] = runOne(sc, st, str)
+			m, err := newModel(sc, pl, str, own)
+			if err == nil {
+				rep.traces[i], err = m.run()
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("pipeline %s: %w", pl.Name, err)
+				return
+			}
+			rep.Strategies[i] = score(sc, pl, rep.traces[i], m.fallbacks())
+			rep.Strategies[i].Shed = m.shedFigures()
 		}()
 	}
 	wg.Wait()
@@ -46,22 +71,10 @@ func Run(sc Scenario, strategies []Strategy) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		rep.names = append(rep.names, strategies[i].Name)
+		rep.names = append(rep.names, pipelines[i].Name)
 	}
 	rep.fillGaps()
 	return rep, nil
-}
-
-func runOne(sc Scenario, st Strategy, str *stream) (Figures, trace, error) {
-	r, err := newRunner(sc, st, str)
-	if err != nil {
-		return Figures{}, trace{}, err
-	}
-	tr, err := r.run()
-	if err != nil {
-		return Figures{}, trace{}, fmt.Errorf("strategy %s: %w", st.Name, err)
-	}
-	return score(sc, st, tr, r.b.fallbacks), tr, nil
 }
 
 func withGapBaselines(strategies []Strategy) []Strategy {

@@ -149,7 +149,7 @@ type fastRead struct {
 // measured between two reads. The signal is the scenario's or the
 // pipeline's: live (`show sess all`), contstats or closed (`show stat`).
 type simReader struct {
-	f      *fleet
+	m      *model
 	lb     *balancer
 	signal string
 	window float64 // fast window, seconds (the interval unless the pipeline says)
@@ -183,15 +183,15 @@ type peerServer struct{ rate, sessions float64 }
 
 var _ weighter.LocalReader = (*simReader)(nil)
 
-func newSimReader(f *fleet, lb *balancer, pl Pipeline) *simReader {
-	r := &simReader{f: f, lb: lb, signal: f.signal, window: pl.fastWindow(f.sc), lag: pl.LagSessions, lastAt: -1}
-	r.keep = math.Max(r.window, pl.interval(f.sc).Seconds()) + 1e-9
+func newSimReader(m *model, lb *balancer, pl Pipeline) *simReader {
+	r := &simReader{m: m, lb: lb, signal: m.signal, window: pl.fastWindow(m.sc), lag: pl.LagSessions, lastAt: -1}
+	r.keep = math.Max(r.window, pl.interval(m.sc).Seconds()) + 1e-9
 	return r
 }
 
 // ReadLocal reads the named servers' signal at the model's time.
 func (r *simReader) ReadLocal(_ context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
-	now := r.f.now
+	now := r.m.now
 	b := r.lb.b
 	out := weighter.LocalRead{At: simTime(epoch, now), Servers: make(map[string]weighter.LocalCounter, len(servers)), Streams: b.departing.Len()}
 	if r.lastAt >= 0 {
@@ -361,7 +361,7 @@ func (p *peerReadings) ReadLocal(ctx context.Context, servers []weighter.ServerS
 	if err != nil {
 		return cur, err
 	}
-	now := p.own.f.now
+	now := p.own.m.now
 	var got []published
 	for _, peer := range p.peers {
 		for k := len(peer.published) - 1; k >= 0; k-- {
@@ -400,14 +400,14 @@ var errOutage = errors.New("connection refused (the scenario's external outage)"
 // externalSource is the monitoring system (Prometheus, Graphite) as the
 // daemon's source reads it: per server, the newest rate points of its true
 // load visible at the model's time.
-type externalSource struct{ f *fleet }
+type externalSource struct{ m *model }
 
 func (e externalSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
-	now := e.f.now
-	if o := e.f.sc.ExternalOutage; o != nil && now >= o.From.Seconds() && now < o.To.Seconds() {
+	now := e.m.now
+	if o := e.m.sc.ExternalOutage; o != nil && now >= o.From.Seconds() && now < o.To.Seconds() {
 		return nil, errOutage
 	}
-	return e.f.external(now), nil
+	return e.m.external(now), nil
 }
 
 // asyncExternal answers as the daemon's background fetch of a calibrating
@@ -464,13 +464,6 @@ func (a *asyncExternal) settle() {
 	}
 }
 
-// monitorSource is the external metric of the one-balancer model (Run).
-type monitorSource struct{ r *runner }
-
-func (m monitorSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loads, error) {
-	return m.r.mon.loads(m.r.b, m.r.now, epoch), nil
-}
-
 // daemonConfig is the daemon's configuration of one backend weighted as
 // the README's quick start sets it up (a Prometheus source whose query's
 // range is the model's rate window), parsed by package config, so that the
@@ -498,36 +491,36 @@ backends:
 // calibrates, or the external source alone (InputExternal, `fast_signal:
 // off`); and a Shedder when the pipeline sheds. The pipeline's research
 // variations are variations of these settings or of what the reader reports.
-func (f *fleet) newDaemons() error {
-	pl := f.pl
-	settings, policy, err := pl.daemonSettings(f.sc)
+func (m *model) newDaemons() error {
+	pl := m.pl
+	settings, policy, err := pl.daemonSettings(m.sc)
 	if err != nil {
 		return err
 	}
-	for _, lb := range f.lbs {
+	for _, lb := range m.lbs {
 		ctrl, err := weighter.NewController(policy)
 		if err != nil {
 			return err
 		}
 		lb.daemon = &weighter.Backend{Name: simBackend, Controller: ctrl,
-			Target: &simTarget{b: lb.b, close: func(id int) { f.shedConn(lb, id, f.now) }}}
+			Target: &simTarget{b: lb.b, close: func(id int) { m.shedConn(lb, id, m.now) }}}
 		if pl.Shed != nil {
 			if lb.daemon.Shedder, err = weighter.NewShedder(*pl.Shed); err != nil {
 				return err
 			}
 		}
 		if pl.Input == InputExternal {
-			lb.daemon.Source = externalSource{f}
+			lb.daemon.Source = externalSource{m}
 			continue
 		}
-		lb.reader = newSimReader(f, lb, pl)
+		lb.reader = newSimReader(m, lb, pl)
 		lb.reader.open = pl.Shed != nil
 	}
-	for _, lb := range f.lbs {
+	for _, lb := range m.lbs {
 		if lb.reader == nil {
 			continue
 		}
-		fresh, err := weighter.NewFresh(f.freshConfig(lb, settings))
+		fresh, err := weighter.NewFresh(m.freshConfig(lb, settings))
 		if err != nil {
 			return err
 		}
@@ -538,23 +531,23 @@ func (f *fleet) newDaemons() error {
 
 // freshConfig is lb's daemon's FreshConfig: settings over its reader and the
 // external source, on the model's clock.
-func (f *fleet) freshConfig(lb *balancer, settings weighter.FreshSettings) weighter.FreshConfig {
+func (m *model) freshConfig(lb *balancer, settings weighter.FreshSettings) weighter.FreshConfig {
 	var fast weighter.LocalReader = lb.reader
-	if f.pl.FleetWide && len(f.lbs) > 1 {
-		pr := &peerReadings{own: lb.reader, poll: peerPoll * f.interval.Seconds(), added: map[string]float64{}}
-		for _, other := range f.lbs {
+	if m.pl.FleetWide && len(m.lbs) > 1 {
+		pr := &peerReadings{own: lb.reader, poll: peerPoll * m.interval.Seconds(), added: map[string]float64{}}
+		for _, other := range m.lbs {
 			if other != lb {
 				pr.peers = append(pr.peers, other.reader)
 			}
 		}
 		fast = pr
 	}
-	var ext weighter.Source = externalSource{f}
-	if settings.Calibrate && !f.pl.SyncExternal {
-		ext = &asyncExternal{src: ext, now: func() float64 { return f.now }}
+	var ext weighter.Source = externalSource{m}
+	if settings.Calibrate && !m.pl.SyncExternal {
+		ext = &asyncExternal{src: ext, now: func() float64 { return m.now }}
 	}
 	cfg := settings.Config(fast, ext)
-	cfg.Now = func() time.Time { return simTime(epoch, f.now) }
+	cfg.Now = func() time.Time { return simTime(epoch, m.now) }
 	cfg.Sleep = func(context.Context, time.Duration) error { return nil } // simulated time: nothing waits
 	return cfg
 }

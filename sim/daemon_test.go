@@ -39,16 +39,16 @@ func TestDaemonsRunTheDaemonsCycle(t *testing.T) {
 	sc.Events = sc.Events[:1] // the first whales, at minute 8
 	sc.Balancers = []float64{0.6, 0.4}
 	str := newStream(sc)
-	f, err := newFleet(sc, ShedPipeline("", UnboundedShed()), str, owners(sc, str))
+	m, err := newModel(sc, ShedPipeline("", UnboundedShed()), str, owners(sc, str))
 	require.NoError(t, err)
-	targets := make([]*recordingTarget, len(f.lbs))
-	for k, lb := range f.lbs {
+	targets := make([]*recordingTarget, len(m.lbs))
+	for k, lb := range m.lbs {
 		targets[k] = &recordingTarget{simTarget: lb.daemon.Target.(*simTarget)}
 		lb.daemon.Target = targets[k]
 	}
 	var written, planned [][]weighter.Change
 	closed := 0
-	f.onCycle = func(lb *balancer, c weighter.Cycle) {
+	m.onCycle = func(lb *balancer, c weighter.Cycle) {
 		if len(c.Written) > 0 {
 			written = append(written, c.Written)
 			planned = append(planned, c.Plan.Changes())
@@ -59,7 +59,7 @@ func TestDaemonsRunTheDaemonsCycle(t *testing.T) {
 			}
 		}
 	}
-	_, err = f.run()
+	_, err = m.run()
 	require.NoError(t, err)
 	var got [][]weighter.Change
 	for _, tg := range targets {
@@ -69,7 +69,7 @@ func TestDaemonsRunTheDaemonsCycle(t *testing.T) {
 	assert.ElementsMatch(t, written, got, "every batch the targets got is a cycle's written changes")
 	assert.Equal(t, planned, written, "each cycle wrote its plan's changes")
 	sheds := 0
-	for _, n := range f.shed.count {
+	for _, n := range m.shed.count {
 		sheds += n
 	}
 	assert.Positive(t, closed, "the cycles shed")
@@ -106,5 +106,5 @@ func TestNoHandMadeCycle(t *testing.T) {
 			return true
 		})
 	}
-	assert.Equal(t, 2, calls, "the one-balancer model and the fleet each call weighter.RunCycle")
+	assert.Equal(t, 1, calls, "the simulator's one engine calls weighter.RunCycle")
 }

@@ -1,8 +1,9 @@
 // Package sim is a seeded, discrete-time model of one HAProxy backend carrying
 // long-lived connections of very different rates. It places each new connection
-// the way HAProxy does (weighted leastconn or smooth weighted roundrobin), feeds
-// the weighter the delayed, averaged loads a monitoring system would show it, runs
-// the real weighter.Controller in the loop, and scores how evenly the load ends up
+// the way HAProxy does (weighted leastconn, smooth weighted roundrobin or
+// random(2)), feeds the daemon's own cycle (weighter.RunCycle) HAProxy's fast
+// signal calibrated by the delayed, averaged loads a monitoring system would show
+// it, or those loads alone, and scores how evenly the load ends up
 // spread, side by side with the strategies people use instead (plain leastconn and
 // roundrobin, an agent-check feedback agent) and an oracle lower bound.
 //

@@ -66,9 +66,9 @@ func ratio(loads []float64) (maxMean, cv float64) {
 	return slices.Max(vals) / m, math.Sqrt(v/float64(len(vals))) / m
 }
 
-// score computes a strategy's figures from its trace.
-func score(sc Scenario, st Strategy, tr trace, fallbacks int) Figures {
-	f := Figures{Strategy: st.Name, Default: st.Default, Writes: tr.writes, Cycles: tr.cycles, Fallbacks: fallbacks}
+// score computes a pipeline's figures from its trace.
+func score(sc Scenario, pl Pipeline, tr trace, fallbacks int) Figures {
+	f := Figures{Strategy: pl.Name, Default: pl.Default, Writes: tr.writes, Cycles: tr.cycles, Fallbacks: fallbacks}
 	var mm, cvs []float64
 	for _, w := range tr.windows {
 		if w.end-sc.Window.Seconds() < sc.Warmup.Seconds() {

@@ -12,19 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestFleetOfOneIsTheModel checks that the fresh-data model with one balancer,
-// cost 1 and no background places and scores exactly as Run does.
-func TestFleetOfOneIsTheModel(t *testing.T) {
-	sc := shortScenario()
-	old, err := Run(sc, Baselines())
-	require.NoError(t, err)
-	fl, err := RunFleet(sc, FleetBaselines())
-	require.NoError(t, err)
-	for _, name := range []string{"leastconn", "agent-check", "oracle"} {
-		assert.Equal(t, *old.Get(name), *fl.Get(name), name)
-	}
-}
-
 func TestFreshScenarioFiles(t *testing.T) {
 	files, err := filepath.Glob("../examples/scenarios/fresh/*.yaml")
 	require.NoError(t, err)
@@ -82,19 +69,19 @@ func TestFleetConservation(t *testing.T) {
 		require.NoError(t, err)
 		pl := pls[len(pls)-1]
 		pl.Signal = sig
-		f, err := newFleet(sc, pl, str, own)
+		m, err := newModel(sc, pl, str, own)
 		require.NoError(t, err)
 		failures := 0
 		// A reader of its own per balancer: the daemons' readers are theirs.
-		readers := make([]*simReader, len(f.lbs))
-		for k, lb := range f.lbs {
-			readers[k] = newSimReader(f, lb, pl)
+		readers := make([]*simReader, len(m.lbs))
+		for k, lb := range m.lbs {
+			readers[k] = newSimReader(m, lb, pl)
 		}
-		f.onStep = func(f *fleet, now float64) {
+		m.onStep = func(m *model, now float64) {
 			if failures > 3 || int(now*10)%50 != 0 {
 				return
 			}
-			for k, lb := range f.lbs {
+			for k, lb := range m.lbs {
 				if err := checkConserved(lb.b); err != nil {
 					failures++
 					t.Errorf("%s balancer %d t=%.1fs: %v", sig, k, now, err)
@@ -117,7 +104,7 @@ func TestFleetConservation(t *testing.T) {
 				}
 			}
 		}
-		_, err = f.run()
+		_, err = m.run()
 		require.NoError(t, err)
 	}
 }
@@ -152,13 +139,13 @@ func TestContstatsLumps(t *testing.T) {
 		lb := &balancer{b: newBackend(1, initialWeight, pickLeastconn)}
 		lb.b.open(10000, 100, 0)
 		lb.since = append(lb.since, 0)
-		f := &fleet{sc: sc, signal: sig}
-		r := newSimReader(f, lb, Pipeline{})
+		m := &model{sc: sc, signal: sig}
+		r := newSimReader(m, lb, Pipeline{})
 		_, err := r.ReadLocal(context.Background(), testenv.Servers("s1"))
 		require.NoError(t, err)
 		var got []float64
 		for now := 2.0; now <= 10; now += 2 {
-			f.now = now
+			m.now = now
 			read, err := r.ReadLocal(context.Background(), testenv.Servers("s1"))
 			require.NoError(t, err)
 			got = append(got, read.Servers["s1"].Rate/bytesPerLine)

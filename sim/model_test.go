@@ -50,17 +50,17 @@ func TestConservation(t *testing.T) {
 	str := newStream(sc)
 	for _, st := range modelStrategies() {
 		t.Run(st.Name, func(t *testing.T) {
-			r, err := newRunner(sc, st, str)
+			m, err := newModel(sc, st.pipeline(), str, owners(sc, str))
 			require.NoError(t, err)
 			steps, failures := 0, 0
-			r.onStep = func(b *backend, now float64) {
+			m.onStep = func(m *model, now float64) {
 				steps++
-				if err := checkConserved(b); err != nil && failures < 3 {
+				if err := checkConserved(m.lbs[0].b); err != nil && failures < 3 {
 					failures++
 					t.Errorf("t=%.1fs: %v", now, err)
 				}
 			}
-			_, err = r.run()
+			_, err = m.run()
 			require.NoError(t, err)
 			assert.Equal(t, int(sc.Duration/sc.Step), steps)
 		})
@@ -98,18 +98,18 @@ func TestOpenConnectionsFollowLittlesLaw(t *testing.T) {
 	sc := shortScenario()
 	sc.Events = nil
 	str := newStream(sc)
-	r, err := newRunner(sc, Baselines()[0], str)
+	m, err := newModel(sc, Baselines()[0].pipeline(), str, owners(sc, str))
 	require.NoError(t, err)
 	var sum, n float64
-	r.onStep = func(b *backend, now float64) {
+	m.onStep = func(m *model, now float64) {
 		if now > 60 {
-			for _, s := range b.servers {
+			for _, s := range m.lbs[0].b.servers {
 				sum += float64(s.active)
 			}
 			n++
 		}
 	}
-	_, err = r.run()
+	_, err = m.run()
 	require.NoError(t, err)
 	assert.InEpsilon(t, float64(sc.Connections), sum/n, 0.1, "about C connections stay open")
 }

@@ -16,6 +16,16 @@ type sample struct {
 	t, counter, connSec float64
 }
 
+// meter is what a monitoring system scrapes and an agent on a server reads:
+// each server's cumulative true load (its counter) and open
+// connection-seconds. The model is one (every balancer's connections, with
+// the servers' costs and background); so is a lone backend (a test's).
+type meter interface {
+	serverList() []*server
+	counter(i int, now float64) float64
+	connSeconds(i int, now float64) float64
+}
+
 // monitor models the monitoring pipeline between the servers and the weighter: a
 // scrape (Prometheus) or bucket (Graphite) every resolution, a rate over a window
 // of those samples, and an ingestion delay before a point can be read.
@@ -31,22 +41,24 @@ func newMonitor(sc Scenario) *monitor {
 }
 
 // scrape records every up server's counter at now.
-func (m *monitor) scrape(b *backend, now float64) {
-	for len(m.samples) < len(b.servers) {
+func (m *monitor) scrape(src meter, now float64) {
+	servers := src.serverList()
+	for len(m.samples) < len(servers) {
 		m.samples = append(m.samples, nil)
 	}
-	for i, s := range b.servers {
+	for i, s := range servers {
 		if s.up {
-			m.samples[i] = append(m.samples[i], sample{t: now, counter: b.counter(i, now), connSec: b.connSeconds(i, now)})
+			m.samples[i] = append(m.samples[i], sample{t: now, counter: src.counter(i, now), connSec: src.connSeconds(i, now)})
 		}
 	}
 }
 
 // loads is what the weighter's source would return at now: per up server, the
 // newest rate points visible by then (a server with one sample has none yet).
-func (m *monitor) loads(b *backend, now float64, epoch time.Time) weighter.Loads {
-	out := make(weighter.Loads, len(b.servers))
-	for i, s := range b.servers {
+func (m *monitor) loads(src meter, now float64, epoch time.Time) weighter.Loads {
+	servers := src.serverList()
+	out := make(weighter.Loads, len(servers))
+	for i, s := range servers {
 		if !s.up || i >= len(m.samples) {
 			continue
 		}

@@ -2,17 +2,20 @@ package sim
 
 import (
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// PlacementRandom2 is HAProxy's `balance random(2)`.
-const PlacementRandom2 = "random(2)"
+// HAProxy placements besides leastconn (Pipeline.Placement).
+const (
+	// PlacementRoundrobin is HAProxy's `balance roundrobin` (smooth weighted).
+	PlacementRoundrobin = "roundrobin"
+	// PlacementRandom2 is HAProxy's `balance random(2)`.
+	PlacementRandom2 = "random(2)"
+)
 
 // Pipeline inputs: what the weighter is fed each cycle.
 const (
@@ -27,13 +30,17 @@ const (
 	InputCalibrated = "calibrated"
 )
 
-// Pipeline is one strategy of the fresh-data model (RunFleet): a baseline
-// (leastconn, agent-check, oracle), or a daemon on every balancer with its inputs.
+// Pipeline is one strategy as the simulator runs it (RunFleet; Run's
+// strategies are pipelines too): a baseline (leastconn, roundrobin,
+// agent-check, oracle), or a daemon on every balancer with its inputs.
 type Pipeline struct {
-	Name   string
-	Kind   string // KindLeastconn, KindAgent, KindOracle or KindWeighter
-	Input  string // weighter only
-	Signal string // fast signal; "" = the scenario's
+	Name  string
+	Kind  string // KindLeastconn, KindRoundrobin, KindAgent, KindOracle or KindWeighter
+	Input string // weighter only
+	// PerConn feeds the weighter the external metric per open connection
+	// (InputExternal only): weights ∝ connections/load.
+	PerConn bool
+	Signal  string // fast signal; "" = the scenario's
 	// FastWindow is the span of the fast rate and session mean; 0 = the interval.
 	FastWindow time.Duration
 	// Calibration's mode and factors, when Mode is set ("": the
@@ -68,8 +75,9 @@ type Pipeline struct {
 	// Refresh is how often a calibrating daemon asks the external source
 	// while the fast signal is live; 0 = the configuration's default.
 	Refresh time.Duration
-	// Placement is the balancers' algorithm: "" (leastconn) or
-	// PlacementRandom2 (`balance random(2)`, weighted power of two choices).
+	// Placement is the balancers' algorithm: "" (leastconn),
+	// PlacementRoundrobin or PlacementRandom2 (`balance random(2)`, weighted
+	// power of two choices).
 	Placement string
 	// Adjust, when set, changes the policy the pipeline's daemons run (on
 	// top of the shipped one's, for a shipped pipeline): the candidates of
@@ -194,9 +202,6 @@ func SelectPipelines(list string) ([]Pipeline, error) {
 // parallel, and scores the servers' true loads. leastconn and oracle are added
 // when missing (the gap figures need them).
 func RunFleet(sc Scenario, pipelines []Pipeline) (*Report, error) {
-	if err := sc.Validate(); err != nil {
-		return nil, err
-	}
 	have := map[string]bool{}
 	for _, p := range pipelines {
 		have[p.Kind] = true
@@ -207,38 +212,5 @@ func RunFleet(sc Scenario, pipelines []Pipeline) (*Report, error) {
 			pipelines = append(pipelines, b)
 		}
 	}
-	str := newStream(sc)
-	own := owners(sc, str)
-	rep := &Report{Scenario: sc, Strategies: make([]Figures, len(pipelines)), traces: make([]trace, len(pipelines))}
-	rep.whales = whaleArrivals(str)
-	errs := make([]error, len(pipelines))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i, pl := range pipelines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			f, err := newFleet(sc, pl, str, own)
-			if err == nil {
-				rep.traces[i], err = f.run()
-			}
-			if err != nil {
-				errs[i] = fmt.Errorf("pipeline %s: %w", pl.Name, err)
-				return
-			}
-			rep.Strategies[i] = score(sc, Strategy{Name: pl.Name, Default: pl.Default}, rep.traces[i], f.fallbacks())
-			rep.Strategies[i].Shed = f.shedFigures()
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-		rep.names = append(rep.names, pipelines[i].Name)
-	}
-	rep.fillGaps()
-	return rep, nil
+	return simulate(sc, pipelines)
 }

@@ -74,18 +74,6 @@ func pickRoundrobin(servers []*server) int {
 	return best
 }
 
-// pickOracle places a connection on the server with the least true load, the
-// best any placement-only method can do without moving connections.
-func pickOracle(servers []*server) int {
-	best := -1
-	for i, s := range servers {
-		if s.up && (best < 0 || s.load < servers[best].load) {
-			best = i
-		}
-	}
-	return best
-}
-
 // pickRandom2 is HAProxy's `balance random(2)` (get_server_rnd in
 // src/backend.c): two draws, each a server with probability proportional to
 // its weight (the consistent-hash ring holds points in proportion to the

@@ -3,6 +3,7 @@ package sim
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,12 +73,22 @@ func TestSmoothRoundrobin(t *testing.T) {
 	assert.Equal(t, "a a b a c a a a a b a c a a", got)
 }
 
+// TestOracleTakesLeastTrueLoad: the oracle places on the server of least
+// true load: its cost × what every balancer puts on it.
 func TestOracleTakesLeastTrueLoad(t *testing.T) {
-	b := newBackend(3, 1, pickOracle)
-	b.attach(0, 10, 0)
-	b.attach(1, 3, 0)
-	b.attach(2, 5, 0)
-	require.Equal(t, 1, pickOracle(b.servers))
-	b.servers[1].up = false
-	assert.Equal(t, 2, pickOracle(b.servers), "a removed server takes nothing")
+	sc := DefaultScenario()
+	sc.Servers, sc.Events, sc.Duration = 3, nil, 10*time.Minute
+	sc.Balancers = []float64{0.5, 0.5}
+	sc.Costs = map[string]float64{"s1": 0.2}
+	str := newStream(sc)
+	m, err := newModel(sc, Pipeline{Name: "oracle", Kind: KindOracle}, str, owners(sc, str))
+	require.NoError(t, err)
+	a, b := m.lbs[0].b, m.lbs[1].b
+	a.attach(0, 10, 0)  // s1: 0.2 × 10 = 2
+	b.attach(1, 2.5, 0) // s2: 2.5
+	a.attach(2, 2, 0)   // s3: 2 here + 1 on the other balancer = 3
+	b.attach(2, 1, 0)
+	require.Equal(t, 0, a.pick(a.servers), "s1 carries the most datapoints here and the least load")
+	a.servers[0].up, b.servers[0].up = false, false
+	assert.Equal(t, 1, b.pick(b.servers), "a removed server takes nothing; s3's load on both balancers counts")
 }

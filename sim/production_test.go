@@ -44,7 +44,7 @@ func shortProduction() Scenario {
 }
 
 // TestProductionEventsKeepTheBooks: with bursts, drifts, a restart and
-// shedding, every balancer's servers carry exactly its open connections at
+// shedding, under every placement and weighting, every balancer's servers carry exactly its open connections at
 // every step, every open connection has its client's rate of the moment,
 // the burst's clients arrive within its second, and the restarted balancer
 // is empty at once and has all its clients back within its 5 s.
@@ -72,9 +72,14 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 
 	pipelines := []Pipeline{{Name: "leastconn", Kind: KindLeastconn}, ShippedShedPipeline("eager", eager())}
 	pipelines = append(pipelines, Random2Arms()...)
+	for _, st := range append(modelStrategies(), PerConnStrategy(weighter.DefaultPolicy())) {
+		if st.Kind != KindLeastconn { // Run's strategies: roundrobin, agent-check, oracle, weighing by the source
+			pipelines = append(pipelines, st.pipeline())
+		}
+	}
 	for _, pl := range pipelines {
 		t.Run(pl.Name, func(t *testing.T) {
-			f, err := newFleet(sc, pl, str, owners(sc, str))
+			m, err := newModel(sc, pl, str, owners(sc, str))
 			require.NoError(t, err)
 			failures, before := 0, 0
 			fail := func(format string, args ...any) {
@@ -83,19 +88,19 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 				}
 				failures++
 			}
-			f.onStep = func(f *fleet, now float64) {
-				for k, lb := range f.lbs {
+			m.onStep = func(m *model, now float64) {
+				for k, lb := range m.lbs {
 					if err := checkConserved(lb.b); err != nil {
 						fail("balancer %d t=%.1fs: %v", k, now, err)
 					}
 					for _, d := range lb.b.departing {
 						c := lb.b.conns[d.id]
-						if want := f.str.arrivals[lb.client[d.id]].rateAt(now); math.Abs(c.rate-want) > 1e-9 {
+						if want := m.str.arrivals[lb.client[d.id]].rateAt(now); math.Abs(c.rate-want) > 1e-9 {
 							fail("t=%.1fs: connection %d at %g/s, its client at %g/s", now, d.id, c.rate, want)
 						}
 					}
 				}
-				restarted := f.lbs[0].b.departing.Len()
+				restarted := m.lbs[0].b.departing.Len()
 				switch {
 				case math.Abs(now-359.9) < 1e-6:
 					before = restarted
@@ -105,34 +110,10 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 					fail("5 s after the restart %d connections, %d before", restarted, before)
 				}
 			}
-			_, err = f.run()
+			_, err = m.run()
 			require.NoError(t, err)
 			assert.Positive(t, before)
 		})
-	}
-}
-
-// TestRunnerProductionEvents: the one-balancer model (Run) keeps the books
-// through the same events.
-func TestRunnerProductionEvents(t *testing.T) {
-	sc := shortProduction()
-	sc.Balancers, sc.Costs, sc.Background = nil, nil, nil
-	str := newStream(sc)
-	for _, st := range modelStrategies() {
-		r, err := newRunner(sc, st, str)
-		require.NoError(t, err)
-		failures := 0
-		r.onStep = func(b *backend, now float64) {
-			if err := checkConserved(b); err != nil && failures < 3 {
-				failures++
-				t.Errorf("%s t=%.1fs: %v", st.Name, now, err)
-			}
-			if math.Abs(now-360) < 1e-6 && b.departing.Len() != 0 {
-				t.Errorf("%s: %d connections left at the restart", st.Name, b.departing.Len())
-			}
-		}
-		_, err = r.run()
-		require.NoError(t, err)
 	}
 }
 
@@ -201,9 +182,9 @@ func TestHerdCandidatesChangeOnlyTheRunBound(t *testing.T) {
 func TestRestartLosesTheUnreadBytes(t *testing.T) {
 	sc := shortProduction()
 	str := newStream(sc)
-	f, err := newFleet(sc, ShippedPipeline(), str, owners(sc, str))
+	m, err := newModel(sc, ShippedPipeline(), str, owners(sc, str))
 	require.NoError(t, err)
-	lb := f.lbs[0]
+	lb := m.lbs[0]
 	require.NotNil(t, lb.reader)
 	lostSum := func() float64 {
 		s := 0.0
@@ -213,7 +194,7 @@ func TestRestartLosesTheUnreadBytes(t *testing.T) {
 		return s
 	}
 	want, checked := 0.0, false
-	f.onStep = func(f *fleet, now float64) {
+	m.onStep = func(m *model, now float64) {
 		switch {
 		case now < 359.9-1e-6:
 			assert.Zero(t, lostSum(), "t=%.1fs", now)
@@ -227,7 +208,7 @@ func TestRestartLosesTheUnreadBytes(t *testing.T) {
 			checked = true
 		}
 	}
-	_, err = f.run()
+	_, err = m.run()
 	require.NoError(t, err)
 	require.True(t, checked)
 	assert.Positive(t, want)

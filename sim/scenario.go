@@ -31,8 +31,9 @@ type Scenario struct {
 	AgentCapacity float64 `yaml:"agent_capacity"`
 	Events        []Event `yaml:"events"`
 
-	// The fresh-data model (RunFleet, docs/research/fresh-by-default.md). Left out, a
-	// scenario is one balancer in front of identical servers, as above.
+	// The fresh-data model (docs/research/fresh-by-default.md), for every
+	// strategy and pipeline alike. Left out, a scenario is one balancer in
+	// front of identical servers, as above.
 
 	// Costs is each server's cost per datapoint (default 1): its true load is
 	// cost × the rates of its connections + background.

@@ -72,14 +72,14 @@ type ShedFigures struct {
 	WhaleRecovery []*float64 `json:"whale_recovery_seconds"`
 }
 
-func (f *fleet) initShed() {
-	f.whaleAt = map[int]connRef{}
-	f.whales = whaleIndices(f.str)
-	if f.pl.Shed != nil && f.pl.Kind == KindWeighter || f.pl.Omni != nil {
-		f.shed = &shedState{rng: rand.New(rand.NewPCG(f.sc.Seed, 0x5bed)), count: map[string]int{}}
+func (m *model) initShed() {
+	m.whaleAt = map[int]connRef{}
+	m.whales = whaleIndices(m.str)
+	if m.pl.Shed != nil && m.pl.Kind == KindWeighter || m.pl.Omni != nil {
+		m.shed = &shedState{rng: rand.New(rand.NewPCG(m.sc.Seed, 0x5bed)), count: map[string]int{}}
 	}
-	if o := f.pl.Omni; o != nil {
-		f.omni = &omniState{p: *o, tokens: o.Burst, clients: map[int]float64{}}
+	if o := m.pl.Omni; o != nil {
+		m.omni = &omniState{p: *o, tokens: o.Burst, clients: map[int]float64{}}
 	}
 }
 
@@ -103,34 +103,34 @@ func whaleArrivals(str *stream) []arrival {
 
 // nextReconnect is when the next client (shed, or of a restarted
 // balancer) reconnects (+Inf when none).
-func (f *fleet) nextReconnect() float64 {
-	if len(f.pending) == 0 {
+func (m *model) nextReconnect() float64 {
+	if len(m.pending) == 0 {
 		return math.Inf(1)
 	}
-	return f.pending[0].at
+	return m.pending[0].at
 }
 
 // reconnect places the next reconnecting client again through its balancer,
 // at its rate of that moment (a drift may have fallen while it was away).
-func (f *fleet) reconnect() {
-	r := f.pending[0]
-	f.pending = f.pending[1:]
-	f.place(r.lb, r.client, r.at, r.at+r.remaining)
+func (m *model) reconnect() {
+	r := m.pending[0]
+	m.pending = m.pending[1:]
+	m.place(r.lb, r.client, r.at, r.at+r.remaining)
 }
 
 // shedConn closes connection id of lb at now; its client comes back after a delay.
-func (f *fleet) shedConn(lb *balancer, id int, now float64) {
+func (m *model) shedConn(lb *balancer, id int, now float64) {
 	c := lb.b.conns[id]
-	f.closeConn(lb, id, now)
-	if now >= f.sc.Warmup.Seconds() {
-		f.shed.count[lb.b.servers[c.server].name]++
-		f.shed.bytes = append(f.shed.bytes, bytesInFlight(c.rate))
+	m.closeConn(lb, id, now)
+	if now >= m.sc.Warmup.Seconds() {
+		m.shed.count[lb.b.servers[c.server].name]++
+		m.shed.bytes = append(m.shed.bytes, bytesInFlight(c.rate))
 	}
-	f.queueReconnect(lb, id, now+reconnectMin+(reconnectMax-reconnectMin)*f.shed.rng.Float64(), now)
+	m.queueReconnect(lb, id, now+reconnectMin+(reconnectMax-reconnectMin)*m.shed.rng.Float64(), now)
 }
 
 // closeConn ends connection id of lb at now, before its time.
-func (f *fleet) closeConn(lb *balancer, id int, now float64) {
+func (m *model) closeConn(lb *balancer, id int, now float64) {
 	c := &lb.b.conns[id]
 	c.open = false
 	if i := slices.IndexFunc(lb.b.departing, func(d departure) bool { return d.id == id }); i >= 0 {
@@ -141,27 +141,27 @@ func (f *fleet) closeConn(lb *balancer, id int, now float64) {
 
 // queueReconnect brings the client of lb's closed connection id back at
 // at, with the rest of its lifetime (counted from now, when it was closed).
-func (f *fleet) queueReconnect(lb *balancer, id int, at, now float64) {
-	r := reconnect{at: at, remaining: lb.b.conns[id].end - now, lb: slices.Index(f.lbs, lb), client: lb.client[id]}
-	i, _ := slices.BinarySearchFunc(f.pending, r.at, func(p reconnect, at float64) int {
+func (m *model) queueReconnect(lb *balancer, id int, at, now float64) {
+	r := reconnect{at: at, remaining: lb.b.conns[id].end - now, lb: slices.Index(m.lbs, lb), client: lb.client[id]}
+	i, _ := slices.BinarySearchFunc(m.pending, r.at, func(p reconnect, at float64) int {
 		if p.at <= at { // equal times keep the order they were queued in
 			return -1
 		}
 		return 1
 	})
-	f.pending = slices.Insert(f.pending, i, r)
+	m.pending = slices.Insert(m.pending, i, r)
 }
 
 // whaleServers is the server each whale is on now (-1 while it is not connected).
-func (f *fleet) whaleServers() []int {
-	if len(f.whales) == 0 {
+func (m *model) whaleServers() []int {
+	if len(m.whales) == 0 {
 		return nil
 	}
-	out := make([]int, len(f.whales))
-	for k, a := range f.whales {
+	out := make([]int, len(m.whales))
+	for k, a := range m.whales {
 		out[k] = -1
-		if ref, ok := f.whaleAt[a]; ok {
-			if c := f.lbs[ref.lb].b.conns[ref.id]; c.open {
+		if ref, ok := m.whaleAt[a]; ok {
+			if c := m.lbs[ref.lb].b.conns[ref.id]; c.open {
 				out[k] = c.server
 			}
 		}
@@ -170,19 +170,19 @@ func (f *fleet) whaleServers() []int {
 }
 
 // shedFigures are the pipeline's shedding costs (nil when it does not shed).
-func (f *fleet) shedFigures() *ShedFigures {
-	if f.shed == nil {
+func (m *model) shedFigures() *ShedFigures {
+	if m.shed == nil {
 		return nil
 	}
-	hours := (f.sc.Duration - f.sc.Warmup).Hours()
-	out := &ShedFigures{WhaleRecovery: whaleRecovery(f.sc, f.tr, whaleArrivals(f.str))}
-	for _, n := range f.shed.count {
+	hours := (m.sc.Duration - m.sc.Warmup).Hours()
+	out := &ShedFigures{WhaleRecovery: whaleRecovery(m.sc, m.tr, whaleArrivals(m.str))}
+	for _, n := range m.shed.count {
 		out.Sheds += n
 		out.MaxPerHourOneServer = math.Max(out.MaxPerHourOneServer, float64(n)/hours)
 	}
-	out.PerHourPerServer = float64(out.Sheds) / hours / float64(f.sc.Servers)
-	for _, b := range f.shed.bytes {
-		out.BytesInFlightMean += b / float64(len(f.shed.bytes))
+	out.PerHourPerServer = float64(out.Sheds) / hours / float64(m.sc.Servers)
+	for _, b := range m.shed.bytes {
+		out.BytesInFlightMean += b / float64(len(m.shed.bytes))
 		out.BytesInFlightMax = math.Max(out.BytesInFlightMax, b)
 	}
 	return out

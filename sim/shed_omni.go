@@ -63,18 +63,18 @@ func OmniPipeline(base string, p OmniShed) Pipeline {
 }
 
 // omniCycle is one cycle of the omniscient shedder at now.
-func (f *fleet) omniCycle(now float64) {
-	o := f.omni
-	o.tokens = math.Min(o.p.Burst, o.tokens+(now-o.last)*o.p.PerHour*float64(f.sc.Servers)/3600)
+func (m *model) omniCycle(now float64) {
+	o := m.omni
+	o.tokens = math.Min(o.p.Burst, o.tokens+(now-o.last)*o.p.PerHour*float64(m.sc.Servers)/3600)
 	o.last = now
-	servers := f.lbs[0].b.servers
+	servers := m.lbs[0].b.servers
 	loads := make([]float64, len(servers))
 	mean, n, top := 0.0, 0, -1
 	for i, s := range servers {
 		if !s.up {
 			continue
 		}
-		loads[i] = f.trueLoad(i)
+		loads[i] = m.trueLoad(i)
 		mean += loads[i]
 		n++
 		if top < 0 || loads[i] > loads[top] {
@@ -87,7 +87,7 @@ func (f *fleet) omniCycle(now float64) {
 	mean /= float64(n)
 	for o.tokens >= 1 && loads[top] > o.p.Above*mean && (o.p.Below <= 0 || loads[top] <= o.p.Below*mean) {
 		best, bestScore, bestLB, bestTo := -1, 0.0, -1, -1
-		for k, lb := range f.lbs {
+		for k, lb := range m.lbs {
 			for _, d := range lb.b.departing {
 				c := lb.b.conns[d.id]
 				if c.server != top || now-lb.since[d.id] < o.p.MinAge.Seconds() {
@@ -96,7 +96,7 @@ func (f *fleet) omniCycle(now float64) {
 				if t, ok := o.clients[lb.client[d.id]]; ok && now-t < o.p.Cooldown.Seconds() {
 					continue
 				}
-				to := f.landing(lb, top, c.rate)
+				to := m.landing(lb, top, c.rate)
 				if to < 0 || to == top {
 					continue
 				}
@@ -105,9 +105,9 @@ func (f *fleet) omniCycle(now float64) {
 					l := loads[i]
 					switch i {
 					case top:
-						l -= f.cost[i] * c.rate
+						l -= m.cost[i] * c.rate
 					case to:
-						l += f.cost[i] * c.rate
+						l += m.cost[i] * c.rate
 					}
 					if s.up && l > after {
 						after = l
@@ -127,16 +127,16 @@ func (f *fleet) omniCycle(now float64) {
 		if best < 0 {
 			return
 		}
-		lb := f.lbs[bestLB]
+		lb := m.lbs[bestLB]
 		rate := lb.b.conns[best].rate
 		o.clients[lb.client[best]] = now
-		if f.onOmni != nil {
-			f.onOmni(f, now, lb, best, top)
+		if m.onOmni != nil {
+			m.onOmni(m, now, lb, best, top)
 		}
-		f.shedConn(lb, best, now)
+		m.shedConn(lb, best, now)
 		o.tokens--
-		loads[top] -= f.cost[top] * rate
-		loads[bestTo] += f.cost[bestTo] * rate
+		loads[top] -= m.cost[top] * rate
+		loads[bestTo] += m.cost[bestTo] * rate
 		next := top
 		for i, s := range servers {
 			if s.up && loads[i] > loads[next] {
@@ -151,7 +151,7 @@ func (f *fleet) omniCycle(now float64) {
 
 // landing is the server lb would give a connection of this rate now if it
 // left server from: the placement's own choice, with the connection gone.
-func (f *fleet) landing(lb *balancer, from int, rate float64) int {
+func (m *model) landing(lb *balancer, from int, rate float64) int {
 	s := lb.b.servers[from]
 	active, load := s.active, s.load
 	s.active--

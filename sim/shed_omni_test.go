@@ -19,7 +19,7 @@ func TestOmniShedBudgetAndConservation(t *testing.T) {
 		t.Run(base, func(t *testing.T) {
 			p := OmniShed{Above: 1.1, PerHour: 60, Burst: 3, MinAge: 5 * time.Second, Cooldown: time.Minute}
 			str := newStream(sc)
-			f, err := newFleet(sc, OmniPipeline(base, p), str, owners(sc, str))
+			m, err := newModel(sc, OmniPipeline(base, p), str, owners(sc, str))
 			require.NoError(t, err)
 			closed := 0
 			failures := 0
@@ -29,21 +29,21 @@ func TestOmniShedBudgetAndConservation(t *testing.T) {
 				}
 				failures++
 			}
-			f.onStep = func(f *fleet, now float64) {
-				for k, lb := range f.lbs {
+			m.onStep = func(m *model, now float64) {
+				for k, lb := range m.lbs {
 					if err := checkConserved(lb.b); err != nil {
 						fail("balancer %d t=%.1fs: %v", k, now, err)
 					}
 				}
 			}
 			// Wrap the cycle: what it closes, from where, how old.
-			f.onOmni = func(f *fleet, now float64, lb *balancer, id int, top int) {
+			m.onOmni = func(m *model, now float64, lb *balancer, id int, top int) {
 				closed++
 				if age := now - lb.since[id]; age < p.MinAge.Seconds() {
 					fail("t=%.1fs: closed a connection %.1fs old", now, age)
 				}
-				for i, s := range f.lbs[0].b.servers {
-					if s.up && f.trueLoad(i) > f.trueLoad(top)+1e-9 {
+				for i, s := range m.lbs[0].b.servers {
+					if s.up && m.trueLoad(i) > m.trueLoad(top)+1e-9 {
 						fail("t=%.1fs: closed on s%d, not the busiest", now, top+1)
 					}
 				}
@@ -52,10 +52,10 @@ func TestOmniShedBudgetAndConservation(t *testing.T) {
 					fail("t=%.1fs: %d closed, the budget allows %.1f", now, closed, allowed)
 				}
 			}
-			_, err = f.run()
+			_, err = m.run()
 			require.NoError(t, err)
 			assert.Greater(t, closed, 5)
-			figs := f.shedFigures()
+			figs := m.shedFigures()
 			assert.LessOrEqual(t, figs.Sheds, closed)
 			assert.False(t, math.IsNaN(figs.PerHourPerServer))
 		})

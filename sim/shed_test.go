@@ -47,26 +47,26 @@ func TestShedConservation(t *testing.T) {
 	sc := shortFleet()
 	pl := ShedPipeline("", eager())
 	str := newStream(sc)
-	f, err := newFleet(sc, pl, str, owners(sc, str))
+	m, err := newModel(sc, pl, str, owners(sc, str))
 	require.NoError(t, err)
 	failures := 0
-	f.onStep = func(f *fleet, now float64) {
-		for k, lb := range f.lbs {
+	m.onStep = func(m *model, now float64) {
+		for k, lb := range m.lbs {
 			if err := checkConserved(lb.b); err != nil && failures < 3 {
 				failures++
 				t.Errorf("balancer %d t=%.1fs: %v", k, now, err)
 			}
 		}
-		for _, r := range f.pending {
+		for _, r := range m.pending {
 			if r.at < now-1e-9 || r.at > now+reconnectMax+1e-9 {
 				failures++
 				t.Errorf("t=%.1fs: reconnect at %.2f", now, r.at)
 			}
 		}
 	}
-	_, err = f.run()
+	_, err = m.run()
 	require.NoError(t, err)
-	figs := f.shedFigures()
+	figs := m.shedFigures()
 	assert.Greater(t, figs.Sheds, 10)
 	assert.Len(t, figs.WhaleRecovery, 2)
 

@@ -20,34 +20,22 @@ func ShippedPipeline() Pipeline {
 
 // RunDefault is what haproxy-weighter-sim runs without flags: the
 // strategies (Run: placement baselines, and weighting by the source alone)
-// beside the shipped daemon (RunFleet on the same scenario and connections;
-// with one balancer the two models place and score alike), whose row alone
-// is marked default, after the baselines.
+// and the shipped daemon, on the same scenario and connections; the shipped
+// daemon's row alone is marked default, after the baselines.
 func RunDefault(sc Scenario, strategies []Strategy) (*Report, error) {
-	rep, err := Run(sc, strategies)
-	if err != nil {
-		return nil, err
-	}
-	fl, err := RunFleet(sc, []Pipeline{ShippedPipeline()})
-	if err != nil {
-		return nil, err
-	}
-	k := slices.IndexFunc(fl.Strategies, func(f Figures) bool { return f.Strategy == ShippedName })
-	if k < 0 {
-		return nil, fmt.Errorf("the shipped pipeline has no figures")
-	}
+	pipelines := pipelinesOf(withGapBaselines(strategies))
 	at := 0
-	for at < len(rep.Strategies) && isBaseline(rep.Strategies[at].Strategy) {
+	for at < len(pipelines) && isBaseline(pipelines[at].Name) {
 		at++
 	}
-	for i := range rep.Strategies {
-		rep.Strategies[i].Default = false
+	for i := range pipelines {
+		pipelines[i].Default = false
 	}
-	rep.Strategies = slices.Insert(rep.Strategies, at, fl.Strategies[k])
-	rep.traces = slices.Insert(rep.traces, at, fl.traces[k])
-	rep.names = slices.Insert(rep.names, at, ShippedName)
+	rep, err := simulate(sc, slices.Insert(pipelines, at, ShippedPipeline()))
+	if err != nil {
+		return nil, err
+	}
 	rep.shippedInterval = ShippedPipeline().interval(sc)
-	rep.fillGaps()
 	return rep, nil
 }
 

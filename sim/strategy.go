@@ -30,15 +30,18 @@ type Strategy struct {
 	PerConn bool
 }
 
-// picker returns the HAProxy placement the strategy runs under.
-func (st Strategy) picker() picker {
-	switch {
-	case st.Kind == KindOracle:
-		return pickOracle
-	case st.Kind == KindRoundrobin, st.Kind == KindWeighter && st.Algorithm == KindRoundrobin:
-		return pickRoundrobin
+// pipeline is the strategy as the simulator runs it: a baseline, or a daemon
+// weighing by the external metric alone (`fast_signal: off`) with the
+// strategy's policy, under its HAProxy algorithm.
+func (st Strategy) pipeline() Pipeline {
+	pl := Pipeline{Name: st.Name, Kind: st.Kind, Default: st.Default}
+	if st.Kind == KindWeighter {
+		pl.Input, pl.Policy, pl.PerConn = InputExternal, st.Policy, st.PerConn
+		if st.Algorithm == KindRoundrobin {
+			pl.Placement = PlacementRoundrobin
+		}
 	}
-	return pickLeastconn
+	return pl
 }
 
 // Baselines are the strategies every comparison includes.

@@ -12,6 +12,24 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
+// epoch is the wall time simulated second 0 maps to (fixed, so runs are reproducible).
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// window is one sampling window's true per-server average loads.
+type window struct {
+	end    float64
+	loads  []float64 // per server; NaN when the server was not up
+	picked []int     // new connections placed per server during the window
+	whales []int     // the server each whale is on at the end (-1 = none)
+}
+
+// trace is everything one strategy's run recorded.
+type trace struct {
+	windows []window
+	cycles  int // weight-setting cycles (weighter or agent rounds)
+	writes  int // weights actually changed
+}
+
 // Fast signals: what HAProxy tells a daemon on the balancer every cycle about the
 // load its own connections put on each server.
 const (
@@ -112,33 +130,34 @@ type balancer struct {
 	reader *simReader
 }
 
-// fleet simulates one pipeline over a scenario with several balancers, server
-// costs and background load.
-type fleet struct {
-	sc        Scenario
-	pl        Pipeline
-	str       *stream
-	owner     []int
-	lbs       []*balancer
-	cost      []float64 // per server
-	bg        []float64 // per server, datapoints/s of cost-1 traffic
-	joined    []float64
-	events    []Event
-	nextArr   int
-	mon       *monitor   // the external metric's rate window and delay
-	samples   [][]sample // the external metric's scrapes of the true counters
-	signal    string
-	agentCap  float64
-	agentLast []float64
-	agentAt   float64
-	tr        trace
-	now       float64                              // the model's time, the daemons' clock
-	interval  time.Duration                        // the daemons' interval
-	onStep    func(f *fleet, now float64)          // test hook
-	onCycle   func(lb *balancer, c weighter.Cycle) // test hook: each daemon cycle
+// model is the simulator's engine: one pipeline (Run's strategies are
+// pipelines too) over one scenario. It holds the scenario's balancers (one
+// unless it lists shares), each an HAProxy backend placing its own clients,
+// with its daemon; the servers behind them all, with their costs and
+// background; the agent-check peer and the monitoring system, which read
+// those servers; and the events to come.
+type model struct {
+	sc       Scenario
+	pl       Pipeline
+	str      *stream
+	owner    []int
+	lbs      []*balancer
+	cost     []float64 // per server
+	bg       []float64 // per server, datapoints/s of cost-1 traffic
+	joined   []float64
+	events   []Event
+	nextArr  int
+	mon      *monitor // the external metric: scrapes of the true counters
+	agent    *agent   // the agent-check peer (KindAgent)
+	signal   string
+	tr       trace
+	now      float64                              // the model's time, the daemons' clock
+	interval time.Duration                        // the daemons' interval
+	onStep   func(m *model, now float64)          // test hook
+	onCycle  func(lb *balancer, c weighter.Cycle) // test hook: each daemon cycle
 	// onOmni is a test hook: the omniscient shedder closes connection id of
 	// lb, on server top, at now.
-	onOmni  func(f *fleet, now float64, lb *balancer, id, top int)
+	onOmni  func(m *model, now float64, lb *balancer, id, top int)
 	shed    *shedState      // nil unless the pipeline sheds
 	omni    *omniState      // nil unless the pipeline has an omniscient shedder
 	whales  []int           // arrival indices of the whales
@@ -149,148 +168,181 @@ type fleet struct {
 	restartRng *rand.Rand
 }
 
-func newFleet(sc Scenario, pl Pipeline, str *stream, owner []int) (*fleet, error) {
-	f := &fleet{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal(), interval: pl.interval(sc),
+func newModel(sc Scenario, pl Pipeline, str *stream, owner []int) (*model, error) {
+	m := &model{sc: sc, pl: pl, str: str, owner: owner, mon: newMonitor(sc), signal: sc.signal(), interval: pl.interval(sc),
 		restartRng: rand.New(rand.NewPCG(sc.Seed, 0x7e57a27))}
+	m.mon.perConn = pl.PerConn
 	if pl.Signal != "" {
-		f.signal = pl.Signal
+		m.signal = pl.Signal
 	}
 	mean := float64(sc.Connections) * str.meanRate / float64(sc.Servers) // per server, cost 1
 	for i := range sc.Servers {
-		f.addServerState(fmt.Sprintf("s%d", i+1), 0, mean)
+		m.addServerState(serverName(i), 0, mean)
 	}
-	f.agentCap = sc.AgentCapacity * mean
-	if len(sc.Costs) > 0 || len(sc.Background) > 0 {
-		c, b := 0.0, 0.0
-		for i := range sc.Servers {
-			c += f.cost[i] / float64(sc.Servers)
-			b += f.bg[i] / float64(sc.Servers)
-		}
-		f.agentCap = sc.AgentCapacity * (mean*c + b)
+	if pl.Kind == KindAgent {
+		m.agent = newAgent(sc, str)
 	}
 	for _, ev := range sc.Events {
 		if ev.Kind == EventAdd || ev.Kind == EventRemove || ev.Kind == EventRestart {
-			f.events = append(f.events, ev)
+			m.events = append(m.events, ev)
 		}
 	}
-	slices.SortStableFunc(f.events, func(a, b Event) int { return cmpFloat(a.At.Seconds(), b.At.Seconds()) })
-	pick := pickLeastconn
-	if pl.Kind == KindOracle {
-		pick = f.pickOracle
-	}
+	slices.SortStableFunc(m.events, func(a, b Event) int { return cmpFloat(a.At.Seconds(), b.At.Seconds()) })
 	for k := range sc.shares() {
-		b := newBackend(sc.Servers, initialWeight, pick)
-		if pl.Placement == PlacementRandom2 && pl.Kind != KindOracle {
-			b.pick = pickRandom2(rand.New(rand.NewPCG(sc.Seed, 0x2a2d0+uint64(k))))
-		}
-		f.lbs = append(f.lbs, &balancer{b: b})
+		m.lbs = append(m.lbs, &balancer{b: newBackend(sc.Servers, initialWeight, m.picker(k))})
 	}
 	if pl.Kind == KindWeighter {
-		if err := f.newDaemons(); err != nil {
-			return nil, fmt.Errorf("pipeline %s: %w", pl.Name, err)
+		if err := m.newDaemons(); err != nil {
+			return nil, err
 		}
 	}
-	f.initShed()
-	return f, nil
+	m.initShed()
+	return m, nil
+}
+
+// cost is the named server's cost per datapoint (Costs; 1 when unset).
+func (sc Scenario) cost(name string) float64 {
+	if v, ok := sc.Costs[name]; ok {
+		return v
+	}
+	return 1
 }
 
 // addServerState records a server's cost, background and join time.
-func (f *fleet) addServerState(name string, now, mean float64) {
-	c := 1.0
-	if v, ok := f.sc.Costs[name]; ok {
-		c = v
-	}
-	f.cost = append(f.cost, c)
-	f.bg = append(f.bg, f.sc.Background[name]*mean)
-	f.joined = append(f.joined, now)
+func (m *model) addServerState(name string, now, mean float64) {
+	m.cost = append(m.cost, m.sc.cost(name))
+	m.bg = append(m.bg, m.sc.Background[name]*mean)
+	m.joined = append(m.joined, now)
 }
 
 // trueLoad is server i's load now: cost × its connections' rates on every
 // balancer + background.
-func (f *fleet) trueLoad(i int) float64 {
+func (m *model) trueLoad(i int) float64 {
 	sum := 0.0
-	for _, lb := range f.lbs {
+	for _, lb := range m.lbs {
 		sum += lb.b.servers[i].load
 	}
-	return f.cost[i]*sum + f.bg[i]
+	return m.cost[i]*sum + m.bg[i]
 }
 
-// trueCounter is server i's cumulative true load at now.
-func (f *fleet) trueCounter(i int, now float64) float64 {
+// The model's servers are what the monitoring system scrapes and the agents
+// read (a meter).
+var _ meter = (*model)(nil)
+
+// serverList is the servers (every balancer lists the same ones).
+func (m *model) serverList() []*server { return m.lbs[0].b.servers }
+
+// counter is server i's cumulative true load at now.
+func (m *model) counter(i int, now float64) float64 {
 	sum := 0.0
-	for _, lb := range f.lbs {
+	for _, lb := range m.lbs {
 		sum += lb.b.counter(i, now)
 	}
-	return f.cost[i]*sum + f.bg[i]*(now-f.joined[i])
+	return m.cost[i]*sum + m.bg[i]*(now-m.joined[i])
 }
 
-// pickOracle places a connection on the server with the least true load.
-func (f *fleet) pickOracle(servers []*server) int {
+// connSeconds is server i's cumulative connection-seconds at now, over
+// every balancer.
+func (m *model) connSeconds(i int, now float64) float64 {
+	sum := 0.0
+	for _, lb := range m.lbs {
+		sum += lb.b.connSeconds(i, now)
+	}
+	return sum
+}
+
+// backends is every balancer's backend.
+func (m *model) backends() []*backend {
+	out := make([]*backend, len(m.lbs))
+	for k, lb := range m.lbs {
+		out[k] = lb.b
+	}
+	return out
+}
+
+// picker is balancer k's placement: the oracle's, or the pipeline's HAProxy
+// algorithm (leastconn unless it says).
+func (m *model) picker(k int) picker {
+	switch {
+	case m.pl.Kind == KindOracle:
+		return m.pickOracle
+	case m.pl.Placement == PlacementRandom2:
+		return pickRandom2(rand.New(rand.NewPCG(m.sc.Seed, 0x2a2d0+uint64(k))))
+	case m.pl.Kind == KindRoundrobin || m.pl.Placement == PlacementRoundrobin:
+		return pickRoundrobin
+	}
+	return pickLeastconn
+}
+
+// pickOracle places a connection on the server with the least true load, the
+// best any placement-only method can do without moving connections.
+func (m *model) pickOracle(servers []*server) int {
 	best, bestLoad := -1, 0.0
 	for i, s := range servers {
 		if !s.up {
 			continue
 		}
-		if l := f.trueLoad(i); best < 0 || l < bestLoad {
+		if l := m.trueLoad(i); best < 0 || l < bestLoad {
 			best, bestLoad = i, l
 		}
 	}
 	return best
 }
 
-func (f *fleet) run() (trace, error) {
-	sc := f.sc
+func (m *model) run() (trace, error) {
+	sc := m.sc
 	step := sc.Step.Seconds()
 	n := int(sc.Duration / sc.Step)
 	every := func(d time.Duration) int { return int(d / sc.Step) }
-	win, res, ivl, agt := every(sc.Window), every(sc.Resolution), every(f.interval), every(sc.AgentEvery)
-	if err := f.advance(0); err != nil {
-		return f.tr, err
+	win, res, ivl, agt := every(sc.Window), every(sc.Resolution), every(m.interval), every(sc.AgentEvery)
+	if err := m.advance(0); err != nil {
+		return m.tr, err
 	}
-	f.scrape(0)
-	last := f.snapshot(0)
+	m.mon.scrape(m, 0)
+	last := m.snapshot(0)
 	for k := 1; k <= n; k++ {
 		now := float64(k) * step
-		if err := f.advance(now); err != nil {
-			return f.tr, err
+		if err := m.advance(now); err != nil {
+			return m.tr, err
 		}
-		f.now = now
-		if f.onStep != nil {
-			f.onStep(f, now)
+		m.now = now
+		if m.onStep != nil {
+			m.onStep(m, now)
 		}
 		if k%win == 0 {
-			last = f.sampleWindow(now, last)
+			last = m.sampleWindow(now, last)
 		}
 		if k%res == 0 {
-			f.scrape(now)
+			m.mon.scrape(m, now)
 		}
 		switch {
-		case f.pl.Kind == KindWeighter:
+		case m.pl.Kind == KindWeighter:
 			// Each balancer's daemon runs its cycle at its own phase: daemons
 			// started independently do not cycle together.
-			for b, lb := range f.lbs {
-				if (k-f.phase(b, ivl))%ivl == 0 {
-					f.cycle(lb, now)
+			for b, lb := range m.lbs {
+				if (k-m.phase(b, ivl))%ivl == 0 {
+					m.cycle(lb, now)
 				}
 			}
-		case f.pl.Kind == KindAgent && k%agt == 0:
-			f.agentReport(now)
+		case m.pl.Kind == KindAgent && k%agt == 0:
+			m.tr.cycles += len(m.lbs)
+			m.tr.writes += m.agent.report(m, m.backends(), now)
 		}
-		if f.omni != nil && k%ivl == 0 {
-			f.omniCycle(now)
+		if m.omni != nil && k%ivl == 0 {
+			m.omniCycle(now)
 		}
 	}
-	return f.tr, nil
+	return m.tr, nil
 }
 
 // advance processes, in time order, every arrival, departure, change of
 // rate and server event up to t.
-func (f *fleet) advance(t float64) error {
+func (m *model) advance(t float64) error {
 	for {
-		arr, ev, rec := math.Inf(1), math.Inf(1), f.nextReconnect()
+		arr, ev, rec := math.Inf(1), math.Inf(1), m.nextReconnect()
 		dep, which := math.Inf(1), -1
 		drift, drifting := math.Inf(1), -1
-		for j, lb := range f.lbs {
+		for j, lb := range m.lbs {
 			if e := lb.b.nextEnd(); e < dep {
 				dep, which = e, j
 			}
@@ -298,28 +350,28 @@ func (f *fleet) advance(t float64) error {
 				drift, drifting = d, j
 			}
 		}
-		if f.nextArr < len(f.str.arrivals) {
-			arr = f.str.arrivals[f.nextArr].At
+		if m.nextArr < len(m.str.arrivals) {
+			arr = m.str.arrivals[m.nextArr].At
 		}
-		if len(f.events) > 0 {
-			ev = f.events[0].At.Seconds()
+		if len(m.events) > 0 {
+			ev = m.events[0].At.Seconds()
 		}
 		switch {
 		case ev <= t && ev <= arr && ev <= dep && ev <= rec && ev <= drift:
-			if err := f.serverEvent(f.events[0], ev); err != nil {
+			if err := m.serverEvent(m.events[0], ev); err != nil {
 				return err
 			}
-			f.events = f.events[1:]
+			m.events = m.events[1:]
 		case dep <= t && dep <= arr && dep <= rec && dep <= drift:
-			f.lbs[which].b.closeUntil(dep)
+			m.lbs[which].b.closeUntil(dep)
 		case drift <= t && drift <= arr && drift <= rec:
-			f.lbs[drifting].b.applyDrift()
+			m.lbs[drifting].b.applyDrift()
 		case rec <= t && rec <= arr:
-			f.reconnect()
+			m.reconnect()
 		case arr <= t:
-			a := f.str.arrivals[f.nextArr]
-			f.nextArr++
-			f.place(f.owner[f.nextArr-1], f.nextArr-1, a.At, a.At+a.Life)
+			a := m.str.arrivals[m.nextArr]
+			m.nextArr++
+			m.place(m.owner[m.nextArr-1], m.nextArr-1, a.At, a.At+a.Life)
 		default:
 			return nil
 		}
@@ -329,9 +381,9 @@ func (f *fleet) advance(t float64) error {
 // place connects client (an arrival's index) through balancer k at now
 // until end, at its rate of that moment, with its change of rate to come
 // (Scenario.Drift) if it falls before end.
-func (f *fleet) place(k, client int, now, end float64) {
-	a := f.str.arrivals[client]
-	lb := f.lbs[k]
+func (m *model) place(k, client int, now, end float64) {
+	a := m.str.arrivals[client]
+	lb := m.lbs[k]
 	lb.b.open(a.rateAt(now), end, now)
 	id := len(lb.b.conns) - 1
 	if a.DriftAt > now && a.DriftAt < end {
@@ -340,7 +392,7 @@ func (f *fleet) place(k, client int, now, end float64) {
 	lb.since = append(lb.since, now)
 	lb.client = append(lb.client, client)
 	if a.Whale {
-		f.whaleAt[client] = connRef{lb: k, id: id}
+		m.whaleAt[client] = connRef{lb: k, id: id}
 	}
 }
 
@@ -348,12 +400,12 @@ func (f *fleet) place(k, client int, now, end float64) {
 // back to the configuration's (a reload without a server-state file), and
 // every client it carries reconnects within the event's over (5 s when 0),
 // placed by the weights of that moment.
-func (f *fleet) restart(ev Event, now float64) {
+func (m *model) restart(ev Event, now float64) {
 	over := ev.Over.Seconds()
 	if over == 0 {
 		over = defaultRestartOver
 	}
-	lb := f.lbs[ev.Balancer]
+	lb := m.lbs[ev.Balancer]
 	for i := range lb.b.servers {
 		lb.b.setWeight(i, initialWeight)
 	}
@@ -370,7 +422,7 @@ func (f *fleet) restart(ev Event, now float64) {
 		if lb.reader != nil && lb.reader.signal == SignalLive {
 			lb.reader.closedUnseen(c.server, c.rate, lb.since[id], now)
 		}
-		f.queueReconnect(lb, id, now+over*f.restartRng.Float64(), now)
+		m.queueReconnect(lb, id, now+over*m.restartRng.Float64(), now)
 	}
 }
 
@@ -378,24 +430,24 @@ func (f *fleet) restart(ev Event, now float64) {
 // within, seconds, when the event does not say.
 const defaultRestartOver = 5.0
 
-func (f *fleet) serverEvent(ev Event, now float64) error {
+func (m *model) serverEvent(ev Event, now float64) error {
 	if ev.Kind == EventRestart {
-		f.restart(ev, now)
+		m.restart(ev, now)
 		return nil
 	}
 	if ev.Kind == EventAdd {
-		for _, lb := range f.lbs {
+		for _, lb := range m.lbs {
 			lb.b.addServer(initialWeight, now)
 		}
-		mean := float64(f.sc.Connections) * f.str.meanRate / float64(f.sc.Servers)
-		f.addServerState(f.lbs[0].b.servers[len(f.lbs[0].b.servers)-1].name, now, mean)
+		mean := float64(m.sc.Connections) * m.str.meanRate / float64(m.sc.Servers)
+		m.addServerState(m.lbs[0].b.servers[len(m.lbs[0].b.servers)-1].name, now, mean)
 		return nil
 	}
-	i := slices.IndexFunc(f.lbs[0].b.servers, func(s *server) bool { return s.name == ev.Server })
-	if i < 0 || !f.lbs[0].b.servers[i].up {
+	i := slices.IndexFunc(m.lbs[0].b.servers, func(s *server) bool { return s.name == ev.Server })
+	if i < 0 || !m.lbs[0].b.servers[i].up {
 		return fmt.Errorf("event remove at %v: no server %q up", ev.At, ev.Server)
 	}
-	for _, lb := range f.lbs {
+	for _, lb := range m.lbs {
 		var moved []int
 		for id, c := range lb.b.conns {
 			if c.open && c.server == i {
@@ -410,30 +462,37 @@ func (f *fleet) serverEvent(ev Event, now float64) error {
 	return nil
 }
 
-func (f *fleet) snapshot(at float64) snapshot {
+// snapshot is every server's counter and placed connections at the start of a window.
+type snapshot struct {
+	at      float64
+	counter []float64
+	picked  []int
+}
+
+func (m *model) snapshot(at float64) snapshot {
 	s := snapshot{at: at}
-	for i := range f.lbs[0].b.servers {
-		s.counter = append(s.counter, f.trueCounter(i, at))
-		s.picked = append(s.picked, f.picked(i))
+	for i := range m.lbs[0].b.servers {
+		s.counter = append(s.counter, m.counter(i, at))
+		s.picked = append(s.picked, m.picked(i))
 	}
 	return s
 }
 
-func (f *fleet) picked(i int) int {
+func (m *model) picked(i int) int {
 	n := 0
-	for _, lb := range f.lbs {
+	for _, lb := range m.lbs {
 		n += lb.b.servers[i].picked
 	}
 	return n
 }
 
 // sampleWindow records the true loads of the window ending now.
-func (f *fleet) sampleWindow(now float64, prev snapshot) snapshot {
+func (m *model) sampleWindow(now float64, prev snapshot) snapshot {
 	w := window{end: now}
 	next := snapshot{at: now}
-	for i, s := range f.lbs[0].b.servers {
-		c, p := f.trueCounter(i, now), f.picked(i)
-		c0, p0, from := 0.0, 0, math.Max(prev.at, f.joined[i])
+	for i, s := range m.lbs[0].b.servers {
+		c, p := m.counter(i, now), m.picked(i)
+		c0, p0, from := 0.0, 0, math.Max(prev.at, m.joined[i])
 		if i < len(prev.counter) {
 			c0, p0 = prev.counter[i], prev.picked[i]
 		}
@@ -446,88 +505,41 @@ func (f *fleet) sampleWindow(now float64, prev snapshot) snapshot {
 		next.counter = append(next.counter, c)
 		next.picked = append(next.picked, p)
 	}
-	w.whales = f.whaleServers()
-	f.tr.windows = append(f.tr.windows, w)
+	w.whales = m.whaleServers()
+	m.tr.windows = append(m.tr.windows, w)
 	return next
-}
-
-// scrape records the external metric: every up server's true counter.
-func (f *fleet) scrape(now float64) {
-	servers := f.lbs[0].b.servers
-	for len(f.samples) < len(servers) {
-		f.samples = append(f.samples, nil)
-	}
-	for i, s := range servers {
-		if s.up {
-			f.samples[i] = append(f.samples[i], sample{t: now, counter: f.trueCounter(i, now)})
-		}
-	}
 }
 
 // external is what the external source returns at now: the newest rate points
 // of the true load visible by then, per up server.
-func (f *fleet) external(now float64) weighter.Loads {
-	out := weighter.Loads{}
-	for i, s := range f.lbs[0].b.servers {
-		if s.up && i < len(f.samples) {
-			out[s.name] = f.mon.series(f.samples[i], now, epoch)
-		}
-	}
-	return out
-}
-
-// agentReport runs every server's agent-check: its own true load over the last
-// report interval against its capacity; every balancer applies the same percentage.
-func (f *fleet) agentReport(now float64) {
-	f.tr.cycles += len(f.lbs)
-	for i, s := range f.lbs[0].b.servers {
-		c := f.trueCounter(i, now)
-		if i >= len(f.agentLast) {
-			f.agentLast = append(f.agentLast, c)
-			continue
-		}
-		load := (c - f.agentLast[i]) / (now - f.agentAt)
-		f.agentLast[i] = c
-		if !s.up {
-			continue
-		}
-		pct := math.Ceil(100 - 100*load/f.agentCap)
-		pct = math.Min(math.Max(pct, 0), 100)
-		w := initialWeight * int(pct) / 100
-		for _, lb := range f.lbs {
-			if w != lb.b.servers[i].weight {
-				lb.b.setWeight(i, w)
-				f.tr.writes++
-			}
-		}
-	}
-	f.agentAt = now
+func (m *model) external(now float64) weighter.Loads {
+	return m.mon.loads(m, now, epoch)
 }
 
 // cycle is one daemon cycle on one balancer: the daemon's own
 // weighter.RunCycle, applied, over the balancer's fakes (daemon.go).
-func (f *fleet) cycle(lb *balancer, now float64) {
+func (m *model) cycle(lb *balancer, now float64) {
 	c := weighter.RunCycle(context.Background(), lb.daemon, simTime(epoch, now), true)
-	if f.onCycle != nil {
-		f.onCycle(lb, c)
+	if m.onCycle != nil {
+		m.onCycle(lb, c)
 	}
-	f.tr.cycles++
-	f.tr.writes += len(c.Written)
+	m.tr.cycles++
+	m.tr.writes += len(c.Written)
 }
 
 // phase is balancer b's cycle offset in steps: the daemons spread evenly
 // over the interval (with one balancer, none).
-func (f *fleet) phase(b, ivl int) int {
-	return b * ivl / len(f.lbs)
+func (m *model) phase(b, ivl int) int {
+	return b * ivl / len(m.lbs)
 }
 
 // peerPoll is the daemon's poll of a peer, as a share of the interval
 // (daemon.timingFor).
 const peerPoll = 0.25
 
-func (f *fleet) fallbacks() int {
+func (m *model) fallbacks() int {
 	n := 0
-	for _, lb := range f.lbs {
+	for _, lb := range m.lbs {
 		n += lb.b.fallbacks
 	}
 	return n
