@@ -37,8 +37,9 @@ func TestNoHandMadeAssembly(t *testing.T) {
 					if id, ok := n.X.(*ast.Ident); ok && id.Name == "weighter" && forbidden[n.Sel.Name] {
 						t.Errorf("%s: calls weighter.%s: a backend assembled by hand", name, n.Sel.Name)
 					}
-					if n.Sel.Name == "FreshSettings" {
-						t.Errorf("%s: uses .FreshSettings: a fresh pipeline configured by hand", name)
+				case *ast.CallExpr:
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "FreshSettings" {
+						t.Errorf("%s: calls .FreshSettings(): a fresh pipeline configured by hand", name)
 					}
 				case *ast.CompositeLit:
 					if sel, ok := n.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Backend" {

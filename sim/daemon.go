@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/assemble"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -483,92 +484,74 @@ backends:
 	return time.Duration(cfg.Interval), cfg.Backends[0], nil
 }
 
-// newDaemons gives every balancer its daemon, built as the daemon builds a
-// backend (daemon/fast.go): the pipeline's Controller; as its Source a
-// weighter.Fresh made from the configuration's FreshSettings over the
-// balancer's fast reader (with its peers' readings when the pipeline is
+// newDaemons gives every balancer its daemon, assembled where the daemon
+// assembles its backends (package assemble) from the daemon's configuration
+// for the scenario's metric, with the pipeline's research variations
+// (daemonCandidate): its Controller; as its Source the fresh pipeline over
+// the balancer's fast reader (with its peers' readings when the pipeline is
 // fleet-wide) and the external source, answered in the background when it
 // calibrates, or the external source alone (InputExternal, `fast_signal:
-// off`); and a Shedder when the pipeline sheds. The pipeline's research
-// variations are variations of these settings or of what the reader reports.
+// off`); and a Shedder when the pipeline sheds.
 func (m *model) newDaemons() error {
 	pl := m.pl
-	settings, policy, err := pl.daemonSettings(m.sc)
+	b, research, err := pl.daemonCandidate(m.sc)
 	if err != nil {
 		return err
 	}
-	for _, lb := range m.lbs {
-		ctrl, err := weighter.NewController(policy)
-		if err != nil {
-			return err
+	if pl.Input != InputExternal {
+		for _, lb := range m.lbs {
+			lb.reader = newSimReader(m, lb, pl)
+			lb.reader.open = pl.Shed != nil
 		}
-		lb.daemon = &weighter.Backend{Name: simBackend, Controller: ctrl,
-			Target: &simTarget{b: lb.b, close: func(id int) { m.shedConn(lb, id, m.now) }}}
-		if pl.Shed != nil {
-			if lb.daemon.Shedder, err = weighter.NewShedder(*pl.Shed); err != nil {
-				return err
-			}
-		}
-		if pl.Input == InputExternal {
-			lb.daemon.Source = externalSource{m}
-			continue
-		}
-		lb.reader = newSimReader(m, lb, pl)
-		lb.reader.open = pl.Shed != nil
 	}
 	for _, lb := range m.lbs {
-		if lb.reader == nil {
-			continue
+		parts := assemble.Parts{Target: &simTarget{b: lb.b, close: func(id int) { m.shedConn(lb, id, m.now) }},
+			Source: externalSource{m},
+			Now:    func() time.Time { return simTime(epoch, m.now) },
+			Sleep:  func(context.Context, time.Duration) error { return nil }, // simulated time: nothing waits
 		}
-		fresh, err := weighter.NewFresh(m.freshConfig(lb, settings))
+		if lb.reader != nil {
+			parts.Fast = lb.reader
+			parts.Peers = m.peersOf(lb)
+		}
+		if !pl.SyncExternal {
+			parts.Background = func(src weighter.Source, _ time.Duration) weighter.Source {
+				return &asyncExternal{src: src, now: func() float64 { return m.now }}
+			}
+		}
+		a, err := assemble.Candidate(b, parts, research)
 		if err != nil {
 			return err
 		}
-		lb.daemon.Source = fresh
+		lb.daemon = a.Backend
 	}
 	return nil
 }
 
-// freshConfig is lb's daemon's FreshConfig: settings over its reader and the
-// external source, on the model's clock.
-func (m *model) freshConfig(lb *balancer, settings weighter.FreshSettings) weighter.FreshConfig {
-	var fast weighter.LocalReader = lb.reader
-	if m.pl.FleetWide && len(m.lbs) > 1 {
+// peersOf adds the other balancers' readings to lb's when the pipeline is
+// fleet-wide (nil: lb's own alone).
+func (m *model) peersOf(lb *balancer) func(weighter.LocalReader) weighter.LocalReader {
+	if !m.pl.FleetWide || len(m.lbs) < 2 {
+		return nil
+	}
+	return func(weighter.LocalReader) weighter.LocalReader { // lb's own reader: lb.reader
 		pr := &peerReadings{own: lb.reader, poll: peerPoll * m.interval.Seconds(), added: map[string]float64{}}
 		for _, other := range m.lbs {
 			if other != lb {
 				pr.peers = append(pr.peers, other.reader)
 			}
 		}
-		fast = pr
+		return pr
 	}
-	var ext weighter.Source = externalSource{m}
-	if settings.Calibrate && !m.pl.SyncExternal {
-		ext = &asyncExternal{src: ext, now: func() float64 { return m.now }}
-	}
-	cfg := settings.Config(fast, ext)
-	cfg.Now = func() time.Time { return simTime(epoch, m.now) }
-	cfg.Sleep = func(context.Context, time.Duration) error { return nil } // simulated time: nothing waits
-	return cfg
 }
 
-// daemonSettings are the pipeline's FreshSettings and policy: the daemon's
-// configuration for the scenario's external metric (daemonConfig), with the
-// pipeline's input, calibration mode and half-life where it sets them.
-func (pl Pipeline) daemonSettings(sc Scenario) (weighter.FreshSettings, weighter.Policy, error) {
+// daemonCandidate is the daemon's configuration for the scenario's external
+// metric (daemonConfig) and what the pipeline changes of it: its input,
+// calibration mode, refresh and policy.
+func (pl Pipeline) daemonCandidate(sc Scenario) (config.Backend, assemble.Research, error) {
 	_, b, err := daemonConfig(sc.RateWindow)
 	if err != nil {
-		return weighter.FreshSettings{}, weighter.Policy{}, err
-	}
-	s := b.FreshSettings()
-	s.Calibrate = pl.Input == InputCalibrated
-	if pl.Calibration.Mode != "" {
-		cp := pl.Calibration
-		cp.Window = s.Calibration.Window
-		s.Calibration = cp
-	}
-	if pl.Refresh > 0 {
-		s.Refresh = pl.Refresh
+		return config.Backend{}, assemble.Research{}, err
 	}
 	policy := pl.Policy
 	if pl.Shipped {
@@ -577,7 +560,17 @@ func (pl Pipeline) daemonSettings(sc Scenario) (weighter.FreshSettings, weighter
 	if pl.Adjust != nil {
 		pl.Adjust(&policy)
 	}
-	return s, policy, nil
+	return b, assemble.Research{Policy: &policy, Shed: pl.Shed, Settings: func(s *weighter.FreshSettings) {
+		s.Calibrate = pl.Input == InputCalibrated
+		if pl.Calibration.Mode != "" {
+			cp := pl.Calibration
+			cp.Window = s.Calibration.Window
+			s.Calibration = cp
+		}
+		if pl.Refresh > 0 {
+			s.Refresh = pl.Refresh
+		}
+	}}, nil
 }
 
 // interval is the pipeline's daemon interval: its own, the configuration's

@@ -157,8 +157,9 @@ func TestBurstHerd(t *testing.T) {
 
 func TestHerdCandidatesChangeOnlyTheRunBound(t *testing.T) {
 	for _, pl := range HerdCandidates() {
-		_, p, err := pl.daemonSettings(LongLivedScenario())
+		_, r, err := pl.daemonCandidate(LongLivedScenario())
 		require.NoError(t, err)
+		p := *r.Policy
 		def := weighter.DefaultPolicy()
 		for key, v := range map[string][2]float64{
 			"max_run":         {p.MaxRun, def.MaxRun},
