@@ -1,4 +1,4 @@
-// Package assemble turns one configured backend into the weighter.Backend
+// Package assemble turns one configured backend into the weighter.Weigher
 // whose cycles the daemon runs: its controller, its source (the fresh
 // pipeline over the fast signal, or the configured source alone) and its
 // shedder. The daemon and the simulator both assemble their backends here,
@@ -56,7 +56,7 @@ type Research struct {
 // Assembled is one backend, assembled.
 type Assembled struct {
 	// Backend is what weighter.RunCycle runs.
-	Backend *weighter.Backend
+	Backend *weighter.Weigher
 	// Fresh is the fresh pipeline over the fast signal (Backend.Source); nil
 	// when the backend weighs by its source alone.
 	Fresh *weighter.Fresh
@@ -81,7 +81,7 @@ func Candidate(b config.Backend, p Parts, r Research) (Assembled, error) {
 	if err != nil {
 		return Assembled{}, err
 	}
-	out := Assembled{Backend: &weighter.Backend{Name: b.Name, Controller: ctl, Target: p.Target, Source: p.Source}}
+	out := Assembled{Backend: &weighter.Weigher{Name: b.Name, Controller: ctl, Target: p.Target, Source: p.Source}}
 	shed, on := b.ShedPolicy()
 	if r.Shed != nil {
 		shed, on = *r.Shed, true

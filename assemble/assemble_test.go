@@ -16,7 +16,7 @@ import (
 
 // TestNoHandMadeAssembly: the daemon and the simulator assemble their
 // backends here and nowhere else. Either making a controller, a fresh
-// pipeline, a shedder or a weighter.Backend itself (or the fresh pipeline's
+// pipeline, a shedder or a weighter.Weigher itself (or the fresh pipeline's
 // configuration from the settings) is an assembly by hand, which the
 // simulator's figures would then no longer measure.
 func TestNoHandMadeAssembly(t *testing.T) {
@@ -42,9 +42,9 @@ func TestNoHandMadeAssembly(t *testing.T) {
 						t.Errorf("%s: calls .FreshSettings(): a fresh pipeline configured by hand", name)
 					}
 				case *ast.CompositeLit:
-					if sel, ok := n.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Backend" {
+					if sel, ok := n.Type.(*ast.SelectorExpr); ok && sel.Sel.Name == "Weigher" {
 						if id, ok := sel.X.(*ast.Ident); ok && id.Name == "weighter" {
-							t.Errorf("%s: builds a weighter.Backend by hand", name)
+							t.Errorf("%s: builds a weighter.Weigher by hand", name)
 						}
 					}
 				}

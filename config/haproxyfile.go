@@ -39,7 +39,7 @@ type HAProxyFileCheck struct {
 // the backends that name them.
 func (c *Config) HAProxyFileChecks() []HAProxyFileCheck {
 	var files []string
-	byFile := map[string][]haproxycfg.Backend{}
+	byFile := map[string][]haproxycfg.Expected{}
 	for i := range c.Backends {
 		b := &c.Backends[i]
 		s := c.SocketOf(b)
@@ -71,7 +71,7 @@ func (c *Config) HAProxyFileChecks() []HAProxyFileCheck {
 // haproxyExpectations is what the daemon will do with HAProxy backend b on
 // socket ("": a socket the file does not declare), as haproxycfg checks it:
 // the servers expected are server_map's targets, when they are names.
-func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
+func (b *Backend) haproxyExpectations(socket string) haproxycfg.Expected {
 	var servers []string
 	statBytes := false
 	if b.Source.Kind() != "" {
@@ -88,5 +88,5 @@ func (b *Backend) haproxyExpectations(socket string) haproxycfg.Backend {
 		statBytes = b.Source.NeedsHAProxy() && bytes
 	}
 	slices.Sort(servers)
-	return haproxycfg.Backend{Name: b.Name, Socket: socket, Servers: servers, StatBytes: statBytes, FastSignal: b.UsesFastSignal()}
+	return haproxycfg.Expected{Name: b.Name, Socket: socket, Servers: servers, StatBytes: statBytes, FastSignal: b.UsesFastSignal()}
 }

@@ -19,7 +19,7 @@ import (
 
 // Unit is one configured backend, wired and ready to cycle.
 type Unit struct {
-	Backend *weighter.Backend
+	Backend *weighter.Weigher
 	// Kind is "haproxy" or "ipvs".
 	Kind string
 	// target is Backend.Target as built, before any decorator: what it can

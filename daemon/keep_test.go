@@ -19,7 +19,7 @@ func unitWith(t *testing.T, name, kind string, p weighter.Policy) *Unit {
 	t.Helper()
 	c, err := weighter.NewController(p)
 	require.NoError(t, err)
-	return &Unit{Kind: kind, Backend: &weighter.Backend{Name: name, Controller: c}}
+	return &Unit{Kind: kind, Backend: &weighter.Weigher{Name: name, Controller: c}}
 }
 
 // TestReloadKeepsWhatWasWritten: a reload that leaves a backend's policy

@@ -14,7 +14,7 @@ func shedUnit(t *testing.T, p weighter.ShedPolicy) *Unit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Unit{Backend: &weighter.Backend{Name: "be", Shedder: s}}
+	return &Unit{Backend: &weighter.Weigher{Name: "be", Shedder: s}}
 }
 
 // A reload that keeps the shed policy keeps the Shedder (its caps and
@@ -34,7 +34,7 @@ func TestReloadKeepsTheShedderOfAnUnchangedPolicy(t *testing.T) {
 	if changed.Backend.Shedder != fresh {
 		t.Error("changed policy: the reload kept the old Shedder")
 	}
-	off := &Unit{Backend: &weighter.Backend{Name: "be"}}
+	off := &Unit{Backend: &weighter.Weigher{Name: "be"}}
 	keepShedder(old, off)
 	if off.Backend.Shedder != nil {
 		t.Error("shed removed: the reload kept a Shedder")

@@ -56,7 +56,7 @@ backend be_first
 	}
 	// Loads 10 and 40: a cycle that ran would write s1 a higher weight than s2.
 	u := &Unit{Kind: "haproxy", target: hb,
-		Backend: &weighter.Backend{Name: "be_first", Source: &fakeSource{}, Target: hb, Controller: ctl}}
+		Backend: &weighter.Weigher{Name: "be_first", Source: &fakeSource{}, Target: hb, Controller: ctl}}
 	var logs testenv.SyncBuffer
 	reg := prometheus.NewRegistry()
 	d := New(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Registry: reg})

@@ -333,7 +333,7 @@ func storyDaemon(t *testing.T) (*Daemon, *prometheus.Registry, weighter.Plan) {
 
 	reg := prometheus.NewRegistry()
 	d := New(&config.Config{Interval: duration.Duration(10 * time.Second)}, Options{Clock: clock, Registry: reg})
-	u := &Unit{Backend: &weighter.Backend{Name: "be_app", Source: src, Target: target, Controller: ctl, Shedder: shedder},
+	u := &Unit{Backend: &weighter.Weigher{Name: "be_app", Source: src, Target: target, Controller: ctl, Shedder: shedder},
 		Kind: "haproxy", target: target, client: client, socket: haproxy.Config{Socket: "/run/haproxy/admin.sock"},
 		source: stats, fast: &fastUnit{local: &localReader{}, kind: "haproxy"}}
 	r := newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second}, clock, d.metrics, slog.New(slog.DiscardHandler))

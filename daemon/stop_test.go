@@ -30,7 +30,7 @@ func TestStopDoesNotHangOnAWedgedBackend(t *testing.T) {
 	f := newFixture(t)
 	src := &wedgedSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
 	t.Cleanup(func() { close(src.release) })
-	wedged := &Unit{Backend: &weighter.Backend{Name: "be_wedged", Source: src, Target: &fakeTarget{weights: map[string]int{}},
+	wedged := &Unit{Backend: &weighter.Weigher{Name: "be_wedged", Source: src, Target: &fakeTarget{weights: map[string]int{}},
 		Controller: newFixture(t).r.unit.Backend.Controller}}
 	cfg := testConfig(t, "be")
 	cfg.Timeout = duration.Duration(10 * time.Millisecond)

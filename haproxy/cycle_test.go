@@ -44,7 +44,7 @@ func TestCycleSkipsMaintAndStartsAgainAfterRestart(t *testing.T) {
 	require.Empty(t, raw(t, c, "disable server be_cyc/s4"))
 	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
 	require.NoError(t, err)
-	be := &weighter.Backend{Name: "be_cyc", Target: c.Backend("be_cyc"), Controller: ctrl,
+	be := &weighter.Weigher{Name: "be_cyc", Target: c.Backend("be_cyc"), Controller: ctrl,
 		Source: fixedLoads{"s1": 10, "s2": 20, "s3": 40, "s4": 5}}
 	ctx := testCtx(t)
 

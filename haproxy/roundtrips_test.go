@@ -42,7 +42,7 @@ backend be
 	require.NoError(t, err)
 	ctl, err := weighter.NewController(weighter.DefaultPolicy())
 	require.NoError(t, err)
-	b := &weighter.Backend{Name: "be", Source: src, Target: be, Controller: ctl}
+	b := &weighter.Weigher{Name: "be", Source: src, Target: be, Controller: ctl}
 
 	for cycle := range 3 {
 		mu.Lock()

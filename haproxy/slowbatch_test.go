@@ -142,7 +142,7 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 			ctrl, err := weighter.NewController(weighter.DefaultPolicy())
 			require.NoError(t, err)
 			c := newClient(t, slow).Backend("be_big")
-			be := &weighter.Backend{Name: "be_big", Target: c, Controller: ctrl, Source: spread(n, 1)}
+			be := &weighter.Weigher{Name: "be_big", Target: c, Controller: ctrl, Source: spread(n, 1)}
 			now := time.Now()
 
 			cyc := weighter.RunCycle(testCtx(t), be, now, true)
@@ -234,7 +234,7 @@ func TestBatchWithLostRepliesIsNotChangedOutside(t *testing.T) {
 	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
 	require.NoError(t, err)
 	c := newClient(t, h.Socket)
-	be := &weighter.Backend{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
+	be := &weighter.Weigher{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
 	now := time.Now()
 	cyc := weighter.RunCycle(testCtx(t), be, now, true)
 	require.NoError(t, cyc.Err)
@@ -275,7 +275,7 @@ func TestBatchCutPastItsBoundIsRememberedInPart(t *testing.T) {
 	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
 	require.NoError(t, err)
 	c := newClient(t, h.Socket)
-	be := &weighter.Backend{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
+	be := &weighter.Weigher{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
 	now := time.Now()
 	cyc := weighter.RunCycle(testCtx(t), be, now, true)
 	require.NoError(t, cyc.Err)

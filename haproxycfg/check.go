@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// Backend is what the daemon will do with one HAProxy backend, as far as
+// Expected is what the daemon will do with one HAProxy backend, as far as
 // the checks need to know.
-type Backend struct {
+type Expected struct {
 	Name string
 	// Socket is the runtime socket (unix path or host:port) the daemon
 	// writes this backend's weights on; "" when it is not a stats socket of
@@ -59,7 +59,7 @@ func (w Warning) String() string {
 
 // Check returns what in f keeps the daemon from weighting backends, in the
 // order of backends: first each socket, then each backend.
-func (f *File) Check(backends []Backend) []Warning {
+func (f *File) Check(backends []Expected) []Warning {
 	var out []Warning
 	var sockets []string
 	for _, b := range backends {
@@ -78,7 +78,7 @@ func (f *File) warn(d directive, backend, format string, args ...any) Warning {
 	return Warning{Path: f.Path, Line: d.line, Backend: backend, Text: fmt.Sprintf(format, args...)}
 }
 
-func (f *File) checkBackend(b Backend) []Warning {
+func (f *File) checkBackend(b Expected) []Warning {
 	s := f.proxy(b.Name)
 	switch {
 	case s == nil:
@@ -157,7 +157,7 @@ func (f *File) checkBalance(s *section, backend string) (Warning, bool) {
 // checkServers warns about a server the daemon's configuration names that
 // the section does not declare, and about servers with agent-check: an
 // agent's reply may carry a weight, which then overwrites the daemon's.
-func (f *File) checkServers(s *section, b Backend) []Warning {
+func (f *File) checkServers(s *section, b Expected) []Warning {
 	var out []Warning
 	for _, name := range b.Servers {
 		if !s.declares(name) {
@@ -236,7 +236,7 @@ func (s *section) declares(name string) bool {
 // in backends), so it is looked up in the listen section itself, or in the
 // frontends and listens whose default_backend or use_backend name the
 // backend, or choose it by a %[...] expression.
-func (f *File) checkContstats(s *section, b Backend) (Warning, bool) {
+func (f *File) checkContstats(s *section, b Expected) (Warning, bool) {
 	var lacking []string
 	for _, fe := range f.sections {
 		if (fe.kind != "frontend" && fe.kind != "listen") || (fe != s && !fe.routesTo(b.Name)) {

@@ -43,7 +43,7 @@ func lineOf(t *testing.T, path, text string) int {
 // by show stat's bytes, with two servers named by a server_map, and the
 // listen section be_cache weighed by the fast signal, show stat's bytes its
 // fallback.
-var testBackends = []Backend{
+var testBackends = []Expected{
 	{Name: "be_app", Socket: "/run/haproxy/admin.sock", Servers: []string{"s1", "web3"}, StatBytes: true},
 	{Name: "be_cache", Socket: "/run/haproxy/admin.sock", StatBytes: true, FastSignal: true},
 }

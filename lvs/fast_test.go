@@ -110,7 +110,7 @@ func TestCountCalibratedWeighsIPVS(t *testing.T) {
 	p := weighter.DefaultPolicy()
 	ctl, err := weighter.NewController(p)
 	require.NoError(t, err)
-	b := &weighter.Backend{Name: "ipvs", Source: fresh, Target: s, Controller: ctl}
+	b := &weighter.Weigher{Name: "ipvs", Source: fresh, Target: s, Controller: ctl}
 	var c weighter.Cycle
 	for range 150 { // 5 min at 2 s
 		*now = now.Add(2 * time.Second)

@@ -26,7 +26,7 @@ func (s *memSource) Fetch(context.Context, []weighter.ServerState) (weighter.Loa
 	return s.loads, nil
 }
 
-func newMemBackend(t *testing.T) (*weighter.Backend, *memTarget, *memSource) {
+func newMemBackend(t *testing.T) (*weighter.Weigher, *memTarget, *memSource) {
 	t.Helper()
 	ctl, err := weighter.NewController(weighter.DefaultPolicy())
 	if err != nil {
@@ -34,7 +34,7 @@ func newMemBackend(t *testing.T) (*weighter.Backend, *memTarget, *memSource) {
 	}
 	tg := &memTarget{}
 	src := &memSource{}
-	return &weighter.Backend{Name: "be", Source: src, Target: tg, Controller: ctl}, tg, src
+	return &weighter.Weigher{Name: "be", Source: src, Target: tg, Controller: ctl}, tg, src
 }
 
 func up(name string, weight int) weighter.ServerState {

@@ -126,7 +126,7 @@ type balancer struct {
 	// daemon is the daemon's backend (weighter.RunCycle's), nil unless the
 	// pipeline is a weighter; reader its fast reader (nil when it weighs by
 	// the external source alone).
-	daemon *weighter.Backend
+	daemon *weighter.Weigher
 	reader *simReader
 }
 

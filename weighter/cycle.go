@@ -22,9 +22,11 @@ const (
 	ResultSkippedCoverage = "skipped_coverage"
 )
 
-// Backend is everything one cycle needs: where loads come from, where weights
-// go, and the Controller that remembers what was written.
-type Backend struct {
+// Weigher weighs one backend: everything one of its cycles needs, where
+// loads come from, where weights go, and the Controller that remembers what
+// was written (a backend's configuration is config.Backend; HAProxy's
+// backend, through the runtime socket, haproxy.Backend).
+type Weigher struct {
 	Name       string
 	Source     Source
 	Target     Target
@@ -63,7 +65,7 @@ type Cycle struct {
 // plan, and — when apply is set — write the plan's changes. Any read error
 // leaves the weights as they are: nothing is written without fresh loads and
 // a fresh view of the servers. ctx bounds all I/O; now is the plan's clock.
-func RunCycle(ctx context.Context, b *Backend, now time.Time, apply bool) Cycle {
+func RunCycle(ctx context.Context, b *Weigher, now time.Time, apply bool) Cycle {
 	start := time.Now()
 	c := Cycle{Backend: b.Name, Applied: apply, Plan: Plan{Backend: b.Name, Time: now}}
 	c.Result, c.Err = runCycle(ctx, b, now, apply, &c)
@@ -71,7 +73,7 @@ func RunCycle(ctx context.Context, b *Backend, now time.Time, apply bool) Cycle 
 	return c
 }
 
-func runCycle(ctx context.Context, b *Backend, now time.Time, apply bool, c *Cycle) (string, error) {
+func runCycle(ctx context.Context, b *Weigher, now time.Time, apply bool, c *Cycle) (string, error) {
 	servers, err := b.Target.Servers(ctx)
 	if err != nil {
 		return ResultTargetError, fmt.Errorf("read servers: %w", err)

@@ -86,7 +86,7 @@ func testPolicy() Policy {
 	return p
 }
 
-func newTestBackend(t *testing.T, loads map[string]float64, weights map[string]int) (*Backend, *fakeSource, *fakeTarget) {
+func newTestBackend(t *testing.T, loads map[string]float64, weights map[string]int) (*Weigher, *fakeSource, *fakeTarget) {
 	t.Helper()
 	c, err := NewController(testPolicy())
 	if err != nil {
@@ -94,7 +94,7 @@ func newTestBackend(t *testing.T, loads map[string]float64, weights map[string]i
 	}
 	src := &fakeSource{loads: loads}
 	tgt := &fakeTarget{weights: weights}
-	return &Backend{Name: "be_app", Source: src, Target: tgt, Controller: c}, src, tgt
+	return &Weigher{Name: "be_app", Source: src, Target: tgt, Controller: c}, src, tgt
 }
 
 var now = time.Unix(1_800_000_000, 0)
@@ -229,7 +229,7 @@ func BenchmarkRunCycle(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	be := &Backend{Name: "be", Source: &fakeSource{loads: loads}, Target: &fakeTarget{weights: weights}, Controller: c}
+	be := &Weigher{Name: "be", Source: &fakeSource{loads: loads}, Target: &fakeTarget{weights: weights}, Controller: c}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -295,7 +295,7 @@ func TestSlowSourceLeavesTimeToWrite(t *testing.T) {
 	target := &deadlineTarget{fakeTarget: fakeTarget{weights: map[string]int{"a": 100, "b": 100}}}
 	c, err := NewController(testPolicy())
 	require.NoError(t, err)
-	be := &Backend{Name: "be", Source: slowSource{loads: loads}, Target: target, Controller: c}
+	be := &Weigher{Name: "be", Source: slowSource{loads: loads}, Target: target, Controller: c}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	cy := RunCycle(ctx, be, at, true)

@@ -400,7 +400,7 @@ func TestRunCycleKeepsTheSignal(t *testing.T) {
 	_, _, err := r.run(t, 3*time.Minute)
 	require.NoError(t, err)
 	r.now = r.now.Add(2 * time.Second)
-	b := &Backend{Name: "be", Source: r.src, Target: &staticTarget{servers: up(100, 100, 100)},
+	b := &Weigher{Name: "be", Source: r.src, Target: &staticTarget{servers: up(100, 100, 100)},
 		Controller: mustController(t, DefaultPolicy())}
 	c := RunCycle(context.Background(), b, r.now, false)
 	require.NoError(t, c.Err)

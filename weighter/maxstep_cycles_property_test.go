@@ -96,7 +96,7 @@ func runMaxStepCycles(t *testing.T, p Policy, n int) maxStepStats {
 	for run := 0; st.cycles < n; run++ {
 		hp := newHAProxyModel(rng, 2+rng.IntN(11))
 		src := &randomLoads{rng: rng, hp: hp}
-		b := &Backend{Name: "be_app", Source: src, Target: hp, Controller: mustController(t, p)}
+		b := &Weigher{Name: "be_app", Source: src, Target: hp, Controller: mustController(t, p)}
 		written := map[string]int{} // what the Controller was told was written
 		for cycle := range 50 {
 			now := t0.Add(time.Duration(run*50+cycle) * time.Second)

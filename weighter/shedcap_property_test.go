@@ -61,7 +61,7 @@ func TestShedCapsHoldAcrossReloadsAndFailures(t *testing.T) {
 		src := &shedSource{pipeline: PipelineFast}
 		src.loads = loads
 		tgt := &randomCloser{fakeTarget: fakeTarget{weights: weights}, rng: rng}
-		b := &Backend{Name: "be", Source: src, Target: tgt, Controller: ctl, Shedder: sh}
+		b := &Weigher{Name: "be", Source: src, Target: tgt, Controller: ctl, Shedder: sh}
 
 		now := t0
 		var tried []time.Time              // closes tried and dry-run sheds
@@ -77,7 +77,7 @@ func TestShedCapsHoldAcrossReloadsAndFailures(t *testing.T) {
 					next.Inherit(sh)
 				}
 				sh = next
-				b = &Backend{Name: "be", Source: src, Target: tgt, Controller: ctl, Shedder: sh}
+				b = &Weigher{Name: "be", Source: src, Target: tgt, Controller: ctl, Shedder: sh}
 			}
 			in := randomShedInput(rng, servers)
 			src.rates, src.sessions = map[string]float64{}, in.Sessions

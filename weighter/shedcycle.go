@@ -48,7 +48,7 @@ const ShedUnit = "B/s"
 // the sessions with their rates, the plan's hold and the data's age. While
 // the fast signal does not carry the loads there are no per-session rates
 // to go by, and no server stays hot through such a cycle.
-func planSheds(b *Backend, now time.Time, p Plan, sig *Signal) *ShedPlan {
+func planSheds(b *Weigher, now time.Time, p Plan, sig *Signal) *ShedPlan {
 	if sig == nil || sig.Pipeline == PipelineExternal || sig.Pipeline == "" {
 		why := "no per-session rates (the fast signal does not carry the loads)"
 		if sig != nil && sig.FastReason != "" {
@@ -108,7 +108,7 @@ func (p *ShedPlan) cancel(why string) {
 // shadow run's "would shed" lines keep to max_per_minute and the cooldowns
 // as a real run would (its sessions stay open, so it would otherwise plan
 // the same one again every `for` cycles).
-func dryRunSheds(b *Backend, p *ShedPlan) {
+func dryRunSheds(b *Weigher, p *ShedPlan) {
 	if p == nil || len(p.Sheds) == 0 {
 		return
 	}
@@ -121,7 +121,7 @@ func dryRunSheds(b *Backend, p *ShedPlan) {
 // as a target error. The closed ones count against the caps and cooldowns;
 // the failed ones against max_per_minute (a close that timed out may have
 // happened).
-func closeSheds(ctx context.Context, b *Backend, c *Cycle) (string, error) {
+func closeSheds(ctx context.Context, b *Weigher, c *Cycle) (string, error) {
 	p := c.Plan.Shed
 	if p == nil || len(p.Sheds) == 0 {
 		return ResultOK, nil

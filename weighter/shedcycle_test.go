@@ -67,7 +67,7 @@ func (c *closingTarget) CloseSession(_ context.Context, s ShedSession) error {
 // sessions, s2 and s3 four 100 B/s each, s4 one: s1 is hot (2,200 against a
 // mean of 775) and the whale fits on s4 (1,100 < 1.5 × 775). Shedding after
 // one hot cycle.
-func whaleBackend(t *testing.T) (*Backend, *shedSource, *closingTarget) {
+func whaleBackend(t *testing.T) (*Weigher, *shedSource, *closingTarget) {
 	t.Helper()
 	c, err := NewController(testPolicy())
 	require.NoError(t, err)
@@ -88,7 +88,7 @@ func whaleBackend(t *testing.T) (*Backend, *shedSource, *closingTarget) {
 	add("s3", 4, 100)
 	add("s4", 1, 100)
 	tgt := &closingTarget{fakeTarget: fakeTarget{weights: map[string]int{"s1": 100, "s2": 100, "s3": 100, "s4": 100}}, gone: map[string]bool{}}
-	return &Backend{Name: "be", Source: src, Target: tgt, Controller: c, Shedder: sh}, src, tgt
+	return &Weigher{Name: "be", Source: src, Target: tgt, Controller: c, Shedder: sh}, src, tgt
 }
 
 func TestRunCycleShedsTheWhaleAfterWritingWeights(t *testing.T) {
@@ -209,7 +209,7 @@ func TestShedSessionJSON(t *testing.T) {
 
 // whaleHotOnce is whaleBackend shedding after two hot reads, after its first
 // cycle: one hot read counted.
-func whaleHotOnce(t *testing.T) (*Backend, *shedSource, *closingTarget) {
+func whaleHotOnce(t *testing.T) (*Weigher, *shedSource, *closingTarget) {
 	t.Helper()
 	b, src, tgt := whaleBackend(t)
 	sh, err := NewShedder(ShedPolicy{Above: 1.5, For: 2, MaxPerMinute: 1, MaxShare: 0.1})

@@ -18,7 +18,7 @@ func TestShedderCountsAReadOnceAcrossANewBackend(t *testing.T) {
 	b, _, tgt := whaleHotOnce(t)
 	sh := b.Shedder
 
-	reloaded := &Backend{Name: b.Name, Source: b.Source, Target: b.Target, Controller: b.Controller, Shedder: sh}
+	reloaded := &Weigher{Name: b.Name, Source: b.Source, Target: b.Target, Controller: b.Controller, Shedder: sh}
 	c := RunCycle(context.Background(), reloaded, now.Add(2*time.Second), true)
 	assert.Equal(t, "no new show sess dump since the last cycle", c.Plan.Shed.Reason)
 	assert.Empty(t, c.Sheds)
@@ -41,7 +41,7 @@ func TestShedderInheritKeepsCapsAndCooldowns(t *testing.T) {
 	next, err := NewShedder(p)
 	require.NoError(t, err)
 	next.Inherit(b.Shedder)
-	reloaded := &Backend{Name: b.Name, Source: b.Source, Target: b.Target, Controller: b.Controller, Shedder: next}
+	reloaded := &Weigher{Name: b.Name, Source: b.Source, Target: b.Target, Controller: b.Controller, Shedder: next}
 
 	// The whale's session is still listed (say it reconnected with the
 	// same address): the cap of the last minute holds.

@@ -86,7 +86,7 @@ func runUnreadCycles(t *testing.T, p Policy, calibrate bool, n int) unreadStats 
 		fresh, err := NewFresh(FreshConfig{Fast: fast, External: ext, Calibrate: calibrate,
 			Calibration: DefaultCalibration(2 * time.Second), Refresh: 4 * time.Second, Now: func() time.Time { return fast.at }})
 		require.NoError(t, err)
-		b := &Backend{Name: "be_app", Source: fresh, Target: hp, Controller: mustController(t, p)}
+		b := &Weigher{Name: "be_app", Source: fresh, Target: hp, Controller: mustController(t, p)}
 		written := map[string]int{}
 		for cycle := range 50 {
 			now := t0.Add(time.Duration(run*50+cycle) * time.Second)

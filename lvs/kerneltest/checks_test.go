@@ -189,7 +189,7 @@ func runCycles(w *lvs.Service, nl ipvs.Client) (map[string]int, error) {
 		return nil, err
 	}
 	now := time.Now()
-	b := &weighter.Backend{Name: "ipvs-udp", Source: staticSource(now), Target: w, Controller: ctrl}
+	b := &weighter.Weigher{Name: "ipvs-udp", Source: staticSource(now), Target: w, Controller: ctrl}
 	dry := weighter.RunCycle(context.Background(), b, now, false)
 	if dry.Result != weighter.ResultOK {
 		return nil, fmt.Errorf("dry-run cycle: %s: %v", dry.Result, dry.Err)
