@@ -101,7 +101,15 @@ func (c *Client) converseOn(ctx context.Context, sent *batchIO, req []byte, read
 	defer stop()
 	done := make(chan error, 1)
 	go func() { done <- c.writeChunks(ctx, conn, req) }()
-	if err := read(conn, func() { c.push(ctx, conn.SetReadDeadline) }); err != nil {
+	// Each reply read pushes the write deadline on too: a writer blocked on a
+	// full socket is woken only once half the send buffer has drained (unix
+	// sockets: ~100 kB), which on a slow backend takes longer than a timeout
+	// while HAProxy is answering, command after command.
+	extend := func() {
+		c.push(ctx, conn.SetReadDeadline)
+		c.push(ctx, conn.SetWriteDeadline)
+	}
+	if err := read(conn, extend); err != nil {
 		conn.Close() // unblocks the writer, if it is still writing
 		<-done
 		var cut *cutAfter
