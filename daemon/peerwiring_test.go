@@ -253,7 +253,11 @@ func TestPeersBehindTLSAndBasicAuth(t *testing.T) {
 	testenv.WaitFor(t, "A leaves B out without the CA", func() bool {
 		return up() == 0 && strings.Contains(logA.String(), "certificate signed by unknown authority")
 	})
-	assert.Equal(t, 2, leftOut(), logA.String())
+	// One line for the new reason; on a loaded machine the first ask of the
+	// reloaded poller may time out first, a change of its own, said too.
+	assert.GreaterOrEqual(t, leftOut(), 2, logA.String())
+	assert.LessOrEqual(t, leftOut(), 3, logA.String())
+	assert.Equal(t, 1, strings.Count(logA.String(), "certificate signed by unknown authority"), "said once:\n%s", logA.String())
 
 	all := logA.String() + logB.String() + testenv.Exposition(t, reg)
 	for _, secret := range []string{password, wrong, base64.StdEncoding.EncodeToString([]byte(user + ":" + password)),
