@@ -85,7 +85,7 @@ func (a *addressSource) report(m addrmatch.Match) {
 		a.log.Info("every series matched by address again")
 	}
 	if len(m.Unknown) > 0 {
-		a.log.Debug("series address is no server's", "series", m.Unknown)
+		a.log.Debug("series for no server's address", "series", m.Unknown)
 	}
 }
 

@@ -85,7 +85,7 @@ func (d *Daemon) reloadConfig(ctx context.Context, requests int) {
 		units, err = build(cfg, d.log, buildOptions{peers: d.peers, clients: d.current().clients(), zeroes: d.zeroes})
 	}
 	if err != nil {
-		d.log.Error("config reload rejected, keeping the old configuration", append([]any{"err", err}, coalesced(requests)...)...)
+		d.log.Error("config reload rejected", append([]any{"err", err, "effect", "keeping the old configuration"}, coalesced(requests)...)...)
 		d.metrics.SetReloadSuccess(false)
 		return
 	}

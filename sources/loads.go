@@ -124,7 +124,7 @@ func (a *assembler) report(problems map[string]string, loads weighter.Loads, det
 		}
 	}
 	if n := len(fresh) - shownServers; n > 0 {
-		a.log.Warn("more servers left out", "servers", n, "detail", "each at debug")
+		a.log.Warn("more servers left out", "servers", n, "effect", "each logged at debug only")
 	}
 	if len(back) > 0 {
 		a.log.Info("servers back in", "reason", "their series are valid again", "servers", len(back), "names", a.redactAll(back[:min(len(back), 10)]))
