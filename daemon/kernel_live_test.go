@@ -195,6 +195,7 @@ func TestKernelPathIsTheDefault(t *testing.T) {
 	assert.Less(t, w["s1"], w["s2"])
 	assert.Contains(t, logs.String(), `msg="weighting by the fast signal" backend=be reader=kernel ownership=inode`)
 	assert.NotContains(t, logs.String(), "cannot be read")
+	assert.NotContains(t, logs.String(), "reader failing")
 
 	// once says in each server's reason what was read.
 	ctx := testenv.Context(t, 30*time.Second)
