@@ -80,12 +80,12 @@ func (a *addressSource) report(m addrmatch.Match) {
 	switch {
 	case !changed:
 	case now != "":
-		a.log.Warn("match: address: series left out, their servers have no data", "why", now)
+		a.log.Warn("series left out by address match", "reason", now, "effect", "their servers have no data")
 	default:
-		a.log.Info("match: address: every series matches one server again")
+		a.log.Info("every series matched by address again")
 	}
 	if len(m.Unknown) > 0 {
-		a.log.Debug("match: address: series whose address is no server's", "series", m.Unknown)
+		a.log.Debug("series for no server's address", "series", m.Unknown)
 	}
 }
 

@@ -153,8 +153,8 @@ backend be_none
 		t.Errorf("server_info of srv4 at its old address still exported")
 	}
 	log := logs.String()
-	if strings.Count(log, `level=WARN msg="match: address: series left out, their servers have no data" backend=be_tpl why="127.0.0.13:8003 is the address of srv3 and srv4"`) != 1 ||
-		strings.Count(log, `msg="match: address: every series matches one server again" backend=be_tpl`) != 1 {
+	if strings.Count(log, `level=WARN msg="series left out by address match" backend=be_tpl reason="127.0.0.13:8003 is the address of srv3 and srv4" effect="their servers have no data"`) != 1 ||
+		strings.Count(log, `msg="every series matched by address again" backend=be_tpl`) != 1 {
 		t.Errorf("want the ambiguity logged once and its end once:\n%s", log)
 	}
 }

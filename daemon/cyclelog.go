@@ -149,7 +149,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 		if ready {
 			ln.add(slog.LevelInfo, "backend ready", "ready", true)
 		} else {
-			ln.add(slog.LevelWarn, "backend not ready: no ok cycle within its readiness window", "ready", false)
+			ln.add(slog.LevelWarn, "backend not ready", "ready", false)
 		}
 	}
 	if ln.msg == "" {
@@ -195,7 +195,7 @@ func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
 	case errors.Is(c.Err, weighter.ErrFastStarting):
 		// The first cycles of a backend whose metrics source has no point
 		// yet: not a failure; the next read of the fast signal weighs.
-		level, msg = slog.LevelInfo, "weights held until the fast signal has a rate (one read so far) or the source has data"
+		level, msg = slog.LevelInfo, "weights held at start"
 		first = summaryCycles
 	}
 	if l.cycles == 0 {
@@ -239,17 +239,17 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 	switch {
 	case l.fastKnown && dead == l.fastDead:
 	case dead:
-		ln.add(slog.LevelInfo, "fast signal dead; weighting by the source alone", "fast_reason", sig.FastReason)
+		ln.add(slog.LevelInfo, "fast signal dead", "fast_reason", sig.FastReason)
 	case l.fastKnown:
-		ln.add(slog.LevelInfo, "fast signal alive again; weighting by it", "fast", sig.Fast)
+		ln.add(slog.LevelInfo, "fast signal alive again", "fast", sig.Fast)
 	}
 	l.fastKnown, l.fastDead = true, dead
 	switch skipping := sig.Skipped > 0; {
 	case skipping && !l.skipping:
-		ln.add(slog.LevelWarn, "fast signal: streams HAProxy listed could not be read and are left out; the rest of the dump weighs",
+		ln.add(slog.LevelWarn, "streams left out of the fast signal",
 			"skipped", sig.Skipped, "first", sig.SkipReason)
 	case !skipping && l.skipping && sig.Streams > 0:
-		ln.add(slog.LevelInfo, "fast signal: every stream read again")
+		ln.add(slog.LevelInfo, "every stream read again")
 	}
 	if sig.Streams > 0 || sig.Skipped > 0 {
 		l.skipping = sig.Skipped > 0
@@ -267,7 +267,7 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 	for _, name := range sig.Expired {
 		now[name] = true
 		if !l.expired[name] {
-			l.log.Debug("calibration expired; fast signal alone", "server", name, "reason", sig.Servers[name].Note)
+			l.log.Debug("calibration expired", "server", name, "reason", sig.Servers[name].Note)
 		}
 	}
 	for name := range l.expired {
@@ -282,7 +282,7 @@ func (l *cycleLog) signal(ln *line, c weighter.Cycle) {
 		if sig.ExternalAge >= 0 {
 			attrs = append(attrs, "external_age", sig.ExternalAge.Round(time.Second))
 		}
-		ln.add(slog.LevelInfo, "calibration expired; fast signal alone", attrs...)
+		ln.add(slog.LevelInfo, "calibration expired", attrs...)
 	case len(now) == 0 && len(l.expired) > 0:
 		ln.add(slog.LevelInfo, "calibration back", "calibrated_again", len(l.expired))
 	}
@@ -301,13 +301,13 @@ func (l *cycleLog) calibratingSource(ln *line, sig *weighter.Signal) {
 	switch {
 	case failing && never:
 		if !l.extWaiting && !l.extFailing {
-			ln.add(slog.LevelInfo, "calibration waiting for the source's first data; weighting by the fast signal alone",
+			ln.add(slog.LevelInfo, "calibration waiting for the source",
 				"source_err", sig.ExternalError)
 		}
 		l.extWaiting = !l.extFailing
 	case failing:
 		if !l.extFailing {
-			ln.add(slog.LevelInfo, "calibrating source failing; calibration held, then the fast signal alone",
+			ln.add(slog.LevelInfo, "calibrating source failing",
 				"source_err", sig.ExternalError)
 		}
 		l.extFailing, l.extWaiting = true, false
@@ -316,7 +316,7 @@ func (l *cycleLog) calibratingSource(ln *line, sig *weighter.Signal) {
 		// Data, but the step of the source's series is not known yet (one
 		// point so far): calibration has not started; said when it has.
 	case l.extWaiting:
-		ln.add(slog.LevelInfo, "calibrating source has data; calibration starts")
+		ln.add(slog.LevelInfo, "calibration starts")
 		l.extWaiting = false
 	case l.extFailing:
 		ln.add(slog.LevelInfo, "calibrating source back")
@@ -339,15 +339,14 @@ func (l *cycleLog) due(end time.Time, first int) bool {
 func (l *cycleLog) reset(ln *line, c weighter.Cycle) {
 	if c.Plan.Reset {
 		l.settling, l.settleSince = true, c.Plan.Time
-		ln.add(slog.LevelInfo, "HAProxy reset every weight to the configuration's (restarted or reloaded): "+
-			"they are kept while the clients reconnect, then weighted again from them", "reset", true)
+		ln.add(slog.LevelInfo, "HAProxy reset the weights", "reset", true)
 		return
 	}
 	if !l.settling || c.Result != weighter.ResultOK || c.Plan.Hold || c.Plan.Settling {
 		return
 	}
 	l.settling, l.recovered = false, true
-	ln.add(slog.LevelInfo, "clients reconnected after the reset: weighting again", "settled_after", c.Plan.Time.Sub(l.settleSince).Round(time.Second))
+	ln.add(slog.LevelInfo, "clients reconnected after the reset", "settled_after", c.Plan.Time.Sub(l.settleSince).Round(time.Second))
 }
 
 // rareArrivals says once when new connections become rare on the backend
@@ -359,9 +358,9 @@ func (l *cycleLog) rareArrivals(ln *line, c weighter.Cycle) {
 	}
 	l.rare = c.Plan.RareArrivals
 	if l.rare {
-		ln.add(slog.LevelInfo, "new connections are rare: the run bound spreads a burst over run_rare_spread servers", "rare_arrivals", true)
+		ln.add(slog.LevelInfo, "new connections rare", "rare_arrivals", true)
 	} else {
-		ln.add(slog.LevelInfo, "new connections are frequent again: the run bound is the lower median's", "rare_arrivals", false)
+		ln.add(slog.LevelInfo, "new connections frequent again", "rare_arrivals", false)
 	}
 }
 
@@ -516,11 +515,11 @@ func (l *cycleLog) unknownServers(names []string) {
 		}
 		if len(l.unknown) >= maxUnknown {
 			l.unknownFull = true
-			l.log.Debug("more unknown server names in the data; not logging them", "logged", maxUnknown)
+			l.log.Debug("more unknown server names not logged", "logged", maxUnknown)
 			return
 		}
 		l.unknown[n] = true
-		l.log.Debug("series for a server the backend does not have (logged once)", "server", n)
+		l.log.Debug("series for an unknown server", "server", n)
 	}
 }
 
@@ -542,7 +541,7 @@ func (l *cycleLog) unreadServers(ln *line, sig *weighter.Signal) {
 	var fresh []string
 	for _, name := range slices.Sorted(maps.Keys(sig.Unread)) {
 		if !l.unread[name] {
-			l.log.Debug("fast signal could not read the server; it keeps its share", "server", name, "why", sig.Unread[name])
+			l.log.Debug("fast signal cannot read the server", "server", name, "reason", sig.Unread[name])
 		}
 		if !l.unreadSaid[name] {
 			fresh = append(fresh, name)
@@ -560,7 +559,7 @@ func (l *cycleLog) unreadServers(ln *line, sig *weighter.Signal) {
 		for _, name := range fresh {
 			l.unreadSaid[name] = true
 		}
-		ln.add(slog.LevelInfo, "fast signal cannot read some servers; they keep their share (missing data)",
+		ln.add(slog.LevelInfo, "fast signal cannot read some servers",
 			"unread", weighter.QuoteSome(fresh), "unread_why", sig.Unread[fresh[0]])
 	}
 	l.unread = make(map[string]bool, len(sig.Unread))

@@ -34,9 +34,9 @@ func (d *Daemon) startDryRun(r *runner, prev *group) {
 	}
 	switch {
 	case r.unit.dryRun && !wasDry:
-		r.log.Info("dry run: planning and exporting, writing nothing to this backend")
+		r.log.Info("dry run on", "effect", "planning and exporting, writing nothing to this backend")
 	case !r.unit.dryRun && wasDry:
-		r.log.Info("dry run off: this backend's weights are written from its next cycle")
+		r.log.Info("dry run off", "effect", "this backend's weights are written from its next cycle")
 	}
 }
 
@@ -78,7 +78,7 @@ func (l *cycleLog) wouldSet(ln *line, c weighter.Cycle) int {
 	if c.Plan.Imbalance > 0 {
 		attrs = append(attrs, "imbalance", round2(c.Plan.Imbalance))
 	}
-	ln.add(slog.LevelInfo, "dry run: would set weights", attrs...)
+	ln.add(slog.LevelInfo, "would set weights", attrs...)
 	return fresh
 }
 

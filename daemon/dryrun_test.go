@@ -181,12 +181,12 @@ func TestDryRunPlansExportsAndNeverWrites(t *testing.T) {
 		t.Errorf("dry_run_weight_writes_total %v, want 4", got)
 	}
 	logs := f.logs.String()
-	if n := strings.Count(logs, "dry run: would set weights"); n != 2 {
+	if n := strings.Count(logs, `msg="would set weights"`); n != 2 {
 		t.Errorf("%d would-set lines, want 2 (one per change):\n%s", n, logs)
 	}
-	for _, want := range []string{`msg="dry run: planning and exporting, writing nothing to this backend" backend=be`,
-		`msg="dry run: would set weights" backend=be would_set=2 servers=2 largest="s1 100→256"`,
-		`msg="dry run: would set weights" backend=be would_set=2 servers=2 largest="s2 100→256"`} {
+	for _, want := range []string{`msg="dry run on" backend=be effect="planning and exporting, writing nothing to this backend"`,
+		`msg="would set weights" backend=be would_set=2 servers=2 largest="s1 100→256"`,
+		`msg="would set weights" backend=be would_set=2 servers=2 largest="s2 100→256"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("no %q in:\n%s", want, logs)
 		}

@@ -171,19 +171,19 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 		if f.local == nil {
 			how = "IPVS connection counts"
 		}
-		log.Log(ctx, dead, "fast signal cannot be read ("+how+"); weighting by the source alone until it can",
-			"source", f.kind, "err", err)
+		log.Log(ctx, dead, "fast signal cannot be read", "reader", "none", "tried", how, "source", f.kind,
+			"effect", "weighting by the source alone until it can", "err", err)
 		return weighter.FastDead
 	}
 	state, reason := f.fresh.State()
 	if state == weighter.FastDead {
-		log.Log(ctx, dead, "fast signal dead; weighting by the source alone until it moves", "source", f.kind, "reason", reason)
+		log.Log(ctx, dead, "fast signal dead", "source", f.kind, "fast_reason", reason, "effect", "weighting by the source alone until it moves")
 		return state
 	}
 	read := f.readAttrs()
 	p := f.calibration
 	if p == nil {
-		log.Log(ctx, live, "weighting by HAProxy's fast signal (bytes per connection, live)", append(read, "fallback", f.kind)...)
+		log.Log(ctx, live, "weighting by the fast signal", append(read, "signal", "HAProxy bytes per connection", "fallback", f.kind)...)
 		f.warnRootUID(ctx, log, said)
 		return state
 	}
@@ -191,11 +191,11 @@ func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, lo
 	if p.assumed && !said.fastKept {
 		level = slog.LevelWarn
 	}
-	msg := "weighting by HAProxy's fast signal × a per-server calibration from the source"
+	signal := "HAProxy bytes per connection × a per-server calibration from the source"
 	if f.local == nil {
-		msg = "weighting by IPVS's live connection counts × each server's load per connection from the source"
+		signal = "IPVS live connection counts × each server's load per connection from the source"
 	}
-	log.Log(ctx, level, msg, append(read, "source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
+	log.Log(ctx, level, "weighting by the calibrated fast signal", append(read, "signal", signal, "source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
 		"max_factor", p.policy.MaxFactor, "refresh", f.settings.calibration.Refresh)...)
 	f.warnRootUID(ctx, log, said)
 	return state
@@ -218,10 +218,10 @@ func (f *fastUnit) warnRootUID(ctx context.Context, log *slog.Logger, said start
 	if said.fastKept {
 		level = slog.LevelDebug
 	}
-	log.Log(ctx, level, "socket table: HAProxy runs as root and its sockets are told from other processes' by uid 0, "+
-		"so every root process's connections to the servers count as HAProxy's load; to count HAProxy's alone, "+
-		"let the daemon read HAProxy's descriptors (run it as root, or give it CAP_SYS_PTRACE) or run HAProxy as a user of its own (global: user haproxy)",
-		"ownership", own, "ownership_uid", 0, "ownership_why", why)
+	log.Log(ctx, level, "socket table counts root's connections as HAProxy's",
+		"ownership", own, "ownership_uid", 0, "ownership_why", why,
+		"effect", "HAProxy runs as root and its sockets are told from other processes' by uid 0, so every root process's connections to the servers count as HAProxy's load",
+		"fix", "let the daemon read HAProxy's descriptors (run it as root, or give it CAP_SYS_PTRACE) or run HAProxy as a user of its own (global: user haproxy)")
 }
 
 // readAttrs say, for the start log, which reader the fast signal reads and,

@@ -35,8 +35,8 @@ func (g *group) stop() (stuck []string) {
 		case <-r.done:
 			r.unit.Close()
 		default:
-			r.log.Error("backend loop did not stop in time (its source or target ignores the cycle timeout); "+
-				"going on without it", "waited", g.wait)
+			r.log.Error("backend loop did not stop in time", "waited", g.wait,
+				"reason", "its source or target ignores the cycle timeout", "next", "going on without it")
 			stuck = append(stuck, r.unit.Backend.Name)
 		}
 	}

@@ -103,8 +103,8 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 				wait = d.webRetry
 			}
 			down = time.Now()
-			d.log.Error("http server stopped: /metrics, /healthz and /readyz unreachable; weighting goes on, "+
-				"listening again with backoff", "addr", addr, "err", err)
+			d.log.Error("http server stopped", "addr", addr, "err", err,
+				"effect", "/metrics, /healthz and /readyz unreachable, weighting goes on", "next", "listening again with backoff")
 			// One line: a newline would start another sd_notify assignment.
 			d.notifier.Notify("STATUS=HTTP endpoints down (" + addr + "): " + strings.ReplaceAll(err.Error(), "\n", "; "))
 			for ln = nil; ln == nil; {
@@ -118,7 +118,7 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 				wait = min(2*wait, webRetryMax)
 				ln, err = d.reopen(addr)
 				if err != nil {
-					d.log.Debug("http server: listening again failed", "addr", addr, "err", err)
+					d.log.Debug("http server listening again failed", "addr", addr, "err", err)
 				}
 			}
 		}
@@ -136,7 +136,7 @@ func (d *Daemon) serve(ctx context.Context, addr string, h http.Handler) (stop f
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
-			d.log.Warn("http server: connections still open at shutdown, closing them", "err", err)
+			d.log.Warn("http connections still open at shutdown", "err", err, "next", "closing them")
 			srv.Close()
 		}
 		<-done

@@ -47,14 +47,6 @@ const (
 	readerNone     = "none" // every reader failed: the source alone
 )
 
-// readerText says what each reader reads, for the log.
-var readerText = map[string]string{
-	readerKernel:   "the kernel's socket table",
-	readerSessions: "show sess all",
-	readerStat:     "show stat byte counters",
-	readerNone:     "nothing (the source alone)",
-}
-
 // retryBetter is how long a reader that failed is skipped before the chain
 // tries it again: long enough not to flap between readers (each switch
 // costs a cycle without a rate), short enough that a fixed cause (HAProxy
@@ -167,7 +159,7 @@ func (c *fastChain) ReadLocal(ctx context.Context, servers []weighter.ServerStat
 		return c.continued(rung.name, got), nil
 	}
 	if c.cur != readerNone {
-		c.log.Warn("fast signal: no reader works; weighting by the source alone until one does", "err", errors.Join(errs...))
+		c.log.Warn("fast signal cannot be read", "reader", readerNone, "effect", "weighting by the source alone until one does", "err", errors.Join(errs...))
 		c.cur = readerNone
 	}
 	return weighter.LocalRead{}, fmt.Errorf("no fast signal reader works: %w", errors.Join(errs...))
@@ -190,14 +182,14 @@ func (c *fastChain) failed(ctx context.Context, rung *fastRung, now time.Time, e
 			next = c.rungs[i+1].name
 		}
 	}
-	c.log.Log(ctx, slog.LevelWarn, fmt.Sprintf("fast signal: %s cannot be read (%s); reading %s, trying it again every %s",
-		readerText[rung.name], why(rung.name, err), readerText[next], retryBetter), "reader", next, "err", err)
+	c.log.Log(ctx, slog.LevelWarn, "fast signal reader failing", "reader", rung.name, "reason", why(rung.name, err),
+		"next", next, "retry_every", retryBetter, "err", err)
 }
 
 // recovered clears rung's failure, saying so when it had been said.
 func (c *fastChain) recovered(ctx context.Context, rung *fastRung) {
 	if rung.said != "" {
-		c.log.Log(ctx, slog.LevelInfo, "fast signal: "+readerText[rung.name]+" can be read again; reading it", "reader", rung.name)
+		c.log.Log(ctx, slog.LevelInfo, "fast signal reader back", "reader", rung.name)
 	}
 	rung.down, rung.why, rung.probe, rung.said = time.Time{}, nil, false, ""
 }
@@ -527,7 +519,7 @@ func (k *kernelReader) findStreams(ctx context.Context, r sockdiag.Reading, sh *
 	if failed != nil {
 		if msg := failed.Error(); msg != k.findErr {
 			k.findErr = msg
-			k.log.Warn("shedding: HAProxy's streams could not be read; the hot server's connections cannot be closed this cycle", "err", failed)
+			k.log.Warn("streams to shed not read", "err", failed, "effect", "the hot server's connections cannot be closed this cycle")
 		}
 		return
 	}
@@ -537,7 +529,7 @@ func (k *kernelReader) findStreams(ctx context.Context, r sockdiag.Reading, sh *
 			k.missed[c.Cookie] = missedConn{procs: key, retry: now.Add(missRetry)}
 		}
 	}
-	k.log.Debug("shedding: streams found by their server connections", "servers", slices.Sorted(maps.Keys(want)),
+	k.log.Debug("streams to shed found by their server connections", "servers", slices.Sorted(maps.Keys(want)),
 		"commands", cmds, "workers", workers, "streams", total, "wanted", len(conns), "matched", found)
 }
 
@@ -622,8 +614,8 @@ func (o *oldProcs) find(proc string, worker int) []int {
 	}
 	o.seen = seen
 	if news := slices.DeleteFunc(slices.Clone(out), func(p int) bool { return slices.Contains(o.said, p) }); len(news) > 0 && o.log != nil {
-		o.log.Info("HAProxy was reloaded and its old process still serves connections: counted in the fast signal until they end",
-			"old_pids", news, "pid", worker)
+		o.log.Info("old HAProxy process still serves connections",
+			"old_pids", news, "pid", worker, "effect", "counted in the fast signal until they end")
 	}
 	o.said = out
 	return out

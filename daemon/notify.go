@@ -34,7 +34,7 @@ func (n *SystemdNotifier) Notify(state string) {
 	}
 	switch {
 	case err != nil && !was:
-		n.Log.Warn("sd_notify failed; further failures at debug until it works again", "state", state, "err", err)
+		n.Log.Warn("sd_notify failed", "state", state, "err", err, "next", "further failures at debug until it works again")
 	case err != nil:
 		n.Log.Debug("sd_notify failed", "state", state, "err", err)
 	case was:

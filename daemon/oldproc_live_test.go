@@ -61,7 +61,7 @@ func TestKernelCountsTheOldProcessAfterSoftReload(t *testing.T) {
 	grows("s1's bytes still counted by the reader that knew the old process", before)
 	grows("s1's bytes counted by a reader started after the reload", reader())
 	t.Logf("HAProxy %d reloaded into %d; log:\n%s", old, h.PID(), logs.String())
-	assert.Equal(t, 2, strings.Count(logs.String(), "its old process still serves connections"), "said once by each reader")
+	assert.Equal(t, 2, strings.Count(logs.String(), "old HAProxy process still serves connections"), "said once by each reader")
 	assert.Contains(t, logs.String(), fmt.Sprintf("old_pids=[%d]", old))
 }
 

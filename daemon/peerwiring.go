@@ -22,13 +22,13 @@ func (d *Daemon) startPeers(ctx context.Context, cfg *config.Config) {
 	case !changed:
 		return // nothing new to say
 	case len(cfg.Peers) == 0:
-		d.log.Info("no peers any more: each backend's fast signal is this balancer's own")
+		d.log.Info("no peers any more", "effect", "each backend's fast signal is this balancer's own")
 		return
 	}
 	if host, _, err := net.SplitHostPort(d.config().Listen); err == nil {
 		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
-			d.log.Warn("peers are set but listen is a loopback address: the peers on other hosts cannot read this daemon's readings",
-				"listen", d.config().Listen)
+			d.log.Warn("peers set but listen is loopback",
+				"listen", d.config().Listen, "effect", "the peers on other hosts cannot read this daemon's readings")
 		}
 	}
 	t := peers.TimingFor(time.Duration(cfg.Interval))

@@ -240,7 +240,7 @@ func TestPeersBehindTLSAndBasicAuth(t *testing.T) {
 	testenv.WaitFor(t, "A leaves B out", func() bool { return up() == 0 })
 	time.Sleep(3 * peers.TimingFor(intervalA).Poll) // more asks, refused alike
 	assert.Equal(t, 1, leftOut(), "one line for the change:\n%s", logA.String())
-	assert.Contains(t, logA.String(), `why="down: HTTP 401 Unauthorized: the peer refused peer_client's credentials"`)
+	assert.Contains(t, logA.String(), `reason="down: HTTP 401 Unauthorized: the peer refused peer_client's credentials"`)
 
 	require.NoError(t, os.WriteFile(pwFile, []byte(password+"\n"), 0o600))
 	testenv.WaitFor(t, "A adds B again", func() bool { return up() == 1 })
@@ -382,7 +382,7 @@ func TestFleetConfigListingItselfAndAPeerTwice(t *testing.T) {
 		}
 		assert.Equal(t, 1.0, testenv.Gauge(t, regs[i], "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}))
 		assert.Equal(t, 0.0, testenv.Gauge(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": url(i)}), "itself")
-		assert.Equal(t, 2, strings.Count(logs[i].String(), `why="this daemon itself"`),
+		assert.Equal(t, 2, strings.Count(logs[i].String(), `reason="this daemon itself"`),
 			"itself said once per URL it is listed under:\n%s", logs[i].String())
 	}
 }

@@ -85,7 +85,7 @@ func (d *Daemon) reloadConfig(ctx context.Context, requests int) {
 		units, err = build(cfg, d.log, buildOptions{peers: d.peers, clients: d.current().clients(), zeroes: d.zeroes})
 	}
 	if err != nil {
-		d.log.Error("config reload rejected, keeping the old configuration", append([]any{"err", err}, coalesced(requests)...)...)
+		d.log.Error("config reload rejected", append([]any{"err", err, "effect", "keeping the old configuration"}, coalesced(requests)...)...)
 		d.metrics.SetReloadSuccess(false)
 		return
 	}
@@ -95,13 +95,13 @@ func (d *Daemon) reloadConfig(ctx context.Context, requests int) {
 		cfg.Listen = old.Listen // where it serves, until then
 	}
 	if cfg.WebConfigFile != old.WebConfigFile {
-		d.log.Warn("web_config_file changes need a restart (the file's content is read at each request)", "web_config_file", old.WebConfigFile)
+		d.log.Warn("web_config_file changes need a restart", "web_config_file", old.WebConfigFile, "effect", "the file's content is read at each request")
 		cfg.WebConfigFile = old.WebConfigFile
 	}
 	if err := CheckWebConfig(cfg.WebConfigFile); err != nil && old.Listen != "" {
 		// The listener reads it at each request: nothing to keep or reject
 		// here, but the operator who edited it must learn it is broken.
-		d.log.Error("web configuration file broken: every request to the HTTP endpoints fails until it is fixed", "err", err)
+		d.log.Error("web configuration file broken", "err", err, "effect", "every request to the HTTP endpoints fails until it is fixed")
 	}
 	prev := d.current()
 	stuck := prev.stop()

@@ -81,14 +81,14 @@ func (s *startWeights) restore(ctx context.Context, timeout time.Duration, names
 		}
 		wg.Go(func() {
 			if err := t.Restore(ctx); err != nil {
-				s.log.Error(why+" failed, the daemon's last weights stay", "backend", name, "err", err)
+				s.log.Error("restore failed", "backend", name, "restore", why, "err", err, "effect", "the daemon's last weights stay")
 				errs[i] = fmt.Errorf("%s: backend %s: %w", why, name, err)
 				return
 			}
 			s.mu.Lock()
 			delete(s.kept, name)
 			s.mu.Unlock()
-			s.log.Info("weights restored", "backend", name, "why", why)
+			s.log.Info("weights restored", "backend", name, "restore", why)
 		})
 	}
 	wg.Wait()

@@ -69,7 +69,7 @@ func TestShutdownEndsWithHungHAProxy(t *testing.T) {
 	if r.err == nil || !strings.Contains(r.err.Error(), "restore_on_exit: backend be:") {
 		t.Errorf("Run returned %v, want the failed restore of be (the process must exit non-zero)", r.err)
 	}
-	if !strings.Contains(logs.String(), `msg="restore_on_exit failed, the daemon's last weights stay" backend=be`) {
+	if !strings.Contains(logs.String(), `msg="restore failed" backend=be restore=restore_on_exit`) {
 		t.Errorf("no restore error naming the backend:\n%s", logs.String())
 	}
 }
@@ -91,7 +91,7 @@ func TestRestoreFailureFailsTheExit(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "restore_on_exit: backend be:") {
 		t.Errorf("Run returned %v, want the failed restore of be", err)
 	}
-	if !strings.Contains(logs.String(), `level=ERROR msg="restore_on_exit failed, the daemon's last weights stay" backend=be`) {
+	if !strings.Contains(logs.String(), `level=ERROR msg="restore failed" backend=be restore=restore_on_exit`) {
 		t.Errorf("no restore error naming the backend:\n%s", logs.String())
 	}
 }

@@ -40,7 +40,7 @@ func TestFailedRestoreOfRemovedBackendIsRetriedAtExit(t *testing.T) {
 	}
 	r.hup <- syscall.SIGHUP
 	testenv.WaitFor(t, "the reload", func() bool { return strings.Contains(logs.String(), "config reloaded") })
-	if !strings.Contains(logs.String(), `msg="restore of a backend removed by the reload failed`) {
+	if !strings.Contains(logs.String(), `msg="restore failed" backend=be restore="restore of a backend removed by the reload"`) {
 		t.Fatalf("the restore at the reload did not fail:\n%s", logs.String())
 	}
 	if err := os.Rename(away, h.Socket); err != nil {

@@ -53,7 +53,7 @@ func (d *Daemon) Run(ctx context.Context, hup <-chan os.Signal) error {
 			if q.request(time.Now()) {
 				d.applyReload(ctx, q)
 			} else {
-				d.log.Debug("reload requested less than a reload spacing after the last; coalescing",
+				d.log.Debug("reload coalesced",
 					"pending", q.pending, "spacing", q.spacing)
 			}
 		case <-q.due():
@@ -138,20 +138,19 @@ func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duratio
 	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	log := d.log.With("backend", u.Backend.Name)
-	failed := func(msg string, err error) {
+	failed := func() slog.Level {
 		if stop.Err() != nil || said.failing { // reload or shutdown, not the backend's fault; or said already
-			log.Debug(msg, "err", err)
-			return
+			return slog.LevelDebug
 		}
-		log.Error(msg, "err", err)
+		return slog.LevelError
 	}
 	if err := u.StartCheck(ctx); err != nil {
-		failed("backend check failed; each cycle retries it and writes nothing until it passes", err)
+		log.Log(ctx, failed(), "backend check failed", "err", err, "next", "each cycle retries it and writes nothing until it passes")
 		return ""
 	}
 	servers, err := u.Backend.Target.Servers(ctx)
 	if err != nil {
-		failed("read current weights failed; cycling anyway, each cycle retries", err)
+		log.Log(ctx, failed(), "read current weights failed", "err", err, "next", "cycling anyway, each cycle retries")
 		return ""
 	}
 	weights := make([]string, len(servers))
@@ -165,7 +164,7 @@ func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duratio
 	log.Log(ctx, level, "current weights", "servers", len(servers), "weights", weights)
 	if u.fast == nil {
 		if u.fastOff != "" {
-			log.Log(ctx, level, "weighting by the source alone; the fast signal is off", "why", u.fastOff)
+			log.Log(ctx, level, "fast signal off", "reason", u.fastOff, "effect", "weighting by the source alone")
 		}
 		return ""
 	}

@@ -81,7 +81,7 @@ func (l *cycleLog) sheds(c weighter.Cycle) {
 	}
 	if !c.Applied {
 		for _, sh := range p.Sheds {
-			l.log.Info("would shed session (dry run)", shedAttrs(sh, sh.DryRun())...)
+			l.log.Info("would shed session", shedAttrs(sh, sh.DryRun())...)
 		}
 	}
 	for _, r := range c.Sheds {
@@ -118,12 +118,12 @@ func (l *cycleLog) goneSession(now time.Time, r weighter.ShedResult) {
 	attrs := shedAttrs(r.Shed, r.Reason)
 	switch n.times {
 	case 1:
-		l.log.Info("session to shed had already ended; nothing closed", attrs...)
+		l.log.Info("session to shed already ended", append(attrs, "effect", "nothing closed")...)
 	case 2:
-		l.log.Warn("session to shed found ended again, yet still listed; not said again for it",
-			append(attrs, "times", n.times, "err", r.Err)...)
+		l.log.Warn("session to shed still listed after it ended",
+			append(attrs, "times", n.times, "err", r.Err, "next", "not said again for it")...)
 	default:
-		l.log.Debug("session to shed had already ended; nothing closed", append(attrs, "times", n.times, "err", r.Err)...)
+		l.log.Debug("session to shed already ended", append(attrs, "times", n.times, "err", r.Err, "effect", "nothing closed")...)
 	}
 }
 

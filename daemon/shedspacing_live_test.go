@@ -92,5 +92,5 @@ end)
 	now = now.Add(haproxy.DefaultLocalBudget.Share)
 	read()
 	assert.Equal(t, asked+1, shortSess(), "once Share has passed the streams are asked for again")
-	assert.Equal(t, 1, strings.Count(logs.String(), "streams could not be read"), "the failure said once")
+	assert.Equal(t, 1, strings.Count(logs.String(), `msg="streams to shed not read"`), "the failure said once")
 }

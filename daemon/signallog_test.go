@@ -26,12 +26,12 @@ func TestSignalChangesAreLoggedOnce(t *testing.T) {
 		want string // the info line's message, "" for none
 	}{
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, Servers: calibrated}, ""},
-		{weighter.Signal{Pipeline: weighter.PipelineExternal, Fast: weighter.FastDead, FastReason: "dump failed", Calibrate: true, ExternalFetched: true}, "fast signal dead; weighting by the source alone"},
+		{weighter.Signal{Pipeline: weighter.PipelineExternal, Fast: weighter.FastDead, FastReason: "dump failed", Calibrate: true, ExternalFetched: true}, "fast signal dead"},
 		{weighter.Signal{Pipeline: weighter.PipelineExternal, Fast: weighter.FastDead, FastReason: "dump failed", Calibrate: true, ExternalFetched: true}, ""},
-		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: calibrated}, "fast signal alive again; weighting by it"},
-		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, ExternalError: "prometheus down", Servers: calibrated}, "calibrating source failing; calibration held, then the fast signal alone"},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: calibrated}, "fast signal alive again"},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, ExternalError: "prometheus down", Servers: calibrated}, "calibrating source failing"},
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, ExternalError: "prometheus down", Servers: calibrated}, ""},
-		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalAge: 10 * time.Minute, Servers: expired, Expired: []string{"s1"}}, "calibration expired; fast signal alone"},
+		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalAge: 10 * time.Minute, Servers: expired, Expired: []string{"s1"}}, "calibration expired"},
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, Servers: expired, Expired: []string{"s1"}}, ""},
 		{weighter.Signal{Pipeline: weighter.PipelineCalibrated, Fast: weighter.FastLive, Calibrate: true, ExternalFetched: true, Servers: calibrated}, "calibrating source back"},
 	}
@@ -54,7 +54,7 @@ func TestSignalChangesAreLoggedOnce(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(got, "\n"), "step %d: one line\n%s", i, got)
 		assert.Contains(t, got, `msg="`+st.want+`"`, "step %d", i)
 	}
-	assert.Contains(t, debug.String(), `msg="calibration expired; fast signal alone" server=s1`)
+	assert.Contains(t, debug.String(), `msg="calibration expired" server=s1`)
 	assert.Contains(t, debug.String(), `msg="calibration back" server=s1`)
 	assert.Contains(t, out.String(), `msg="calibrating source back" calibrated_again=1`, "one line for the cycle: the calibration is back too")
 }
@@ -78,10 +78,10 @@ func TestSkippedStreamsAreLoggedOnce(t *testing.T) {
 		want string
 	}{
 		{live(40, 0), ""},
-		{live(40, 1), "fast signal: streams HAProxy listed could not be read and are left out; the rest of the dump weighs"},
+		{live(40, 1), "streams left out of the fast signal"},
 		{live(41, 2), ""},
 		{weighter.Signal{Pipeline: weighter.PipelineFast, Fast: weighter.FastLive, Reader: "kernel"}, ""}, // no dump: says nothing either way
-		{live(40, 0), "fast signal: every stream read again"},
+		{live(40, 0), "every stream read again"},
 		{live(40, 0), ""},
 	} {
 		out.Reset()
@@ -115,7 +115,7 @@ func TestCalibrationExpiredBesideAWriteHasNoDuplicateKey(t *testing.T) {
 		Written: []weighter.Change{{Server: "s1", Weight: 120}}}, now, true)
 	got := out.String()
 	assert.Equal(t, 1, strings.Count(got, "\n"), got)
-	assert.Contains(t, got, `msg="calibration expired; fast signal alone"`)
+	assert.Contains(t, got, `msg="calibration expired"`)
 	assert.Contains(t, got, "uncalibrated=1")
 	assert.Contains(t, got, "written=1 servers=2")
 	assert.Equal(t, 1, strings.Count(got, " servers="), got)

@@ -58,7 +58,7 @@ func (d *Daemon) warnHAProxyConfig(cfg *config.Config) {
 		last, seen := d.haproxyChecked[c.Path]
 		if c.Err != nil {
 			if !seen || last.err != c.Err.Error() {
-				d.log.Warn("haproxy.config_file not checked; weighting goes on", "err", c.Err)
+				d.log.Warn("haproxy.config_file not checked", "err", c.Err, "effect", "weighting goes on")
 			}
 			last.err = c.Err.Error()
 			next[c.Path] = last
@@ -68,7 +68,7 @@ func (d *Daemon) warnHAProxyConfig(cfg *config.Config) {
 		for _, w := range c.Warnings {
 			text := w.String()
 			if !last.warnings[text] && !now.warnings[text] {
-				d.log.Warn(text)
+				d.log.Warn("haproxy config warning", "warning", text)
 			}
 			now.warnings[text] = true
 		}

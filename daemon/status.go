@@ -124,7 +124,7 @@ func (d *Daemon) status(w http.ResponseWriter, _ *http.Request) {
 	// Rendered whole before a byte is sent, so that a failure is a 500, not half a page.
 	var page bytes.Buffer
 	if err := statusPage.Execute(&page, v); err != nil {
-		d.log.Error("status page", "err", err)
+		d.log.Error("status page failed", "err", err)
 		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

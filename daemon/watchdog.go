@@ -26,8 +26,8 @@ func (d *Daemon) watchdog(ctx context.Context) {
 			r.mu.Lock()
 			last := r.lastBeat
 			r.mu.Unlock()
-			d.log.Error("backend loop stuck, no cycle ended for too long; not feeding the watchdog, "+
-				"systemd will restart the daemon", "backend", r.unit.Backend.Name, "last_cycle_end", last)
+			d.log.Error("backend loop stuck", "backend", r.unit.Backend.Name, "last_cycle_end", last,
+				"reason", "no cycle ended for too long", "effect", "not feeding the watchdog, systemd will restart the daemon")
 		}
 	}
 }

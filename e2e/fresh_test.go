@@ -154,7 +154,7 @@ func TestQuickStartRunsTheFreshPipeline(t *testing.T) {
 	d := startDaemon(t, listen, "--socket", h.Socket, "--backend", "be_ingest", "--prometheus-url", prom.URL,
 		"--query", "rate(datapoints_received_total[1m])", "--server-label", "server", "--listen", listen)
 	testenv.WaitWithin(t, 10*time.Second, "the start line naming the fast signal", func() bool {
-		return strings.Contains(d.logs.String(), "weighting by HAProxy's fast signal × a per-server calibration")
+		return strings.Contains(d.logs.String(), `"msg":"weighting by the calibrated fast signal"`)
 	})
 	if logs := d.logs.String(); !strings.Contains(logs, `"window":"1m0s (the query's range [1m])"`) {
 		t.Errorf("the start line does not give the window from the query:\n%s", logs)

@@ -30,7 +30,7 @@ backend be
 	if code := d.stop(); code != 1 {
 		t.Errorf("exit code %d after a failed restore, want 1\n%s", code, d.logs.String())
 	}
-	for _, want := range []string{`"msg":"restore_on_exit failed, the daemon's last weights stay","backend":"be"`, "error: restore_on_exit: backend be:"} {
+	for _, want := range []string{`"msg":"restore failed","backend":"be","restore":"restore_on_exit"`, "error: restore_on_exit: backend be:"} {
 		if !strings.Contains(d.logs.String(), want) {
 			t.Errorf("output lacks %s:\n%s", want, d.logs.String())
 		}

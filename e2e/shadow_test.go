@@ -101,7 +101,7 @@ func TestDryRun(t *testing.T) {
 		t.Errorf("/readyz %d %s: a dry run whose cycles are ok is ready", code, body)
 	}
 	promtoolCheck(t, d)
-	if n := strings.Count(d.logs.String(), `"msg":"dry run: would set weights"`); n != 1 {
+	if n := strings.Count(d.logs.String(), `"msg":"would set weights"`); n != 1 {
 		t.Errorf("%d would-set lines after several cycles wanting the same weights, want 1", n)
 	}
 

@@ -215,8 +215,9 @@ func (h *StatsSource) record(cur map[string]ServerStat, at time.Time) {
 		reads[name] = read{at: at, counter: h.counter(s), sessions: s.CurrentSessions}
 	}
 	if reset := h.history.add(reads, at); len(reset) > 0 {
-		h.log.Warn("counter went down (haproxy restarted?): no point until the reads after it span rate_window",
-			"backend", h.backend, "counter", h.cfg.Counter, "servers", reset, "rate_window", h.cfg.RateWindow)
+		h.log.Warn("counter went down",
+			"backend", h.backend, "counter", h.cfg.Counter, "servers", reset, "rate_window", h.cfg.RateWindow,
+			"reason", "HAProxy restarted or its counters were cleared", "effect", "no point until the reads after it span rate_window")
 	}
 }
 

@@ -137,10 +137,10 @@ func (s *Service) reconnectLocked(cause error) error {
 		return fmt.Errorf("ipvs: service %s: reconnect after ip_vs was unloaded: %w", s.spec, err)
 	}
 	if err := s.conn.Close(); err != nil {
-		s.log.Warn("ipvs: closing the netlink connection of the unloaded ip_vs failed", "err", err)
+		s.log.Warn("ipvs netlink close failed", "err", err, "reason", "ip_vs was unloaded")
 	}
 	s.conn = c
-	s.log.Warn("ipvs: ip_vs was unloaded and loaded again; netlink connection reopened")
+	s.log.Warn("ip_vs reloaded", "effect", "netlink connection reopened")
 	return nil
 }
 

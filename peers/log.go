@@ -24,18 +24,18 @@ func (p *Set) logChange(url, problem string, say bool, unsaid int) {
 	switch {
 	case unsaid == 0:
 	case problem == "":
-		p.log.Warn("peer flapping: changes not logged one by one", "peer", url, "changes", unsaid,
-			"within", summaryEvery, "now", "added")
+		p.log.Warn("peer flapping", "peer", url, "changes", unsaid,
+			"within", summaryEvery, "now", "added", "effect", "changes not logged one by one")
 	default:
-		p.log.Warn("peer flapping: changes not logged one by one", "peer", url, "changes", unsaid,
-			"within", summaryEvery, "now", "left out", "why", problem)
+		p.log.Warn("peer flapping", "peer", url, "changes", unsaid,
+			"within", summaryEvery, "now", "left out", "reason", problem, "effect", "changes not logged one by one")
 	}
 	switch {
 	case !say || unsaid > 0: // the summary said the state
 	case problem == "":
 		p.log.Info("peer readings added to the fast signal", "peer", url)
 	default:
-		p.log.Warn("peer left out of the fast signal", "peer", url, "why", problem)
+		p.log.Warn("peer left out of the fast signal", "peer", url, "reason", problem)
 	}
 }
 
@@ -93,8 +93,8 @@ func (p *Set) logStale(pr *peer, backend string, stale bool, age float64) {
 	switch {
 	case !changed:
 	case stale:
-		p.log.Warn("peer's reading left out of the fast signal: stale", "peer", pr.url, "backend", backend,
-			"age_seconds", age)
+		p.log.Warn("peer's reading stale", "peer", pr.url, "backend", backend,
+			"age_seconds", age, "effect", "left out of the fast signal")
 	default:
 		p.log.Info("peer's reading fresh again", "peer", pr.url, "backend", backend)
 	}

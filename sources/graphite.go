@@ -192,8 +192,8 @@ func (g *Graphite) newClient() *retryablehttp.Client {
 				return false, cerr
 			}
 			if d, ok := ctx.Deadline(); wait > retryWaitMax || (ok && time.Until(d) < wait) {
-				g.log.Debug("not retrying render request: the wait would outlast the deadline or retry's cap",
-					"wait", wait, "cap", retryWaitMax, "url", g.shown)
+				g.log.Debug("render request not retried",
+					"wait", wait, "cap", retryWaitMax, "url", g.shown, "reason", "the wait would outlast the deadline or retry's cap")
 				return false, nil
 			}
 			return true, nil

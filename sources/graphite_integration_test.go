@@ -137,7 +137,7 @@ func TestGraphiteIntegration(t *testing.T) {
 		for _, p := range loads["node-1"] {
 			assert.Less(t, p.Value, 3.5, "the change between two intervals, not the ~30/s the counts say")
 		}
-		assert.Contains(t, logs.String(), `"msg":"target takes the rate of series that are not counters`)
+		assert.Contains(t, logs.String(), `"msg":"rate of series that are not counters"`)
 		assert.Contains(t, logs.String(), `"went_down":"6 of 11 steps"`)
 		assert.Contains(t, logs.String(), `"example":"counts.node-1.requests"`)
 		_, err = g.Fetch(ctx, nil)

@@ -188,12 +188,12 @@ func (g *Graphite) checkCounters(ctx context.Context) {
 		cfg.Target = c.arg
 		body, err := g.get(ctx, renderURL(cfg))
 		if err != nil {
-			g.log.Debug("counter check skipped: render of the rate function's argument failed", "function", c.fn, "err", err)
+			g.log.Debug("counter check skipped", "function", c.fn, "reason", "render of the rate function's argument failed", "err", err)
 			return
 		}
 		raw, err := parseGraphite(body)
 		if err != nil {
-			g.log.Debug("counter check skipped: render reply not decoded", "function", c.fn, "err", g.red.Error(err))
+			g.log.Debug("counter check skipped", "function", c.fn, "reason", "render reply not decoded", "err", g.red.Error(err))
 			return
 		}
 		for _, r := range raw {
@@ -211,9 +211,10 @@ func (g *Graphite) checkCounters(ctx context.Context) {
 	if found.notCounters == 0 {
 		return
 	}
-	g.log.Warn("target takes the rate of series that are not counters: its loads are the change from one point to the next",
+	g.log.Warn("rate of series that are not counters",
 		"function", found.fn, "not_counters", found.notCounters, "series", found.series,
 		"example", g.red.String(found.example), "went_down", fmt.Sprintf("%d of %d steps", found.downs, found.steps),
+		"effect", "the target's loads are the change from one point to the next",
 		"hint", "a count per interval (carbon's metricsReceived, statsd's stats_counts) is a rate once scaled: scale(series, 1/interval); perSecond is for counters that only go up")
 }
 

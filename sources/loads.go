@@ -62,7 +62,7 @@ func (a *assembler) assemble(raw []rawSeries) weighter.Loads {
 	for i, r := range raw {
 		server, ok := a.rules.server(r.name)
 		if !ok {
-			a.log.Debug("series ignored: no server name", "series", a.red.String(r.name))
+			a.log.Debug("series ignored", "series", a.red.String(r.name), "reason", "no server name")
 			continue
 		}
 		if prev, seen := from[server]; seen {
@@ -116,19 +116,18 @@ func (a *assembler) report(problems map[string]string, loads weighter.Loads, det
 		}
 	}
 	for i, server := range fresh {
-		attrs := append([]any{"server", a.red.String(server)}, detail(server)...)
-		msg := "server left out: " + problems[server]
+		attrs := append([]any{"server", a.red.String(server), "reason", problems[server]}, detail(server)...)
 		if i < shownServers {
-			a.log.Warn(msg, attrs...)
+			a.log.Warn("server left out", attrs...)
 		} else {
-			a.log.Debug(msg, attrs...)
+			a.log.Debug("server left out", attrs...)
 		}
 	}
 	if n := len(fresh) - shownServers; n > 0 {
-		a.log.Warn("more servers left out (each at debug)", "servers", n)
+		a.log.Warn("more servers left out", "servers", n, "effect", "each logged at debug only")
 	}
 	if len(back) > 0 {
-		a.log.Info("servers back in: their series are valid again", "servers", len(back), "names", a.redactAll(back[:min(len(back), 10)]))
+		a.log.Info("servers back in", "reason", "their series are valid again", "servers", len(back), "names", a.redactAll(back[:min(len(back), 10)]))
 	}
 }
 

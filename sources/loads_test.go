@@ -74,8 +74,8 @@ func TestLeftOutServersLoggedOncePerChange(t *testing.T) {
 		assert.Equal(t, map[string]float64{"c": 3}, lastValues(loads))
 	}
 	assert.Equal(t, 2, levelCounts(t, logs.String())["WARN"], "one warning per server in 50 fetches:\n%s", logs)
-	assert.Contains(t, logs.String(), `"msg":"server left out: duplicate series","source":"prometheus","server":"a","differ":"instance: \"10.0.0.1:9100\" vs \"10.0.0.2:9100\""`)
-	assert.Contains(t, logs.String(), `"msg":"server left out: no valid point (null, NaN, Inf or negative)","source":"prometheus","server":"b"`)
+	assert.Contains(t, logs.String(), `"msg":"server left out","source":"prometheus","server":"a","reason":"duplicate series","differ":"instance: \"10.0.0.1:9100\" vs \"10.0.0.2:9100\""`)
+	assert.Contains(t, logs.String(), `"msg":"server left out","source":"prometheus","server":"b","reason":"no valid point (null, NaN, Inf or negative)"`)
 
 	logs.Reset()
 	mu.Lock()
@@ -89,7 +89,7 @@ func TestLeftOutServersLoggedOncePerChange(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, map[string]int{"INFO": 1}, levelCounts(t, logs.String()), "%s", logs)
-	assert.Contains(t, logs.String(), `"msg":"servers back in: their series are valid again","source":"prometheus","servers":2,"names":["a","b"]`)
+	assert.Contains(t, logs.String(), `"msg":"servers back in","source":"prometheus","reason":"their series are valid again","servers":2,"names":["a","b"]`)
 }
 
 // TestManyLeftOutServersAreCounted: when a whole backend's series turn null
@@ -109,7 +109,7 @@ func TestManyLeftOutServersAreCounted(t *testing.T) {
 		a.assemble(raw)
 	}
 	assert.Equal(t, map[string]int{"WARN": shownServers + 1}, levelCounts(t, logs.String()), "%s", logs.String())
-	assert.Contains(t, logs.String(), `"msg":"more servers left out (each at debug)","servers":195`)
+	assert.Contains(t, logs.String(), `"msg":"more servers left out","servers":195`)
 }
 
 // TestDuplicateGraphiteSeriesNamed: Graphite series have no labels; the two
@@ -124,5 +124,5 @@ func TestDuplicateGraphiteSeriesNamed(t *testing.T) {
 		{name: "dc1.web1.load", points: weighter.Series{{Value: 1}}},
 		{name: "dc2.web1.load", points: weighter.Series{{Value: 2}}},
 	})
-	assert.Contains(t, logs.String(), `"server":"web1","differ":"\"dc1.web1.load\" vs \"dc2.web1.load\""`)
+	assert.Contains(t, logs.String(), `"server":"web1","reason":"duplicate series","differ":"\"dc1.web1.load\" vs \"dc2.web1.load\""`)
 }

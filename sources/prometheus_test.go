@@ -100,7 +100,7 @@ func TestPrometheusNegativeSamples(t *testing.T) {
 	loads, err := p.Fetch(context.Background(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]float64{"b": 3}, lastValues(loads))
-	assert.Contains(t, logs.String(), `"msg":"server left out: no valid point (null, NaN, Inf or negative)","source":"prometheus","server":"a"`)
+	assert.Contains(t, logs.String(), `"msg":"server left out","source":"prometheus","server":"a","reason":"no valid point (null, NaN, Inf or negative)"`)
 }
 
 // TestPrometheusBadReplies pins how replies that are not a usable API answer

@@ -180,7 +180,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 				testenv.AssertNoSecret(t, "log", logs.String(), allSecrets...)
 				if c.mode == "prom-empty-warn" {
 					assert.Contains(t, logs.String(), `msg="query warnings"`)
-					assert.Contains(t, logs.String(), "server left out: no valid point")
+					assert.Contains(t, logs.String(), "no valid point")
 				}
 			})
 		}
