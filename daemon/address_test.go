@@ -163,7 +163,7 @@ backend be_none
 // fetch is handed the addresses of the new target's cycle); turning match on
 // or off starts the source afresh.
 func TestReloadKeepsAddressSource(t *testing.T) {
-	build := func(yml string) []*Unit { return buildUnits(t, yml) }
+	build := func(yml string) []*managedBackend { return buildUnits(t, yml) }
 	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n  - name: be\n"
 	const prom = "    source: {prometheus: {url: \"http://127.0.0.1:9090\", query: up, server_label: instance}}\n"
 	for _, fast := range []string{"", "    fast_signal: off\n"} {

@@ -17,8 +17,10 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// Unit is one configured backend, wired and ready to cycle.
-type Unit struct {
+// managedBackend is one configured backend as the daemon runs it: its
+// Weigher, wired and ready to cycle, and what the daemon keeps of its parts
+// (for reloads, the start log, the status page).
+type managedBackend struct {
 	Backend *weighter.Weigher
 	// Kind is "haproxy" or "ipvs".
 	Kind string
@@ -55,7 +57,7 @@ type checker interface {
 }
 
 // Check verifies at start that the target exists and accepts runtime weights.
-func (u *Unit) Check(ctx context.Context) error {
+func (u *managedBackend) Check(ctx context.Context) error {
 	if c, ok := u.target.(checker); ok {
 		return c.Check(ctx)
 	}
@@ -63,7 +65,7 @@ func (u *Unit) Check(ctx context.Context) error {
 }
 
 // Close releases what the unit holds (the IPVS netlink connection).
-func (u *Unit) Close() error {
+func (u *managedBackend) Close() error {
 	if c, ok := u.target.(io.Closer); ok {
 		return c.Close()
 	}
@@ -72,11 +74,11 @@ func (u *Unit) Close() error {
 
 // Build turns a validated configuration into units, one per backend. It does
 // not talk to HAProxy (each call dials); an IPVS service is opened and checked.
-func Build(cfg *config.Config, log *slog.Logger) ([]*Unit, error) {
+func Build(cfg *config.Config, log *slog.Logger) ([]*managedBackend, error) {
 	return build(cfg, log, buildOptions{})
 }
 
-func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error) {
+func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*managedBackend, error) {
 	if o.peers != nil {
 		if err := peers.CheckClient(cfg); err != nil {
 			return nil, err
@@ -87,7 +89,7 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error
 	}
 	clients := clientPool{}
 	maps.Copy(clients, o.clients)
-	var units []*Unit
+	var units []*managedBackend
 	for _, b := range cfg.Backends {
 		var client *haproxy.Client
 		if b.UsesSocket() {
@@ -114,8 +116,8 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*Unit, error
 	return units, nil
 }
 
-func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o buildOptions) (*Unit, error) {
-	u := &Unit{}
+func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o buildOptions) (*managedBackend, error) {
+	u := &managedBackend{}
 	var stats haproxy.StatsReader // nil, not a nil *haproxy.Backend, for IPVS
 	var hb *haproxy.Backend
 	var svc *lvs.Service
@@ -169,7 +171,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	return u, nil
 }
 
-func closeAll(units []*Unit) {
+func closeAll(units []*managedBackend) {
 	for _, u := range units {
 		u.Close()
 	}

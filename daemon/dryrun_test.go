@@ -99,11 +99,11 @@ func newDryFixture(t *testing.T, dry bool, servers ...string) *dryFixture {
 	log := slog.New(slog.NewTextHandler(&lockedWriter{b: f.logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	clock := testenv.NewClock()
 	f.d = New(&config.Config{Interval: duration.Duration(10 * time.Second)}, Options{Log: log, Clock: clock, Registry: f.reg})
-	u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}, Kind: "haproxy", dryRun: dry}
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}, Kind: "haproxy", dryRun: dry}
 	f.r = newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second}, clock, f.d.metrics, log)
 	f.d.metrics.Init("be")
 	f.d.startDryRun(f.r, nil)
-	f.d.group = &group{units: []*Unit{u}, runners: []*runner{f.r}}
+	f.d.group = &group{units: []*managedBackend{u}, runners: []*runner{f.r}}
 	return f
 }
 
@@ -373,7 +373,7 @@ func TestDryRunLogVolume(t *testing.T) {
 		}
 		var buf bytes.Buffer
 		log := slog.New(slog.NewTextHandler(&buf, nil))
-		u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: src, Target: newMapTarget(names), Controller: ctl}, dryRun: true}
+		u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: src, Target: newMapTarget(names), Controller: ctl}, dryRun: true}
 		r := newRunner(u, Timing{Interval: interval, Timeout: interval, Jitter: 0.1}, clock, metrics.New(prometheus.NewRegistry()), log)
 		r.apply = false
 		for range cycles {

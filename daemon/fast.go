@@ -154,7 +154,7 @@ func newFastUnit(b config.Backend, fresh *weighter.Fresh, chain *fastChain, src 
 // fast signal and how it is calibrated, or, when the signal cannot be read,
 // by the external source alone and why. It returns the fast state.
 // Said already by the runner a reload replaced (said), it logs at debug.
-func (u *Unit) primeFast(ctx context.Context, servers []weighter.ServerState, log *slog.Logger, said startSaid) weighter.FastState {
+func (u *managedBackend) primeFast(ctx context.Context, servers []weighter.ServerState, log *slog.Logger, said startSaid) weighter.FastState {
 	f := u.fast
 	if f == nil {
 		return weighter.FastOff

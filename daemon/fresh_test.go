@@ -90,7 +90,7 @@ func TestFreshFallbacksThroughTheRunner(t *testing.T) {
 	ctl, err := weighter.NewController(p)
 	require.NoError(t, err)
 	tgt := &fakeTarget{weights: map[string]int{"s1": 100, "s2": 100}}
-	u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: fresh, Target: tgt, Controller: ctl}}
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: fresh, Target: tgt, Controller: ctl}}
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	var logs strings.Builder

@@ -8,7 +8,7 @@ import (
 
 // group is the set of runners of one configuration.
 type group struct {
-	units   []*Unit
+	units   []*managedBackend
 	runners []*runner
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup

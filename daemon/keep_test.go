@@ -15,11 +15,11 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-func unitWith(t *testing.T, name, kind string, p weighter.Policy) *Unit {
+func unitWith(t *testing.T, name, kind string, p weighter.Policy) *managedBackend {
 	t.Helper()
 	c, err := weighter.NewController(p)
 	require.NoError(t, err)
-	return &Unit{Kind: kind, Backend: &weighter.Weigher{Name: name, Controller: c}}
+	return &managedBackend{Kind: kind, Backend: &weighter.Weigher{Name: name, Controller: c}}
 }
 
 // TestReloadKeepsWhatWasWritten: a reload that leaves a backend's policy
@@ -28,12 +28,12 @@ func unitWith(t *testing.T, name, kind string, p weighter.Policy) *Unit {
 // Controller's memory (TestReloadKeepsTheDaemonsOwnZeroes).
 func TestReloadKeepsWhatWasWritten(t *testing.T) {
 	p := weighter.DefaultPolicy()
-	old := []*Unit{unitWith(t, "be_a", "haproxy", p), unitWith(t, "be_b", "haproxy", p)}
+	old := []*managedBackend{unitWith(t, "be_a", "haproxy", p), unitWith(t, "be_b", "haproxy", p)}
 	old[0].Backend.Controller.Commit([]weighter.Change{{Server: "s1", Weight: 0}})
 
 	changed := p
 	changed.LimitingFactor = 8
-	next := []*Unit{unitWith(t, "be_a", "haproxy", p), unitWith(t, "be_b", "haproxy", changed), unitWith(t, "be_c", "haproxy", p)}
+	next := []*managedBackend{unitWith(t, "be_a", "haproxy", p), unitWith(t, "be_b", "haproxy", changed), unitWith(t, "be_c", "haproxy", p)}
 	fresh := next[1].Backend.Controller
 	keepControllers(old, next)
 
@@ -58,7 +58,7 @@ func TestReloadKeepsTheDaemonsOwnZeroes(t *testing.T) {
 	ctx := testenv.Context(t, 10*time.Second)
 	require.NoError(t, before[0].Backend.Target.SetWeights(ctx, []weighter.Change{{Server: "s1", Weight: 0}}))
 
-	ownZero := func(u *Unit) bool {
+	ownZero := func(u *managedBackend) bool {
 		servers, err := u.Backend.Target.Servers(ctx)
 		require.NoError(t, err)
 		return servers[0].Name == "s1" && servers[0].OwnZero
@@ -91,7 +91,7 @@ func planS1AtZero(t *testing.T, c *weighter.Controller, ownZero bool) weighter.S
 
 // buildUnits builds the units of a configuration (no HAProxy needed: Build
 // does not dial).
-func buildUnits(t *testing.T, yml string) []*Unit {
+func buildUnits(t *testing.T, yml string) []*managedBackend {
 	t.Helper()
 	cfg, err := config.Parse("test.yml", []byte(yml), func(string) (string, bool) { return "", false })
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func buildUnits(t *testing.T, yml string) []*Unit {
 // rate_window (skipped_coverage), and with interval < rate_window/3 the backend
 // went unready, after every reload.
 func TestReloadKeepsUnchangedSource(t *testing.T) {
-	build := func(yml string) []*Unit { return buildUnits(t, yml) }
+	build := func(yml string) []*managedBackend { return buildUnits(t, yml) }
 	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n"
 	const stats = "    source: {haproxy: {counter: bytes_in}}\n"
 	old := build(head + "  - name: be_a\n" + stats + "  - name: be_b\n" + stats)

@@ -95,7 +95,7 @@ func logVolume(t testing.TB, src *noisySource, clock *testenv.Clock, interval ti
 	}
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
-	u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: src, Target: newMapTarget(src.names), Controller: ctl}}
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: src, Target: newMapTarget(src.names), Controller: ctl}}
 	r := newRunner(u, Timing{Interval: interval, Timeout: interval, Jitter: 0.1}, clock, metrics.New(prometheus.NewRegistry()), log)
 	for range cycles {
 		r.step(context.Background())

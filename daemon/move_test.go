@@ -18,7 +18,7 @@ import (
 // wrote to the first one. The other HAProxy's weight 0 is its operator's
 // drain, not the drain the daemon set on the first, and stays.
 func TestReloadToAnotherSocketStartsControllerAfresh(t *testing.T) {
-	build := func(socket string) []*Unit {
+	build := func(socket string) []*managedBackend {
 		return buildUnits(t, "listen: \"\"\nhaproxy: {socket: "+socket+"}\nbackends:\n  - name: be_a\n    source: {haproxy: {counter: bytes_in}}\n")
 	}
 	old := build("/run/one.sock")

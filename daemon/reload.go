@@ -80,7 +80,7 @@ func (d *Daemon) reloadConfig(ctx context.Context, requests int) {
 		return
 	}
 	cfg, err := d.reload()
-	var units []*Unit
+	var units []*managedBackend
 	if err == nil {
 		units, err = build(cfg, d.log, buildOptions{peers: d.peers, clients: d.current().clients(), zeroes: d.zeroes})
 	}
@@ -106,7 +106,7 @@ func (d *Daemon) reloadConfig(ctx context.Context, requests int) {
 	prev := d.current()
 	stuck := prev.stop()
 	// A stuck runner may still use its Controller and Source: its backend starts afresh.
-	keepControllers(slices.DeleteFunc(slices.Clone(prev.units), func(u *Unit) bool {
+	keepControllers(slices.DeleteFunc(slices.Clone(prev.units), func(u *managedBackend) bool {
 		return slices.Contains(stuck, u.Backend.Name)
 	}), units)
 	inheritStuckShedders(prev.units, stuck, units)
@@ -156,7 +156,7 @@ func (d *Daemon) forgetRemoved(old, next *config.Config, stuck []string) (remove
 // movedSocket returns the backends of old whose runner stopped that next
 // weights through another HAProxy socket: the daemon lets go of them on the
 // first HAProxy as it does of one the reload removed.
-func movedSocket(old, next []*Unit, stuck []string) []string {
+func movedSocket(old, next []*managedBackend, stuck []string) []string {
 	var moved []string
 	for _, o := range old {
 		for _, u := range next {
@@ -176,8 +176,8 @@ func movedSocket(old, next []*Unit, stuck []string) []string {
 // HAProxy stats source would otherwise forget its reads and hold the weights
 // for a whole rate_window. The old runners have stopped, so nothing else uses
 // the old Controllers and Sources.
-func keepControllers(old, next []*Unit) {
-	prev := make(map[string]*Unit, len(old))
+func keepControllers(old, next []*managedBackend) {
+	prev := make(map[string]*managedBackend, len(old))
 	for _, u := range old {
 		prev[u.Backend.Name] = u
 	}
@@ -221,7 +221,7 @@ type readsThrough interface {
 // configuration, fast signal settings included (and, for a source that
 // reads HAProxy, the same socket). Units
 // not built by Build never match.
-func sameSource(a, b *Unit) bool {
+func sameSource(a, b *managedBackend) bool {
 	if a.source.Kind() == "" || !reflect.DeepEqual(a.source, b.source) || (a.address == nil) != (b.address == nil) {
 		return false
 	}

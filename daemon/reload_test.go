@@ -37,7 +37,7 @@ func TestReloadLetsTheWriteInFlightFinish(t *testing.T) {
 	d := New(testConfig(t, "be"), Options{Registry: reg})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d.start(ctx, []*Unit{f.r.unit}, nil)
+	d.start(ctx, []*managedBackend{f.r.unit}, nil)
 	<-w.writing
 	g := d.current()
 	g.cancel() // what a reload's stop does first

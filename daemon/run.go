@@ -74,7 +74,7 @@ func (d *Daemon) applyReload(ctx context.Context, q *reloadQueue) {
 // cycle timeout, not one per backend. The returned channel is closed when
 // every start-up read is done. A backend prev (the group a reload replaces)
 // also ran keeps its readiness.
-func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan struct{} {
+func (d *Daemon) start(ctx context.Context, units []*managedBackend, prev *group) <-chan struct{} {
 	cfg := d.config()
 	t := Timing{Interval: time.Duration(cfg.Interval), Timeout: cfg.CycleTimeout(), Jitter: cfg.Jitter}
 	gctx, cancel := context.WithCancel(ctx)
@@ -134,7 +134,7 @@ func (d *Daemon) start(ctx context.Context, units []*Unit, prev *group) <-chan s
 // fast signal's state ("" when it was not read). A failure is logged, not
 // fatal: the backend's cycles retry every interval. What the runner a reload
 // replaced had said already (said) is logged at debug.
-func (d *Daemon) initialRead(stop context.Context, u *Unit, timeout time.Duration, said startSaid) weighter.FastState {
+func (d *Daemon) initialRead(stop context.Context, u *managedBackend, timeout time.Duration, said startSaid) weighter.FastState {
 	ctx, cancel := context.WithTimeout(stop, timeout)
 	defer cancel()
 	log := d.log.With("backend", u.Backend.Name)
@@ -182,7 +182,7 @@ type startSaid struct {
 }
 
 // saidBefore returns what old (nil: none) had said of the backend u now runs.
-func saidBefore(old *runner, u *Unit) startSaid {
+func saidBefore(old *runner, u *managedBackend) startSaid {
 	if old == nil {
 		return startSaid{}
 	}

@@ -35,7 +35,7 @@ type Timing struct {
 
 // runner cycles one backend: one goroutine, so its cycles never overlap.
 type runner struct {
-	unit    *Unit
+	unit    *managedBackend
 	timing  Timing
 	apply   bool
 	clock   Clock
@@ -68,7 +68,7 @@ type runner struct {
 	firstAt time.Time
 }
 
-func newRunner(u *Unit, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
+func newRunner(u *managedBackend, t Timing, clock Clock, m *metrics.Metrics, log *slog.Logger) *runner {
 	now := clock.Now()
 	log = log.With("backend", u.Backend.Name)
 	return &runner{unit: u, timing: t, apply: true, clock: clock, metrics: m,

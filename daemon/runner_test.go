@@ -84,7 +84,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f := &fixture{clock: testenv.NewClock(), src: &fakeSource{}, tgt: &fakeTarget{weights: map[string]int{"s1": 1, "s2": 1}},
 		reg: prometheus.NewRegistry(), logs: &strings.Builder{}}
-	u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}}
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: f.src, Target: f.tgt, Controller: ctl}}
 	log := slog.New(slog.NewTextHandler(f.logs, nil))
 	f.r = newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second, Jitter: 0.1},
 		f.clock, metrics.New(f.reg), log)

@@ -81,7 +81,7 @@ func runHanging(t *testing.T, src *hangingSource, timing Timing) []time.Time {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: src, Target: newMapTarget([]string{"s1", "s2"}), Controller: ctl}}
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: src, Target: newMapTarget([]string{"s1", "s2"}), Controller: ctl}}
 	r := newRunner(u, timing, src.clock, nil, slog.New(slog.DiscardHandler))
 	r.rand = func() float64 { return 0.5 } // no jitter
 	// Only stop ends the loop: the cycle the last fetch is in ends as it would.

@@ -45,7 +45,7 @@ func newSharedAddresses() *sharedAddresses {
 
 // note records the cycle c of unit u and warns about each address it now
 // shares with another backend of the same HAProxy that the kernel reads.
-func (s *sharedAddresses) note(log *slog.Logger, u *Unit, c weighter.Cycle) {
+func (s *sharedAddresses) note(log *slog.Logger, u *managedBackend, c weighter.Cycle) {
 	if s == nil || u.client == nil {
 		return
 	}
@@ -95,7 +95,7 @@ func (s *sharedAddresses) note(log *slog.Logger, u *Unit, c weighter.Cycle) {
 }
 
 // retain forgets the backends a reload removed.
-func (s *sharedAddresses) retain(units []*Unit) {
+func (s *sharedAddresses) retain(units []*managedBackend) {
 	if s == nil {
 		return
 	}

@@ -11,7 +11,7 @@ import (
 
 // askOpenStreams has the unit's HAProxy fast reader list the open streams
 // with their rates only when the backend sheds: nothing else reads them.
-func askOpenStreams(u *Unit) {
+func askOpenStreams(u *managedBackend) {
 	if u.fast != nil && u.fast.local != nil {
 		u.fast.local.open.Store(u.Backend.Shedder != nil)
 	}
@@ -28,7 +28,7 @@ func askOpenStreams(u *Unit) {
 // client cooldowns, which a reload must not reset (a client shed a minute
 // ago would be shed again at once). A changed policy gets a new Shedder
 // that takes over those caps and cooldowns.
-func keepShedder(old, next *Unit) {
+func keepShedder(old, next *managedBackend) {
 	o, n := old.Backend.Shedder, next.Backend.Shedder
 	switch {
 	case o == nil || n == nil:
@@ -44,7 +44,7 @@ func keepShedder(old, next *Unit) {
 // otherwise (keepControllers leaves a stuck unit alone), and a reload would
 // free max_per_minute and every client's cooldown. A copy, not the Shedder
 // itself: the stuck runner may still plan and close with its own.
-func inheritStuckShedders(old []*Unit, stuck []string, next []*Unit) {
+func inheritStuckShedders(old []*managedBackend, stuck []string, next []*managedBackend) {
 	for _, o := range old {
 		if o.Backend.Shedder == nil || !slices.Contains(stuck, o.Backend.Name) {
 			continue

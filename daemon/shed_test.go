@@ -8,13 +8,13 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-func shedUnit(t *testing.T, p weighter.ShedPolicy) *Unit {
+func shedUnit(t *testing.T, p weighter.ShedPolicy) *managedBackend {
 	t.Helper()
 	s, err := weighter.NewShedder(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Unit{Backend: &weighter.Weigher{Name: "be", Shedder: s}}
+	return &managedBackend{Backend: &weighter.Weigher{Name: "be", Shedder: s}}
 }
 
 // A reload that keeps the shed policy keeps the Shedder (its caps and
@@ -34,7 +34,7 @@ func TestReloadKeepsTheShedderOfAnUnchangedPolicy(t *testing.T) {
 	if changed.Backend.Shedder != fresh {
 		t.Error("changed policy: the reload kept the old Shedder")
 	}
-	off := &Unit{Backend: &weighter.Weigher{Name: "be"}}
+	off := &managedBackend{Backend: &weighter.Weigher{Name: "be"}}
 	keepShedder(old, off)
 	if off.Backend.Shedder != nil {
 		t.Error("shed removed: the reload kept a Shedder")
@@ -74,7 +74,7 @@ func TestReloadPastAStuckRunnerKeepsTheCap(t *testing.T) {
 	old.Backend.Shedder.Commit(t0, []weighter.ShedSession{{ID: "0x1", Serial: 1, Server: "s1", Client: "10.0.0.1:4000"}})
 	other := shedUnit(t, p)
 	other.Backend.Name = "other"
-	inheritStuckShedders([]*Unit{old}, []string{"be"}, []*Unit{other, next})
+	inheritStuckShedders([]*managedBackend{old}, []string{"be"}, []*managedBackend{other, next})
 	in := weighter.ShedInput{
 		Servers:  []weighter.ShedServer{{Name: "s1", Load: 1000}, {Name: "s2", Load: 100}, {Name: "s3", Load: 100}},
 		Sessions: []weighter.ShedSession{{ID: "0x2", Serial: 2, Server: "s1", Client: "10.0.0.2:4000", Age: time.Hour, Rate: 100}},
@@ -97,7 +97,7 @@ func TestOnlyASheddingBackendListsOpenStreams(t *testing.T) {
 	const head = "listen: \"\"\nhaproxy: {socket: /run/test.sock}\nbackends:\n  - name: be\n" +
 		"    source: {haproxy: {counter: bytes_in}}\n"
 	const shed = "    shed: {above: 1.5}\n"
-	asked := func(units []*Unit) bool {
+	asked := func(units []*managedBackend) bool {
 		t.Helper()
 		if len(units) != 1 || units[0].fast == nil || units[0].fast.local == nil {
 			t.Fatalf("want one unit with an HAProxy fast reader, got %+v", units)

@@ -72,7 +72,7 @@ func (d *Daemon) socketStates() []metrics.SocketState {
 
 // socketNote says, for a backend that is not ready, how its HAProxy socket
 // answered last: with several sockets, which HAProxy is in trouble.
-func (u *Unit) socketNote() string {
+func (u *managedBackend) socketNote() string {
 	if u.client == nil {
 		return ""
 	}

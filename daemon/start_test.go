@@ -32,12 +32,12 @@ func (hangingTarget) SetWeights(ctx context.Context, _ []weighter.Change) error 
 // other backends' cycles (nor, on SIGHUP, stop them all for that long).
 func TestHungBackendDelaysNoOther(t *testing.T) {
 	f := newFixture(t)
-	hung := &Unit{Backend: &weighter.Weigher{Name: "be_hung", Source: &fakeSource{}, Target: hangingTarget{},
+	hung := &managedBackend{Backend: &weighter.Weigher{Name: "be_hung", Source: &fakeSource{}, Target: hangingTarget{},
 		Controller: newFixture(t).r.unit.Backend.Controller}}
 	d := New(testConfig(t, "be"), Options{}) // interval and cycle timeout 1h
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan struct{})
-	go func() { d.start(ctx, []*Unit{hung, f.r.unit}, nil); close(started) }()
+	go func() { d.start(ctx, []*managedBackend{hung, f.r.unit}, nil); close(started) }()
 	defer func() {
 		cancel()
 		<-started
@@ -55,12 +55,12 @@ func TestHungBackendDelaysNoOther(t *testing.T) {
 func TestCancelledStartUpReadIsNoError(t *testing.T) {
 	var logs testenv.SyncBuffer
 	reading := make(chan struct{}, 1)
-	u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: &fakeSource{},
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: &fakeSource{},
 		Target: signallingTarget{hangingTarget{}, reading}, Controller: newFixture(t).r.unit.Backend.Controller}}
 	d := New(testConfig(t, "be"), Options{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d.start(ctx, []*Unit{u}, nil)
+	d.start(ctx, []*managedBackend{u}, nil)
 	<-reading
 	d.current().stop() // as a reload does
 	if strings.Contains(logs.String(), "level=ERROR") {
@@ -111,10 +111,10 @@ func TestSlowStartIsNotAStuckLoop(t *testing.T) {
 	d := New(cfg, Options{Clock: clock})
 	var stuck *runner
 	tgt := &slowTarget{clock: clock, timeout: time.Duration(cfg.Timeout), check: func() { stuck = d.stuck() }}
-	u := &Unit{Backend: &weighter.Weigher{Name: "be", Source: &fakeSource{}, Target: tgt,
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be", Source: &fakeSource{}, Target: tgt,
 		Controller: newFixture(t).r.unit.Backend.Controller}}
 	ctx, cancel := context.WithCancel(context.Background())
-	d.start(ctx, []*Unit{u}, nil)
+	d.start(ctx, []*managedBackend{u}, nil)
 	<-clock.Waits() // the first cycle has ended
 	cancel()
 	d.current().stop()

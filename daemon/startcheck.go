@@ -16,7 +16,7 @@ import (
 // accepts weights and ignores them, so without the gate its cycles were
 // counted ok and the daemon called it ready. A check that fails for a passing
 // reason (HAProxy restarting) is retried by the next cycle.
-func (u *Unit) StartCheck(ctx context.Context) error {
+func (u *managedBackend) StartCheck(ctx context.Context) error {
 	if u.checked.Load() {
 		return nil
 	}
@@ -30,7 +30,7 @@ func (u *Unit) StartCheck(ctx context.Context) error {
 // CheckedCycle is one cycle as run's runners and RunOnce both run it: the
 // start check first (`once` must refuse what `run` refuses, dry run or not),
 // then the cycle.
-func (u *Unit) CheckedCycle(ctx context.Context, now time.Time, apply bool) weighter.Cycle {
+func (u *managedBackend) CheckedCycle(ctx context.Context, now time.Time, apply bool) weighter.Cycle {
 	if err := u.StartCheck(ctx); err != nil {
 		return checkFailed(u.Backend.Name, now, apply, err)
 	}

@@ -55,13 +55,13 @@ backend be_first
 		t.Fatal(err)
 	}
 	// Loads 10 and 40: a cycle that ran would write s1 a higher weight than s2.
-	u := &Unit{Kind: "haproxy", target: hb,
+	u := &managedBackend{Kind: "haproxy", target: hb,
 		Backend: &weighter.Weigher{Name: "be_first", Source: &fakeSource{}, Target: hb, Controller: ctl}}
 	var logs testenv.SyncBuffer
 	reg := prometheus.NewRegistry()
 	d := New(cfg, Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Registry: reg})
 	ctx, cancel := context.WithCancel(context.Background())
-	<-d.start(ctx, []*Unit{u}, nil)
+	<-d.start(ctx, []*managedBackend{u}, nil)
 	t.Cleanup(func() { cancel(); d.current().stop() })
 
 	testenv.WaitFor(t, "three failed cycles", func() bool { return cycles(t, reg, "be_first", weighter.ResultTargetError) >= 3 })

@@ -205,7 +205,7 @@ func (r *runner) view(now time.Time) backendView {
 
 // serverRows are the plan's servers as the page shows them, with the
 // changes the cycle wrote (or, in a dry run, wants).
-func (u *Unit) serverRows(now time.Time, c weighter.Cycle, sheds map[string]int) (changes int, rows []serverView) {
+func (u *managedBackend) serverRows(now time.Time, c weighter.Cycle, sheds map[string]int) (changes int, rows []serverView) {
 	written := make(map[string]int, len(c.Written))
 	for _, ch := range c.Written {
 		written[ch.Server] = ch.Weight

@@ -333,12 +333,12 @@ func storyDaemon(t *testing.T) (*Daemon, *prometheus.Registry, weighter.Plan) {
 
 	reg := prometheus.NewRegistry()
 	d := New(&config.Config{Interval: duration.Duration(10 * time.Second)}, Options{Clock: clock, Registry: reg})
-	u := &Unit{Backend: &weighter.Weigher{Name: "be_app", Source: src, Target: target, Controller: ctl, Shedder: shedder},
+	u := &managedBackend{Backend: &weighter.Weigher{Name: "be_app", Source: src, Target: target, Controller: ctl, Shedder: shedder},
 		Kind: "haproxy", target: target, client: client, socket: haproxy.Config{Socket: "/run/haproxy/admin.sock"},
 		source: stats, fast: &fastUnit{local: &localReader{}, kind: "haproxy"}}
 	r := newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second}, clock, d.metrics, slog.New(slog.DiscardHandler))
 	d.metrics.Init("be_app")
-	d.group = &group{units: []*Unit{u}, runners: []*runner{r}}
+	d.group = &group{units: []*managedBackend{u}, runners: []*runner{r}}
 
 	var last weighter.Cycle
 	for range 16 * 6 {

@@ -213,7 +213,7 @@ var unknownUnit = loadUnit{header: "in the source's unit"}
 // alone weighs bytes per second per connection; calibrated, it is in the
 // source's unit (the calibration maps one onto the other); the source's
 // unit is known only for HAProxy's own counters.
-func (u *Unit) loadUnit(sig *weighter.Signal) loadUnit {
+func (u *managedBackend) loadUnit(sig *weighter.Signal) loadUnit {
 	if sig != nil && sig.Pipeline == weighter.PipelineFast {
 		if u.fast != nil && u.fast.local == nil { // IPVS counts connections
 			return unknownUnit
@@ -249,7 +249,7 @@ func (u *Unit) loadUnit(sig *weighter.Signal) loadUnit {
 
 // loadText says what the loads are made of: the source, and whether
 // HAProxy's fast signal carries them, with its state.
-func (u *Unit) loadText(sig *weighter.Signal) string {
+func (u *managedBackend) loadText(sig *weighter.Signal) string {
 	kind := u.source.Kind()
 	if kind == "" {
 		kind = "the source"

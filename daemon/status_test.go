@@ -462,14 +462,14 @@ func TestStatusSpark(t *testing.T) {
 // TestStatusLoadUnit: the loads' unit is said only where the daemon knows it,
 // and a load per connection is said to be one.
 func TestStatusLoadUnit(t *testing.T) {
-	src := func(kind string, cfg any) *Unit {
+	src := func(kind string, cfg any) *managedBackend {
 		s, err := config.NewSource(kind, cfg)
 		require.NoError(t, err)
-		return &Unit{source: s}
+		return &managedBackend{source: s}
 	}
 	for _, tc := range []struct {
 		name string
-		u    *Unit
+		u    *managedBackend
 		sig  *weighter.Signal
 		want loadUnit
 	}{
@@ -478,12 +478,12 @@ func TestStatusLoadUnit(t *testing.T) {
 			loadUnit{"B/s", "B/s per connection", true}},
 		{"new sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterSessionsTotal}), nil, loadUnit{"sess/s", "new sessions/s", false}},
 		{"open sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterCurrentSessions}), nil, loadUnit{"sess", "open sessions", false}},
-		{"a query", &Unit{}, nil, unknownUnit},
-		{"the fast signal alone", &Unit{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineFast},
+		{"a query", &managedBackend{}, nil, unknownUnit},
+		{"the fast signal alone", &managedBackend{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineFast},
 			loadUnit{"B/s", "B/s per connection", true}},
-		{"calibrated: the source's, per connection", &Unit{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineCalibrated},
+		{"calibrated: the source's, per connection", &managedBackend{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineCalibrated},
 			loadUnit{"", "per connection, in the source's unit", true}},
-		{"IPVS counts", &Unit{fast: &fastUnit{}}, &weighter.Signal{Pipeline: weighter.PipelineFast}, unknownUnit},
+		{"IPVS counts", &managedBackend{fast: &fastUnit{}}, &weighter.Signal{Pipeline: weighter.PipelineFast}, unknownUnit},
 	} {
 		assert.Equal(t, tc.want, tc.u.loadUnit(tc.sig), tc.name)
 	}
@@ -563,7 +563,7 @@ func TestStatusServerLoadRatio(t *testing.T) {
 	assert.InDelta(t, 600.0/1200, got["c"], 1e-9)
 	assert.True(t, math.IsNaN(got["d"]), "no connection count: unknown, not 0")
 
-	u := &Unit{fast: &fastUnit{local: &localReader{}}}
+	u := &managedBackend{fast: &fastUnit{local: &localReader{}}}
 	_, rows := u.serverRows(time.Now(), c, nil)
 	for _, r := range rows {
 		assert.True(t, r.PerConn, r.Name)

@@ -30,14 +30,14 @@ func TestStopDoesNotHangOnAWedgedBackend(t *testing.T) {
 	f := newFixture(t)
 	src := &wedgedSource{fetching: make(chan struct{}, 1), release: make(chan struct{})}
 	t.Cleanup(func() { close(src.release) })
-	wedged := &Unit{Backend: &weighter.Weigher{Name: "be_wedged", Source: src, Target: &fakeTarget{weights: map[string]int{}},
+	wedged := &managedBackend{Backend: &weighter.Weigher{Name: "be_wedged", Source: src, Target: &fakeTarget{weights: map[string]int{}},
 		Controller: newFixture(t).r.unit.Backend.Controller}}
 	cfg := testConfig(t, "be")
 	cfg.Timeout = duration.Duration(10 * time.Millisecond)
 	d := New(cfg, Options{})
 	d.grace = 10 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
-	d.start(ctx, []*Unit{wedged, f.r.unit}, nil)
+	d.start(ctx, []*managedBackend{wedged, f.r.unit}, nil)
 	<-src.fetching
 	cancel() // SIGTERM
 	stopped := make(chan []string, 1)

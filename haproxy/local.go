@@ -42,7 +42,7 @@ type LocalQuery struct {
 	// removed and added again goes on from its count.
 	Servers []string
 	// Open asks for the list of open streams with their own rates
-	// (LocalReading.Open). Only session shedding chooses from it, and at
+	// (StreamsReading.Open). Only session shedding chooses from it, and at
 	// 10,000 streams it costs about 8 ms and 3 MB a read, so a backend that
 	// does not shed leaves it out.
 	Open bool
@@ -57,7 +57,7 @@ func (q LocalQuery) Validate() error {
 	return fmt.Errorf("haproxy local signal: unknown counter %q (want %s, %s or %s)", q.Counter, CounterBytesIn, CounterBytesOut, LocalBoth)
 }
 
-// LocalReading is one read of a backend's local signal: what the weighter
+// StreamsReading is one read of a backend's local signal: what the weighter
 // takes (weighter.LocalRead, filled here rather than copied field by field
 // by the caller) and what the caller needs of the dump besides.
 //
@@ -93,7 +93,7 @@ func (q LocalQuery) Validate() error {
 // moved for LocalBudget.DeadAfter dumps in a row. Open lists the backend's
 // streams open at the dump on a server, each with its own rate (what session
 // shedding chooses from), when the query asked for them.
-type LocalReading struct {
+type StreamsReading struct {
 	weighter.LocalRead
 	// Next is the earliest time the next dump may be made (the budget).
 	Next time.Time
@@ -133,12 +133,12 @@ var DefaultLocalBudget = LocalBudget{Share: time.Second, PerStream: 600 * time.M
 // LocalBudget.Share after the failure (calls meanwhile get the same error), so
 // an HAProxy in trouble is not asked for a dump by every backend. A dump the
 // caller cancelled is not such a failure.
-func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, error) {
+func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (StreamsReading, error) {
 	if err := q.Validate(); err != nil {
-		return LocalReading{}, err
+		return StreamsReading{}, err
 	}
 	if err := checkName("backend", b.name); err != nil {
-		return LocalReading{}, err
+		return StreamsReading{}, err
 	}
 	st := &b.c.local
 	st.mu.Lock()
@@ -152,7 +152,7 @@ func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, er
 			case <-busy:
 			case <-ctx.Done():
 				st.mu.Lock()
-				return LocalReading{}, fmt.Errorf("backend %s: local signal: waiting for the dump: %w", b.name, ctx.Err())
+				return StreamsReading{}, fmt.Errorf("backend %s: local signal: waiting for the dump: %w", b.name, ctx.Err())
 			}
 			st.mu.Lock()
 			continue
@@ -162,7 +162,7 @@ func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, er
 			break
 		}
 		if st.failErr != nil && now.Sub(st.failed) < st.budgetOf().Share {
-			return LocalReading{}, fmt.Errorf("backend %s: local signal: %w", b.name, st.failErr)
+			return StreamsReading{}, fmt.Errorf("backend %s: local signal: %w", b.name, st.failErr)
 		}
 		busy := make(chan struct{})
 		st.busy = busy
@@ -177,7 +177,7 @@ func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (LocalReading, er
 			if !errors.Is(ctx.Err(), context.Canceled) {
 				st.failed, st.failErr = st.clock(), err
 			}
-			return LocalReading{}, fmt.Errorf("backend %s: local signal: %w", b.name, err)
+			return StreamsReading{}, fmt.Errorf("backend %s: local signal: %w", b.name, err)
 		}
 		st.failErr = nil
 		if st.acc == nil {

@@ -82,9 +82,9 @@ func (sc *localScenario) advance(d time.Duration) {
 // waitLocal reads be until done accepts the reading, and checks every
 // reading on the way: each server's Rate is its Bytes' growth since the
 // reading before over the span between their times, and no Bytes decreases.
-func waitLocal(t *testing.T, b *Backend, q LocalQuery, done func(LocalReading) bool) LocalReading {
+func waitLocal(t *testing.T, b *Backend, q LocalQuery, done func(StreamsReading) bool) StreamsReading {
 	t.Helper()
-	var prev LocalReading
+	var prev StreamsReading
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		r, err := b.ReadLocal(testCtx(t), q)
@@ -112,10 +112,10 @@ func waitLocal(t *testing.T, b *Backend, q LocalQuery, done func(LocalReading) b
 
 // serverOf waits until the backend has one more stream open than before and
 // returns the server it went to.
-func serverOf(t *testing.T, b *Backend, before LocalReading) string {
+func serverOf(t *testing.T, b *Backend, before StreamsReading) string {
 	t.Helper()
 	var got string
-	waitLocal(t, b, LocalQuery{}, func(r LocalReading) bool {
+	waitLocal(t, b, LocalQuery{}, func(r StreamsReading) bool {
 		for name, open := range r.OpenAt {
 			if open > before.OpenAt[name] {
 				got = name
@@ -144,16 +144,16 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			assert.Equal(t, []string{"s1", "s2"}, slices.Sorted(maps.Keys(r0.Servers)))
 			c1 := dialFront(t, sc.feA)
 			srv1 := serverOf(t, be, r0)
-			r1 := waitLocal(t, be, q, func(LocalReading) bool { return true })
+			r1 := waitLocal(t, be, q, func(StreamsReading) bool { return true })
 			c2 := dialFront(t, sc.feA)
 			srv2 := serverOf(t, be, r1)
 			require.NotEqual(t, srv1, srv2, "roundrobin alternates")
-			base := waitLocal(t, be, q, func(r LocalReading) bool { return r.OpenAt[srv1] == 1 && r.OpenAt[srv2] == 1 })
+			base := waitLocal(t, be, q, func(r StreamsReading) bool { return r.OpenAt[srv1] == 1 && r.OpenAt[srv2] == 1 })
 
 			write(t, c1, 10_000)
 			write(t, c2, 30_000)
-			grown := func(a, b float64) func(LocalReading) bool {
-				return func(r LocalReading) bool {
+			grown := func(a, b float64) func(StreamsReading) bool {
+				return func(r StreamsReading) bool {
 					return r.Servers[srv1].Bytes-base.Servers[srv1].Bytes >= a && r.Servers[srv2].Bytes-base.Servers[srv2].Bytes >= b
 				}
 			}
@@ -167,9 +167,9 @@ func TestLocalLiveCountsBytes(t *testing.T) {
 			write(t, c1, 5_000)
 			waitLocal(t, be, q, grown(15_000, 30_000))
 			require.NoError(t, c1.Close())
-			r = waitLocal(t, be, q, func(r LocalReading) bool { return r.OpenAt[srv1] == 0 })
+			r = waitLocal(t, be, q, func(r StreamsReading) bool { return r.OpenAt[srv1] == 0 })
 			assert.Equal(t, float64(15_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes)
-			r = waitLocal(t, be, q, func(LocalReading) bool { return true })
+			r = waitLocal(t, be, q, func(StreamsReading) bool { return true })
 			assert.Equal(t, float64(15_000), r.Servers[srv1].Bytes-base.Servers[srv1].Bytes, "a closed stream's bytes stay")
 			assert.Zero(t, r.Servers[srv1].Rate)
 
@@ -204,8 +204,8 @@ func TestLocalLiveBudget(t *testing.T) {
 	write(t, ca, 100)
 	write(t, cb, 300)
 	// Wait, dumping freely, until HAProxy shows both streams' bytes.
-	waitLocal(t, b, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 300 })
-	waitLocal(t, a, LocalQuery{}, func(r LocalReading) bool { return r.Servers["s1"].Bytes+r.Servers["s2"].Bytes == 100 })
+	waitLocal(t, b, LocalQuery{}, func(r StreamsReading) bool { return r.Servers["t1"].Bytes == 300 })
+	waitLocal(t, a, LocalQuery{}, func(r StreamsReading) bool { return r.Servers["s1"].Bytes+r.Servers["s2"].Bytes == 100 })
 
 	// Two streams and the CLI's own: 3 × 1 s > Share 2 s.
 	sc.c.SetLocalBudget(LocalBudget{Share: 2 * time.Second, PerStream: time.Second})
@@ -234,7 +234,7 @@ func TestLocalLiveBudget(t *testing.T) {
 	write(t, cb, 50)
 	// The write may take a moment to reach HAProxy: dump until it shows, each
 	// dump after the budget allows it.
-	var last LocalReading
+	var last StreamsReading
 	for i := 0; ; i++ {
 		last, err = b.ReadLocal(testCtx(t), LocalQuery{})
 		require.NoError(t, err)
@@ -302,12 +302,12 @@ func TestLocalLiveServerAdded(t *testing.T) {
 	}
 	c := dialFront(t, sc.feA)
 	write(t, c, 4_000)
-	first := waitLocal(t, be, q, func(r LocalReading) bool { _, ok := r.Servers["s3"]; return ok })
+	first := waitLocal(t, be, q, func(r StreamsReading) bool { _, ok := r.Servers["s3"]; return ok })
 	assert.Equal(t, []string{"s1", "s2", "s3"}, slices.Sorted(maps.Keys(first.Servers)))
 	assert.True(t, first.Servers["s3"].Reset, "first count of s3")
 	assert.Zero(t, first.Servers["s3"].Rate, "no rate on a first count")
-	r := waitLocal(t, be, q, func(r LocalReading) bool { return r.Servers["s3"].Bytes == 4_000 })
-	next := waitLocal(t, be, q, func(LocalReading) bool { return true })
+	r := waitLocal(t, be, q, func(r StreamsReading) bool { return r.Servers["s3"].Bytes == 4_000 })
+	next := waitLocal(t, be, q, func(StreamsReading) bool { return true })
 	assert.False(t, next.Servers["s3"].Reset)
 	assert.Equal(t, r.Servers["s3"].Bytes, next.Servers["s3"].Bytes)
 	assert.Zero(t, next.Servers["s1"].Bytes+next.Servers["s2"].Bytes, "weight 0 takes no new stream")
@@ -321,7 +321,7 @@ func TestLocalLiveRestart(t *testing.T) {
 	be := sc.c.Backend("be_b")
 	c := dialFront(t, sc.feB)
 	write(t, c, 6_000)
-	waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 6_000 })
+	waitLocal(t, be, LocalQuery{}, func(r StreamsReading) bool { return r.Servers["t1"].Bytes == 6_000 })
 	assert.False(t, restarted(be))
 	// More CLI streams in the old process than the new one will have had by
 	// its first dump, so the stream numbers visibly go back.
@@ -337,7 +337,7 @@ func TestLocalLiveRestart(t *testing.T) {
 	assert.False(t, r.Servers["t1"].Reset)
 	c2 := dialFront(t, sc.feB)
 	write(t, c2, 1_500)
-	r = waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 7_500 })
+	r = waitLocal(t, be, LocalQuery{}, func(r StreamsReading) bool { return r.Servers["t1"].Bytes == 7_500 })
 	assert.False(t, restarted(be))
 }
 
@@ -359,7 +359,7 @@ func TestLocalLiveDead(t *testing.T) {
 	sc.c.SetLocalBudget(LocalBudget{Share: time.Second, PerStream: time.Nanosecond, DeadAfter: 3})
 	be := sc.c.Backend("be_b")
 	c := dialFront(t, sc.feB)
-	read := func(q LocalQuery) LocalReading {
+	read := func(q LocalQuery) StreamsReading {
 		sc.advance(2 * time.Second)
 		r, err := be.ReadLocal(testCtx(t), q)
 		require.NoError(t, err)
@@ -422,7 +422,7 @@ func TestLocalLiveContstatsDoubleCount(t *testing.T) {
 	require.NoError(t, err)
 	c := dialFront(t, sc.feB)
 	write(t, c, 20_000)
-	waitLocal(t, be, LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes-base.Servers["t1"].Bytes == 20_000 })
+	waitLocal(t, be, LocalQuery{}, func(r StreamsReading) bool { return r.Servers["t1"].Bytes-base.Servers["t1"].Bytes == 20_000 })
 	// contstats moves bin about every 5 s for an open connection.
 	var bin uint64
 	require.Eventually(t, func() bool {
@@ -449,7 +449,7 @@ func TestLocalLiveNewClientResets(t *testing.T) {
 	sc := startLocalScenario(t, false)
 	c := dialFront(t, sc.feB)
 	write(t, c, 700)
-	waitLocal(t, sc.c.Backend("be_b"), LocalQuery{}, func(r LocalReading) bool { return r.Servers["t1"].Bytes == 700 })
+	waitLocal(t, sc.c.Backend("be_b"), LocalQuery{}, func(r StreamsReading) bool { return r.Servers["t1"].Bytes == 700 })
 	again, err := sc.c.Backend("be_b").ReadLocal(testCtx(t), LocalQuery{})
 	require.NoError(t, err)
 	assert.False(t, again.Servers["t1"].Reset)

@@ -281,8 +281,8 @@ func counterIndex(counter string) int {
 
 // reading returns backend's signal as of the newest dump, for q. Servers
 // reported for the first time have Reset set.
-func (a *localAcc) reading(backend string, q LocalQuery, deadAfter int) LocalReading {
-	r := LocalReading{LocalRead: weighter.LocalRead{At: a.at, Since: a.since, Streams: a.total, Skipped: a.skipped}}
+func (a *localAcc) reading(backend string, q LocalQuery, deadAfter int) StreamsReading {
+	r := StreamsReading{LocalRead: weighter.LocalRead{At: a.at, Since: a.since, Streams: a.total, Skipped: a.skipped}}
 	if a.skipErr != nil {
 		r.SkipReason = a.skipErr.Error()
 	}

@@ -24,7 +24,7 @@ func dumpAt(sec float64, serial uint64, streams ...dumpedStream) localDump {
 	return localDump{at: localT0.Add(time.Duration(sec * float64(time.Second))), streams: streams, maxSerial: serial, total: len(streams) + 1}
 }
 
-func readIn(a *localAcc) LocalReading {
+func readIn(a *localAcc) StreamsReading {
 	return a.reading("be", LocalQuery{Counter: CounterBytesIn, Open: true}, 3)
 }
 

@@ -70,9 +70,9 @@ func TestMasterCLI(t *testing.T) {
 	live := c.Backend("be_live")
 	q := LocalQuery{Servers: []string{"l1"}}
 	conn := dialFront(t, port)
-	base := waitLocal(t, live, q, func(r LocalReading) bool { return r.OpenAt["l1"] == 1 })
+	base := waitLocal(t, live, q, func(r StreamsReading) bool { return r.OpenAt["l1"] == 1 })
 	write(t, conn, 12_345)
-	r := waitLocal(t, live, q, func(r LocalReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 12_345 })
+	r := waitLocal(t, live, q, func(r StreamsReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 12_345 })
 	assert.Equal(t, float64(12_345), r.Servers["l1"].Bytes-base.Servers["l1"].Bytes)
 
 	// A reload: the same client now reads the new worker (weights back to

@@ -151,14 +151,14 @@ func checkVersionFastSignal(t *testing.T, c *Client, front int) {
 	b := c.Backend("be_live")
 	q := LocalQuery{Servers: []string{"l1"}}
 	conn := dialFront(t, front)
-	base := waitLocal(t, b, q, func(r LocalReading) bool { return r.OpenAt["l1"] == 1 })
+	base := waitLocal(t, b, q, func(r StreamsReading) bool { return r.OpenAt["l1"] == 1 })
 	write(t, conn, 12_345)
-	r := waitLocal(t, b, q, func(r LocalReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 12_345 })
+	r := waitLocal(t, b, q, func(r StreamsReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 12_345 })
 	assert.Equal(t, float64(12_345), r.Servers["l1"].Bytes-base.Servers["l1"].Bytes)
 	assert.Equal(t, 1, r.OpenAt["l1"], "counted while open")
 	assert.NoError(t, r.Dead)
 	write(t, conn, 1_000)
-	r = waitLocal(t, b, q, func(r LocalReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 13_345 })
+	r = waitLocal(t, b, q, func(r StreamsReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 13_345 })
 	assert.Equal(t, float64(13_345), r.Servers["l1"].Bytes-base.Servers["l1"].Bytes)
 }
 
@@ -187,9 +187,9 @@ func checkVersionMaster(t *testing.T, version string) {
 	live := c.Backend("be_live")
 	q := LocalQuery{Servers: []string{"l1"}}
 	conn := dialFront(t, front)
-	base := waitLocal(t, live, q, func(r LocalReading) bool { return r.OpenAt["l1"] == 1 })
+	base := waitLocal(t, live, q, func(r StreamsReading) bool { return r.OpenAt["l1"] == 1 })
 	write(t, conn, 2_222)
-	r := waitLocal(t, live, q, func(r LocalReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 2_222 })
+	r := waitLocal(t, live, q, func(r StreamsReading) bool { return r.Servers["l1"].Bytes-base.Servers["l1"].Bytes >= 2_222 })
 	assert.Equal(t, float64(2_222), r.Servers["l1"].Bytes-base.Servers["l1"].Bytes)
 	require.NoError(t, conn.Close())
 
