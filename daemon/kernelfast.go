@@ -388,7 +388,7 @@ func (k *kernelReader) owner() (sockdiag.Ownership, string) {
 // stream is known (ID, Serial, client, age): those of a server hot for
 // For-1 cycles are looked up now, the others are listed without (they
 // count towards max_share, and are never chosen: no client).
-func (k *kernelReader) open(ctx context.Context, r sockdiag.Reading, sh *weighter.Shedder) []weighter.ShedSession {
+func (k *kernelReader) open(ctx context.Context, r sockdiag.TableReading, sh *weighter.Shedder) []weighter.ShedSession {
 	live := make(map[uint64]bool, len(r.Conns))
 	for _, c := range r.Conns {
 		live[c.Cookie] = true
@@ -447,7 +447,7 @@ func (k *kernelReader) rate(c sockdiag.Conn) float64 {
 // has it: the current worker first, then the old ones a reload left
 // serving, while connections are still not found. A failure is logged once,
 // spaced as a read, and leaves those connections unclosable this cycle.
-func (k *kernelReader) findStreams(ctx context.Context, r sockdiag.Reading, sh *weighter.Shedder) {
+func (k *kernelReader) findStreams(ctx context.Context, r sockdiag.TableReading, sh *weighter.Shedder) {
 	now := k.now()
 	if now.Before(k.nextFind) {
 		return

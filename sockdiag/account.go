@@ -118,14 +118,14 @@ func (a *account) begin(idx serverIndex, how Ownership) *pending {
 }
 
 // commit applies a read made at `at` and returns its reading.
-func (a *account) commit(d *pending, at time.Time) Reading {
+func (a *account) commit(d *pending, at time.Time) TableReading {
 	a.obs = d.obs
 	n := a.reads + 1
 	var span float64
 	if a.reads > 0 && at.After(a.at) {
 		span = at.Sub(a.at).Seconds()
 	}
-	out := Reading{At: at, Dumped: d.dumped, Matched: d.matched, Conns: make([]Conn, 0, len(d.obs))}
+	out := TableReading{At: at, Dumped: d.dumped, Matched: d.matched, Conns: make([]Conn, 0, len(d.obs))}
 	if a.reads > 0 {
 		out.Since = a.at
 	}
@@ -247,7 +247,7 @@ func (a *account) forget(n uint64, span float64, spans map[netip.AddrPort]*addrS
 // entries of the reading. The part of the rates and Sessions that comes from
 // connections without a rate yet is reported apart (FreshRateIn, …), for the
 // weighter to leave out of the load per connection (weighter.CombineFast).
-func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSpan, span float64, out *Reading) {
+func (a *account) addToServers(idx serverIndex, spans map[netip.AddrPort]*addrSpan, span float64, out *TableReading) {
 	out.Servers = make(map[string]Server, len(idx.servers))
 	for name, ap := range idx.servers {
 		rec := a.servers[name]

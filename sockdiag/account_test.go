@@ -26,7 +26,7 @@ type sock struct {
 }
 
 // apply commits one read of socks at t0+at seconds.
-func apply(a *account, servers map[string]netip.AddrPort, how Ownership, at int, socks ...sock) Reading {
+func apply(a *account, servers map[string]netip.AddrPort, how Ownership, at int, socks ...sock) TableReading {
 	idx := indexServers(servers)
 	d := a.begin(idx, how)
 	for _, s := range socks {

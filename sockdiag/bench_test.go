@@ -89,7 +89,7 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
-func countOpen(r Reading) int {
+func countOpen(r TableReading) int {
 	n := 0
 	for _, s := range r.Servers {
 		n += s.Open

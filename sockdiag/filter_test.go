@@ -46,7 +46,7 @@ func TestFilterKeepsOnlyTheServersSockets(t *testing.T) {
 			servers["zz"] = srv
 			filtered := New(Config{})
 			unfiltered := New(Config{Unfiltered: true})
-			got := waitRead(t, filtered, servers, func(g Reading) bool { return g.Servers["zz"].Open == 3 && connIn(g) == 300 })
+			got := waitRead(t, filtered, servers, func(g TableReading) bool { return g.Servers["zz"].Open == 3 && connIn(g) == 300 })
 			assert.True(t, got.Filtered)
 			assert.Equal(t, 3, got.Dumped, "the kernel returned only the server connections")
 			all, err := unfiltered.Read(testenv.Context(t, 10*time.Second), servers)

@@ -78,9 +78,9 @@ func dial(t testing.TB, addr string, n int) net.Conn {
 // waitRead reads until done accepts the reading, checking on the way that
 // no server's counter goes back and that each rate is its counter's growth
 // over the span. It fails the test after 15 s.
-func waitRead(t *testing.T, r *Reader, servers map[string]netip.AddrPort, done func(Reading) bool) Reading {
+func waitRead(t *testing.T, r *Reader, servers map[string]netip.AddrPort, done func(TableReading) bool) TableReading {
 	t.Helper()
-	var prev Reading
+	var prev TableReading
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		got, err := r.Read(testenv.Context(t, 10*time.Second), servers)

@@ -40,7 +40,7 @@ func TestLiveCountsOnlyHAProxysConnections(t *testing.T) {
 			r := New(Config{PIDs: pidOf(h), Ownership: tc.force})
 			any := New(Config{Ownership: OwnerAny})
 
-			first := waitRead(t, r, servers, func(Reading) bool { return true })
+			first := waitRead(t, r, servers, func(TableReading) bool { return true })
 			require.Equal(t, tc.want, first.Owner, first.OwnerWhy)
 			if tc.want == OwnerUID {
 				nobody, err := user.Lookup("nobody")
@@ -56,7 +56,7 @@ func TestLiveCountsOnlyHAProxysConnections(t *testing.T) {
 			other := dial(t, srv.String(), 1<<20) // not HAProxy's
 			c1 := dial(t, fe, 1000)
 			dial(t, fe, 2500)
-			got := waitRead(t, r, servers, func(g Reading) bool {
+			got := waitRead(t, r, servers, func(g TableReading) bool {
 				s := g.Servers["s1"]
 				return s.In == 3500 && s.Out == 2*replyBytes && s.Open == 2 && g.Foreign >= 1
 			})
@@ -70,14 +70,14 @@ func TestLiveCountsOnlyHAProxysConnections(t *testing.T) {
 			}
 
 			// The same sockets read by any: the direct connection counts too.
-			withOther := waitRead(t, any, servers, func(g Reading) bool { return g.Servers["s1"].In >= 1<<20 })
+			withOther := waitRead(t, any, servers, func(g TableReading) bool { return g.Servers["s1"].In >= 1<<20 })
 			assert.Equal(t, 3, withOther.Servers["s1"].Open)
 			assert.Zero(t, withOther.Foreign)
 
 			// One connection moves, the other does not: their own rates say so.
 			_, err = c1.Write(make([]byte, 500))
 			require.NoError(t, err)
-			got = waitRead(t, r, servers, func(g Reading) bool { return g.Servers["s1"].In == 4000 })
+			got = waitRead(t, r, servers, func(g TableReading) bool { return g.Servers["s1"].In == 4000 })
 			if got.Since.After(first.At) && !got.Servers["s1"].Reset {
 				assert.Positive(t, got.Servers["s1"].RateIn)
 			}
@@ -95,8 +95,8 @@ func TestLiveClosedAndNewConnections(t *testing.T) {
 	r := New(Config{PIDs: pidOf(h)})
 
 	c1 := dial(t, fe, 1000)
-	waitRead(t, r, servers, func(g Reading) bool { return g.Servers["s1"].Open == 1 })
-	got := waitRead(t, r, servers, func(g Reading) bool { return connIn(g) == 1000 && len(g.Conns) == 1 && g.Conns[0].Out == replyBytes })
+	waitRead(t, r, servers, func(g TableReading) bool { return g.Servers["s1"].Open == 1 })
+	got := waitRead(t, r, servers, func(g TableReading) bool { return connIn(g) == 1000 && len(g.Conns) == 1 && g.Conns[0].Out == replyBytes })
 	base := got.Servers["s1"]
 	// Read before the bytes reached the server or not, the first sight was
 	// the base: the counter holds what came after it.
@@ -104,7 +104,7 @@ func TestLiveClosedAndNewConnections(t *testing.T) {
 	require.LessOrEqual(t, base.Out, uint64(replyBytes))
 
 	require.NoError(t, c1.Close())
-	got = waitRead(t, r, servers, func(g Reading) bool { return g.Servers["s1"].Open == 0 })
+	got = waitRead(t, r, servers, func(g TableReading) bool { return g.Servers["s1"].Open == 0 })
 	assert.Equal(t, base.In, got.Servers["s1"].In, "a closed connection keeps its bytes, adds none")
 	assert.Equal(t, base.Out, got.Servers["s1"].Out)
 
@@ -112,8 +112,8 @@ func TestLiveClosedAndNewConnections(t *testing.T) {
 	// Reader sees them arrive. r's next read counts all 700.
 	dial(t, fe, 700)
 	watcher := New(Config{PIDs: pidOf(h)})
-	waitRead(t, watcher, servers, func(g Reading) bool { return connIn(g) == 700 })
-	got = waitRead(t, r, servers, func(Reading) bool { return true })
+	waitRead(t, watcher, servers, func(g TableReading) bool { return connIn(g) == 700 })
+	got = waitRead(t, r, servers, func(TableReading) bool { return true })
 	s := got.Servers["s1"]
 	assert.Equal(t, base.In+700, s.In, "the new connection's bytes before its first sight")
 	assert.Equal(t, base.Out+replyBytes, s.Out)
@@ -123,7 +123,7 @@ func TestLiveClosedAndNewConnections(t *testing.T) {
 }
 
 // connIn sums the open connections' own In totals.
-func connIn(g Reading) uint64 {
+func connIn(g TableReading) uint64 {
 	var n uint64
 	for _, c := range g.Conns {
 		n += c.In
@@ -157,7 +157,7 @@ func TestLiveNewConnectionCountsAtTheMean(t *testing.T) {
 	l := NewLocalReader(New(Config{PIDs: pidOf(h)}), func([]weighter.ServerState) (map[string]netip.AddrPort, error) {
 		return servers, nil
 	}, weighter.BytesIn)
-	read := func() (weighter.LocalRead, Reading) {
+	read := func() (weighter.LocalRead, TableReading) {
 		t.Helper()
 		got, err := l.ReadLocal(testenv.Context(t, 10*time.Second), []weighter.ServerState{{Name: "s1"}})
 		require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestLiveNewConnectionCountsAtTheMean(t *testing.T) {
 	dial(t, fe, 1)
 	time.Sleep(50 * time.Millisecond) // a span in which the steady connection writes
 	var got weighter.LocalRead
-	var last Reading
+	var last TableReading
 	testenv.WaitWithin(t, 10*time.Second, "the new connection in a read", func() bool {
 		got, last = read()
 		return last.Servers["s1"].Open == 2

@@ -28,7 +28,7 @@ type LocalReader struct {
 	now    func() time.Time
 
 	mu       sync.Mutex
-	last     Reading
+	last     TableReading
 	reported map[string]bool
 }
 
@@ -128,7 +128,7 @@ func (l *LocalReader) counter(s Server) weighter.LocalCounter {
 
 // Last returns the newest reading (with its connections), for the
 // caller that maps a hot server's connections to HAProxy's streams.
-func (l *LocalReader) Last() Reading {
+func (l *LocalReader) Last() TableReading {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.last

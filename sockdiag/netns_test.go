@@ -68,7 +68,7 @@ func TestNotVisibleFromAnotherNetworkNamespace(t *testing.T) {
 
 	scur := func() map[string]int { return showStatScur(t, h.Socket, "be") }
 	home := New(Config{})
-	waitRead(t, home, servers, func(g Reading) bool { return g.Servers["s1"].Open == 1 })
+	waitRead(t, home, servers, func(g TableReading) bool { return g.Servers["s1"].Open == 1 })
 	require.Equal(t, 1, scur()["s1"])
 
 	away := New(Config{NetNS: ns})

@@ -38,8 +38,8 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Reading is one read of a backend's servers.
-type Reading struct {
+// TableReading is one read of a backend's servers.
+type TableReading struct {
 	// At is when the table was read; Since the previous read's At (zero at
 	// the first): the span the rates and Sessions cover.
 	At, Since time.Time
@@ -158,13 +158,13 @@ func New(cfg Config) *Reader {
 // matches any port, as HAProxy then connects to the client's port) and
 // returns each server's counters. An error changes nothing: the next read
 // measures from the last good one.
-func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (Reading, error) {
+func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (TableReading, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	began := r.cfg.Now()
 	own, err := r.owner(ctx)
 	if err != nil {
-		return Reading{}, err
+		return TableReading{}, err
 	}
 	idx := indexServers(servers)
 	reqs := r.requests(idx)
@@ -196,7 +196,7 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (R
 	}
 	r.ino.endRead()
 	if err != nil {
-		return Reading{}, fmt.Errorf("socket table: %w", err)
+		return TableReading{}, fmt.Errorf("socket table: %w", err)
 	}
 	ended := r.cfg.Now()
 	out := r.acc.commit(d, began.Add(ended.Sub(began)/2))

@@ -85,7 +85,7 @@ func (r *Reader) sameNetNS(pids []int) error {
 // NotVisibleError when, for notVisibleAfter checks in a row, HAProxy had
 // sessions on them and the table no socket at all to their addresses;
 // nil otherwise (and a check that does not find it resets the count).
-func (r *Reader) Check(got Reading, scur map[string]int) error {
+func (r *Reader) Check(got TableReading, scur map[string]int) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sessions := 0
