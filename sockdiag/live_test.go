@@ -96,7 +96,9 @@ func TestLiveClosedAndNewConnections(t *testing.T) {
 
 	c1 := dial(t, fe, 1000)
 	waitRead(t, r, servers, func(g TableReading) bool { return g.Servers["s1"].Open == 1 })
-	got := waitRead(t, r, servers, func(g TableReading) bool { return connIn(g) == 1000 && len(g.Conns) == 1 && g.Conns[0].Out == replyBytes })
+	got := waitRead(t, r, servers, func(g TableReading) bool {
+		return connIn(g) == 1000 && len(g.Conns) == 1 && g.Conns[0].Out == replyBytes
+	})
 	base := got.Servers["s1"]
 	// Read before the bytes reached the server or not, the first sight was
 	// the base: the counter holds what came after it.
