@@ -176,6 +176,13 @@ func (c *Calibrator) Local(now time.Time, counters map[string]float64) {
 				s.hist = s.hist[:0]
 			}
 		}
+		if len(s.hist) == cap(s.hist) {
+			// Grow by a quarter, not append's double: a server's history settles
+			// at a length and keeps its capacity, so the slack is held for good.
+			grown := make([]counterSample, len(s.hist), len(s.hist)+max(16, len(s.hist)/4))
+			copy(grown, s.hist)
+			s.hist = grown
+		}
 		s.hist = append(s.hist, counterSample{at: at, value: v})
 		oldest := at - int64(c.keep()) // readings before it are not kept (but one, to interpolate it)
 		if !s.consumed.IsZero() {
@@ -186,9 +193,9 @@ func (c *Calibrator) Local(now time.Time, counters map[string]float64) {
 			cut++
 		}
 		switch {
-		case cap(s.hist) > 64 && cap(s.hist) > 4*(len(s.hist)-cut):
+		case cap(s.hist) > 64 && cap(s.hist) > 2*(len(s.hist)-cut):
 			// Give back what a silent source made the history grow to.
-			s.hist = append(make([]counterSample, 0, 2*(len(s.hist)-cut)), s.hist[cut:]...)
+			s.hist = append(make([]counterSample, 0, (len(s.hist)-cut)*5/4), s.hist[cut:]...)
 		case cut > 0:
 			s.hist = append(s.hist[:0], s.hist[cut:]...)
 		}

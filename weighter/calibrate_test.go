@@ -285,7 +285,7 @@ func (c *Calibrator) rawRatio(name string) [4]float64 {
 func TestCalibrationHistoryHoldsOnlyWhatAPointCanUse(t *testing.T) {
 	p := DefaultCalibration(time.Minute)
 	c := newCal(t, p)
-	whole := newCal(t, p) // trims at keep() alone: its Local never sees consumed
+	whole := newCal(t, p)        // trims at keep() alone: its Local never sees consumed
 	const most = 60 + 15 + 2 + 2 // Window + refresh + the point's lag + the reading before
 	rng := rand.New(rand.NewPCG(3, 4))
 	count := map[string]float64{}
@@ -318,6 +318,7 @@ func TestCalibrationHistoryHoldsOnlyWhatAPointCanUse(t *testing.T) {
 	}
 	step(0, 1200, true)
 	assert.LessOrEqual(t, longest, most, "readings kept per server")
+	assert.LessOrEqual(t, cap(c.servers["a"].hist), 2*most, "capacity: not append's double of what the first two minutes kept")
 	assert.Greater(t, len(whole.servers["a"].hist), 600, "the reference keeps Window + Hold")
 	names := []string{"a", "b"}
 	assert.Equal(t, whole.Factors(at(1200), names), c.Factors(at(1200), names), "trimming changes no factor")
@@ -327,6 +328,6 @@ func TestCalibrationHistoryHoldsOnlyWhatAPointCanUse(t *testing.T) {
 	assert.Greater(t, len(c.servers["a"].hist), 600)
 	step(2101, 2400, true)
 	assert.LessOrEqual(t, len(c.servers["a"].hist), most)
-	assert.LessOrEqual(t, cap(c.servers["a"].hist), 4*most)
+	assert.LessOrEqual(t, cap(c.servers["a"].hist), most*3/2, "capacity given back")
 	assert.Equal(t, whole.Factors(at(2400), names), c.Factors(at(2400), names), "trimming changes no factor")
 }
