@@ -1,10 +1,12 @@
 package weighter
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -330,4 +332,44 @@ func TestCalibrationHistoryHoldsOnlyWhatAPointCanUse(t *testing.T) {
 	assert.LessOrEqual(t, len(c.servers["a"].hist), most)
 	assert.LessOrEqual(t, cap(c.servers["a"].hist), most*3/2, "capacity given back")
 	assert.Equal(t, whole.Factors(at(2400), names), c.Factors(at(2400), names), "trimming changes no factor")
+}
+
+// BenchmarkCalibratorLocal1000: one cycle's Local at 1,000 servers every 1 s,
+// after 12 minutes of readings and an external point every 15 s (what the
+// daemon does at that size); the heap its histories hold is reported.
+func BenchmarkCalibratorLocal1000(b *testing.B) {
+	c, err := NewCalibrator(DefaultCalibration(time.Minute))
+	require.NoError(b, err)
+	names := make([]string, 1000)
+	count := make(map[string]float64, len(names))
+	for i := range names {
+		names[i] = fmt.Sprintf("s%04d", i)
+	}
+	sec := 0
+	cycle := func() {
+		sec++
+		for i, n := range names {
+			count[n] += float64(100 + i)
+		}
+		c.Local(at(float64(sec)), count)
+		if sec%15 == 0 {
+			loads := make(Loads, len(names))
+			for _, n := range names {
+				loads[n] = Series{{Time: at(float64(sec - 2)), Value: 1}}
+			}
+			c.External(loads)
+		}
+	}
+	for range 720 {
+		cycle()
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		cycle()
+	}
+	held := 0
+	for _, s := range c.servers {
+		held += cap(s.hist) * int(unsafe.Sizeof(counterSample{}))
+	}
+	b.ReportMetric(float64(held)/(1<<20), "MB-held")
 }
