@@ -41,6 +41,7 @@ func init() {
 		return cfg, err
 	}
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		setRunGC()
 		log, err := newLogger(cmd.ErrOrStderr())
 		if err != nil {
 			return err
