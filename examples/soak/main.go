@@ -271,9 +271,9 @@ backends:
 	slog.Info("soak started", "servers", o.servers, "interval", o.interval, "conns", o.conns,
 		"duration", o.duration, "every", o.every, "pid", pid, "dir", dir)
 
-	title := fmt.Sprintf("soak: %d servers every %s, %d connections, %s (%s, %s, %s, %d CPUs, GOGC=%q GOMEMLIMIT=%q)",
+	title := fmt.Sprintf("soak: %d servers every %s, %d connections, %s (%s, %s, %s, %d CPUs, GOGC %s, GOMEMLIMIT %s)",
 		o.servers, o.interval, o.conns, o.duration, time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-		firstLine(haproxyBin, "-v"), runtime.Version(), runtime.NumCPU(), o.gogc, o.memlimit)
+		firstLine(haproxyBin, "-v"), runtime.Version(), runtime.NumCPU(), orDefault(o.gogc), orDefault(o.memlimit))
 	header := "| minute | RSS MB | heap in use MB | goroutines | FDs | CPU % | cycle mean ms | cycle p99 ≤ ms | cycles | warn/error lines | load (1 min) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
 	fmt.Printf("%s\n\n%s", title, header)
 	var rows strings.Builder
@@ -582,6 +582,14 @@ func countWarnings(path string, off int64) (int, int64) {
 		}
 	}
 	return n, off
+}
+
+// orDefault names an environment value the daemon is left to choose.
+func orDefault(v string) string {
+	if v == "" {
+		return "the daemon's default"
+	}
+	return v
 }
 
 // firstLine is the first line a command prints ("" if it fails).
