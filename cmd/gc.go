@@ -10,7 +10,7 @@ import (
 // daemon's live heap is small and steady (about 10 MB at 1,000 servers with
 // 2,000 connections) and most of what it allocates is each cycle's work, so
 // the default's headroom was a third of its RSS: at 1,000 servers every 1 s
-// with 2,000 connections, 36.6-41.1 MB against 32.3-35.5 MB at 50, for 1.5
+// with 2,000 connections, 36.6-42.9 MB against 32.3-35.7 MB at 50, for 1.3
 // points more of a core (docs/benchmarks.md, "Soak").
 const runGCPercent = 50
 
