@@ -69,6 +69,15 @@ bench-fastsignal:
 	@mkdir -p bin
 	$(GO) run ./tools/fastsignalbench -out bin/bench-fastsignal.md $(FASTSIGNAL_ARGS)
 
+# soak: the daemon's memory over a long run at 1,000 servers every 1 s on a real HAProxy 2.6 and
+# Prometheus (1 h, a row every 10 min; not part of make test). Prints a Markdown table (RSS, heap,
+# goroutines, descriptors, CPU, cycle time) and writes it to bin/soak.md; see docs/benchmarks.md.
+# SOAK_ARGS passes flags: "-conns 2000" for long-lived connections, "-duration 12m -every 2m" for
+# a short run that shows the trend.
+.PHONY: soak
+soak: build
+	$(GO) run ./examples/soak -bin $(BIN) -out bin/soak.md $(SOAK_ARGS)
+
 # deb: dist/haproxy-weighter_<version>_<arch>.deb with nfpm (run through `go run`, so not in go.mod).
 NFPM        := $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 DIST        ?= dist

@@ -42,6 +42,7 @@ func newRunCmd(logging *cli.Logging) *cobra.Command {
 		return cfg, err
 	}
 	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		setRunGC()
 		log, err := logging.Logger(cmd.ErrOrStderr())
 		if err != nil {
 			return err
