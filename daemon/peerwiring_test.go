@@ -382,7 +382,9 @@ func TestFleetConfigListingItselfAndAPeerTwice(t *testing.T) {
 		}
 		assert.Equal(t, 1.0, testenv.Gauge(t, regs[i], "haproxy_weighter_backend_peers_added", map[string]string{"backend": "be"}))
 		assert.Equal(t, 0.0, testenv.Gauge(t, regs[i], "haproxy_weighter_peer_up", map[string]string{"peer": url(i)}), "itself")
-		assert.Equal(t, 2, strings.Count(logs[i].String(), `reason="this daemon itself"`),
-			"itself said once per URL it is listed under:\n%s", logs[i].String())
+		// Once per URL it is listed under; on a loaded machine an ask of
+		// itself may time out in between, a change said too (and back).
+		n := strings.Count(logs[i].String(), `reason="this daemon itself"`)
+		assert.True(t, n >= 2 && n <= 4, "itself said once per URL it is listed under (%d):\n%s", n, logs[i].String())
 	}
 }
