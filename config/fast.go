@@ -31,7 +31,7 @@ const (
 	// FastOn and FastOff are the values of fast_signal; FastKernel,
 	// FastSessions and FastStat turn it on with one reader of an HAProxy
 	// backend's, pinned, instead of the chain that starts at the kernel's
-	// socket table (daemon/kernelfast.go): for servers the socket table
+	// socket table (package fastsignal): for servers the socket table
 	// cannot tell apart (one address in two backends, Compose's separate
 	// network namespaces) and for benchmarks that compare the readers.
 	FastOn       = "on"

@@ -10,6 +10,7 @@ import (
 
 	"github.com/haproxy-weighter/haproxy-weighter/assemble"
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/fastsignal"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
@@ -143,14 +144,14 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 		u.address = newAddressSource(src, log)
 		src = u.address
 	}
-	parts := assemble.Parts{Target: u.target, Source: src, FirstWait: o.firstWait, Background: answerInBackground}
-	var chain *fastChain
+	parts := assemble.Parts{Target: u.target, Source: src, FirstWait: o.firstWait, Background: fastsignal.AnswerInBackground}
+	var chain *fastsignal.Chain
 	on, why := b.FastSignalState()
 	switch {
 	case hb != nil && !on:
 		u.fastOff = why
 	case hb != nil:
-		chain = newHAProxyFast(hb, client, o.master, b.FastBytes(), log).pinned(b.FastSignal)
+		chain = fastsignal.NewHAProxyChain(hb, client, o.master, b.FastBytes(), log).Pinned(b.FastSignal)
 		parts.Fast = chain
 		if o.peers != nil {
 			parts.Peers = func(own weighter.LocalReader) weighter.LocalReader { return peers.NewReader(own, b.Name, o.peers) }

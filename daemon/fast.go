@@ -4,77 +4,23 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os/user"
-	"slices"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/fastsignal"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
-	"github.com/haproxy-weighter/haproxy-weighter/sockdiag"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
-
-// localReader reads an HAProxy backend's fast local signal for the weighter.
-// A reload that keeps the unit's source keeps the reader too, on the old
-// client: the client holds the per-stream sums the counters are made of.
-type localReader struct {
-	counter string
-	b       *haproxy.Backend
-	// open asks for the open streams with their rates, which only the shed
-	// planner uses; set from the backend's shed block at build and reload.
-	open atomic.Bool
-	// next is when the reader's next read can be a new dump of HAProxy (unix
-	// ns): the runner's first cycle waits for it, so that it has a rate.
-	next atomic.Int64
-}
-
-var _ weighter.LocalReader = (*localReader)(nil)
-
-func newLocalReader(b *haproxy.Backend, dir weighter.Bytes) *localReader {
-	counter := haproxy.LocalBoth
-	switch dir {
-	case weighter.BytesIn:
-		counter = haproxy.CounterBytesIn
-	case weighter.BytesOut:
-		counter = haproxy.CounterBytesOut
-	}
-	return &localReader{counter: counter, b: b}
-}
-
-// ReadLocal reads the signal of the servers from the newest `show sess
-// all` of the backend's HAProxy.
-func (r *localReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
-	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: r.counter, Servers: weighter.Names(servers), Open: r.open.Load()})
-	if err != nil {
-		return weighter.LocalRead{}, err
-	}
-	r.next.Store(got.Next.UnixNano())
-	return got.LocalRead, nil
-}
-
-// nextRead is when a read can next see a new dump of HAProxy (zero before
-// the first read): reads before it return the same counters, no rate.
-func (r *localReader) nextRead() time.Time {
-	if n := r.next.Load(); n != 0 {
-		return time.Unix(0, n)
-	}
-	return time.Time{}
-}
 
 // fastUnit is what a unit that weighs by the fast signal keeps besides its
 // Source (the Fresh): its parts, so that a reload can keep them and point
 // them at the new target, and what the start log says.
 type fastUnit struct {
 	fresh *weighter.Fresh
-	// chain is an HAProxy backend's readers (kernelfast.go), local its
-	// show sess all reader; both nil for IPVS's counts.
-	chain    *fastChain
-	local    *localReader
+	// chain is an HAProxy backend's readers (package fastsignal); nil for
+	// IPVS's counts.
+	chain    *fastsignal.Chain
 	external weighter.Source // the configured source, which Fresh calibrates with (or falls back to)
 	// settings is what the Fresh was built from besides the source.
 	settings fastSettings
@@ -90,10 +36,6 @@ type fastSettings struct {
 	signal      string
 	calibration config.Calibration
 }
-
-// minAsyncTimeout bounds a background fetch of the calibrating source from
-// below: a refresh set shorter than a slow source's answer must not cut it.
-const minAsyncTimeout = 10 * time.Second
 
 // buildOptions change how Build wires units.
 type buildOptions struct {
@@ -115,24 +57,11 @@ type buildOptions struct {
 	zeroes *ownzero.Record
 }
 
-// newHAProxyFast builds an HAProxy backend's fast signal: the chain of
-// readers, the kernel's socket table first.
-func newHAProxyFast(hb *haproxy.Backend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *fastChain {
-	return newFastChain(hb.Name(), newKernelReader(hb, c, master, dir, log), newLocalReader(hb, dir), &statReader{hb: hb, bytes: dir}, log)
-}
-
-// answerInBackground has a calibrating metrics source answer in the
-// background (asyncSource), asked every refresh: the 2 s cycle must not
-// decide whether it may calibrate.
-func answerInBackground(src weighter.Source, refresh time.Duration) weighter.Source {
-	return newAsyncSource(src, max(refresh, minAsyncTimeout))
-}
-
 // newFastUnit keeps what the daemon needs of a backend assembled with the
 // fast signal besides its cycle: the fresh pipeline, the HAProxy reader
 // chain (nil for IPVS's counts), the configured source and, for the start
 // log, how the calibration window was found.
-func newFastUnit(b config.Backend, fresh *weighter.Fresh, chain *fastChain, src weighter.Source) *fastUnit {
+func newFastUnit(b config.Backend, fresh *weighter.Fresh, chain *fastsignal.Chain, src weighter.Source) *fastUnit {
 	policy, w := b.CalibrationPolicy()
 	how := w.How
 	if !w.FromStep {
@@ -140,9 +69,6 @@ func newFastUnit(b config.Backend, fresh *weighter.Fresh, chain *fastChain, src 
 	}
 	f := &fastUnit{fresh: fresh, chain: chain, external: src, window: how, kind: b.Source.Kind(),
 		settings: fastSettings{signal: b.FastSignal, calibration: b.Calibration}}
-	if chain != nil {
-		f.local = chain.sessions
-	}
 	if b.Calibrates() {
 		f.calibration = &unitCalibration{policy: policy, assumed: w.Assumed}
 	}
@@ -168,7 +94,7 @@ func (u *managedBackend) primeFast(ctx context.Context, servers []weighter.Serve
 	}
 	if err := f.fresh.Prime(ctx, servers); err != nil {
 		how := "the kernel's socket table, show sess all, show stat"
-		if f.local == nil {
+		if f.chain == nil {
 			how = "IPVS connection counts"
 		}
 		log.Log(ctx, dead, "fast signal cannot be read", "reader", "none", "tried", how, "source", f.kind,
@@ -192,7 +118,7 @@ func (u *managedBackend) primeFast(ctx context.Context, servers []weighter.Serve
 		level = slog.LevelWarn
 	}
 	signal := "HAProxy bytes per connection × a per-server calibration from the source"
-	if f.local == nil {
+	if f.chain == nil {
 		signal = "IPVS live connection counts × each server's load per connection from the source"
 	}
 	log.Log(ctx, level, "weighting by the calibrated fast signal", append(read, "signal", signal, "source", f.kind, "window", f.window, "half_life", p.policy.HalfLife, "hold", p.policy.Hold,
@@ -202,26 +128,17 @@ func (u *managedBackend) primeFast(ctx context.Context, servers []weighter.Serve
 }
 
 // warnRootUID says once, at start, that the socket table tells HAProxy's
-// sockets from others' by uid 0: every root process's connections to the
-// servers (a health checker, a monitoring probe, an operator's curl) are
-// then counted as HAProxy's load (measured: 389 kB/s and 7 sessions read
-// for a server carrying 4.7 kB/s and 5), and how to make it exact.
+// sockets from others' by uid 0 (fastsignal.Chain.WarnRootUID): a warning,
+// at debug when a reload kept the fast signal.
 func (f *fastUnit) warnRootUID(ctx context.Context, log *slog.Logger, said startSaid) {
-	if f.chain == nil || f.chain.kernel == nil || f.chain.reader() != readerKernel {
-		return
-	}
-	own, why := f.chain.kernel.owner()
-	if own != sockdiag.OwnerUID || !slices.Contains(f.chain.kernel.ownerUIDs(), 0) {
+	if f.chain == nil {
 		return
 	}
 	level := slog.LevelWarn
 	if said.fastKept {
 		level = slog.LevelDebug
 	}
-	log.Log(ctx, level, "socket table counts root's connections as HAProxy's",
-		"ownership", own, "ownership_uid", 0, "ownership_why", why,
-		"effect", "HAProxy runs as root and its sockets are told from other processes' by uid 0, so every root process's connections to the servers count as HAProxy's load",
-		"fix", "let the daemon read HAProxy's descriptors (run it as root, or give it CAP_SYS_PTRACE) or run HAProxy as a user of its own (global: user haproxy)")
+	f.chain.WarnRootUID(ctx, log, level)
 }
 
 // readAttrs say, for the start log, which reader the fast signal reads and,
@@ -231,43 +148,11 @@ func (f *fastUnit) readAttrs() []any {
 	if f.chain == nil {
 		return nil
 	}
-	reader := f.chain.reader()
-	out := []any{"reader", reader}
-	if reader == readerKernel {
-		own, why := f.chain.kernel.owner()
-		out = append(out, "ownership", own)
-		if uids := f.chain.kernel.ownerUIDs(); len(uids) > 0 {
-			out = append(out, "ownership_uid", uidNames(uids))
-		}
-		if why != "" {
-			out = append(out, "ownership_why", why)
-		}
-	}
-	return out
+	return f.chain.StartAttrs()
 }
 
 // unitCalibration is a calibrating unit's policy, for the start log.
 type unitCalibration struct {
 	policy  weighter.CalibrationPolicy
 	assumed bool // the window is DefaultCalibrationWindow because nothing said it
-}
-
-// ownerUIDs are the uids the last read told HAProxy's sockets by (none
-// unless its ownership is uid).
-func (k *kernelReader) ownerUIDs() []uint32 {
-	return k.local.Last().UIDs
-}
-
-// uidNames writes uids with their user names where this host knows them:
-// "0 (root)", "108 (haproxy)", comma-separated.
-func uidNames(uids []uint32) string {
-	parts := make([]string, len(uids))
-	for i, uid := range uids {
-		id := strconv.FormatUint(uint64(uid), 10)
-		parts[i] = id
-		if u, err := user.LookupId(id); err == nil && u.Username != "" {
-			parts[i] += " (" + u.Username + ")"
-		}
-	}
-	return strings.Join(parts, ", ")
 }

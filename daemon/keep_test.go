@@ -125,7 +125,7 @@ func TestReloadKeepsUnchangedSource(t *testing.T) {
 	keepControllers(old, again)
 	require.Same(t, old[0].fast.fresh, again[0].Backend.Source)
 	assert.Same(t, again[0].target, rec.through, "the kept source reads through the new target")
-	assert.Same(t, old[0].fast.local.b, again[0].fast.local.b, "the kept fast reader keeps its sums (same socket)")
+	assert.Same(t, old[0].fast.chain, again[0].fast.chain, "the kept fast reader keeps its sums (same socket)")
 
 	const off = "    fast_signal: off\n"
 	old = build(head + "  - name: be_a\n" + off + stats)

@@ -1,15 +1,11 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,75 +17,6 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 )
-
-// commandCounter is a unix socket in front of HAProxy's runtime socket that
-// passes every byte on and counts the commands the daemon sends: what
-// HAProxy is really asked, whichever code path asked it.
-type commandCounter struct {
-	Socket string
-	mu     sync.Mutex
-	sent   []string
-}
-
-func startCommandCounter(t *testing.T, upstream string) *commandCounter {
-	t.Helper()
-	c := &commandCounter{Socket: filepath.Join(t.TempDir(), "counted.sock")}
-	ln, err := net.Listen("unix", c.Socket)
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go c.relay(down, upstream)
-		}
-	}()
-	return c
-}
-
-// relay passes one connection on, reading the daemon's side line by line.
-func (c *commandCounter) relay(down net.Conn, upstream string) {
-	defer down.Close()
-	up, err := net.Dial("unix", upstream)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	go func() {
-		_, _ = io.Copy(down, up)
-		down.Close() // HAProxy closed: so does the daemon's side
-	}()
-	r := bufio.NewReader(down)
-	for {
-		line, err := r.ReadString('\n')
-		if line != "" {
-			c.mu.Lock()
-			c.sent = append(c.sent, strings.TrimSpace(strings.TrimPrefix(line, "@1 ")))
-			c.mu.Unlock()
-			if _, werr := io.WriteString(up, line); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// count returns how many commands sent so far start with prefix.
-func (c *commandCounter) count(prefix string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, s := range c.sent {
-		if strings.HasPrefix(s, prefix) {
-			n++
-		}
-	}
-	return n
-}
 
 // seriesValue returns the gauge name{labels} of reg, and whether it exists.
 func seriesValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (float64, bool) {
@@ -156,7 +83,7 @@ func TestKernelPathIsTheDefault(t *testing.T) {
 		h.Client(t, 2000, 20*time.Millisecond) // s1, then s2, by leastconn
 		h.Client(t, 200, 20*time.Millisecond)
 	}
-	counted := startCommandCounter(t, h.Socket)
+	counted := testenv.StartCommandCounter(t, h.Socket)
 	var logs testenv.SyncBuffer
 	reg := prometheus.NewRegistry()
 	d := New(kernelConfig(t, counted.Socket, ""), Options{Registry: reg,
@@ -190,8 +117,8 @@ func TestKernelPathIsTheDefault(t *testing.T) {
 	assert.False(t, streams, "fast_signal_streams is a dump's; the kernel path makes none")
 	w := testenv.Weights(t, h.Socket, "be")
 	t.Logf("weights %v after %v cycles; commands sent: %d show servers state, %d show info, %d show sess",
-		w, cycles(), counted.count("show servers state"), counted.count("show info"), counted.count("show sess"))
-	assert.Zero(t, counted.count("show sess"), "HAProxy was sent show sess on the kernel path")
+		w, cycles(), counted.Count("show servers state"), counted.Count("show info"), counted.Count("show sess"))
+	assert.Zero(t, counted.Count("show sess"), "HAProxy was sent show sess on the kernel path")
 	assert.Less(t, w["s1"], w["s2"])
 	assert.Contains(t, logs.String(), `msg="weighting by the fast signal" backend=be reader=kernel ownership=inode`)
 	assert.NotContains(t, logs.String(), "cannot be read")
@@ -229,31 +156,31 @@ func TestKernelShedFindsTheStream(t *testing.T) {
 	hb := hc.Backend("be")
 	// As TestShedMovesTheWhale: the whale and 19 ordinary clients on one
 	// server, 20 on two others, none on the last.
-	whale := dialShedClient(t, front, shedWhale)
-	var ordinary []*shedClient
+	whale := testenv.DialShedClient(t, front, shedWhale)
+	var ordinary []*testenv.ShedClient
 	for range 4*shedPerServer - 1 {
-		ordinary = append(ordinary, dialShedClient(t, front, shedOrdinary))
+		ordinary = append(ordinary, testenv.DialShedClient(t, front, shedOrdinary))
 		time.Sleep(5 * time.Millisecond)
 	}
-	placed := waitStreams(t, hb, append([]*shedClient{whale}, ordinary...))
-	whaleStream := placed[whale.conn.LocalAddr().String()]
+	placed := waitStreams(t, hb, append([]*testenv.ShedClient{whale}, ordinary...))
+	whaleStream := placed[whale.Conn.LocalAddr().String()]
 	hot := whaleStream.Server
 	empty := servers[len(servers)-1]
 	if empty == hot {
 		empty = servers[0]
 	}
-	var staying []*shedClient
+	var staying []*testenv.ShedClient
 	for _, c := range ordinary {
-		if placed[c.conn.LocalAddr().String()].Server == empty {
-			c.conn.Close()
-			<-c.done
+		if placed[c.Conn.LocalAddr().String()].Server == empty {
+			c.Conn.Close()
+			<-c.Done
 		} else {
 			staying = append(staying, c)
 		}
 	}
 	require.Len(t, staying, 3*shedPerServer-1)
 
-	counted := startCommandCounter(t, h.Socket)
+	counted := testenv.StartCommandCounter(t, h.Socket)
 	var logs testenv.SyncBuffer
 	reg := prometheus.NewRegistry()
 	const forCycles = 3
@@ -262,7 +189,7 @@ func TestKernelShedFindsTheStream(t *testing.T) {
 		Options{Registry: reg, Log: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	runDaemon(t, d)
 	select {
-	case <-whale.done:
+	case <-whale.Done:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the whale was not shed within 30 s; shedding said:\n%s", recordsText(shedRecords(t, &logs)))
 	}
@@ -284,21 +211,21 @@ func TestKernelShedFindsTheStream(t *testing.T) {
 	assert.Equal(t, whaleStream.Client, shed.Client)
 	assert.Equal(t, hot, shed.Server)
 	for i, c := range staying {
-		assert.False(t, c.closed.Load(), "ordinary client %d was closed", i)
+		assert.False(t, c.Closed.Load(), "ordinary client %d was closed", i)
 	}
 	v, _ := seriesValue(t, reg, "haproxy_weighter_fast_signal_reader", map[string]string{"backend": "be", "reader": "kernel"})
 	assert.Equal(t, 1.0, v, "the shed was planned on the kernel path")
 
 	// Streams were read only once a server had been hot for for-1 cycles:
 	// at most the cycles from then to the shed, never from the first cycle.
-	dumps := counted.count("show sess all")
+	dumps := counted.Count("show sess all")
 	hotBefore := 0
 	for _, r := range recs[:shedAt] {
 		if strings.Contains(r.Reason, fmt.Sprintf("for %d of %d cycles", forCycles-1, forCycles)) {
 			hotBefore++
 		}
 	}
-	t.Logf("%d stream dumps (%d cycles to the shed; %d at for-1 of %d); show sess commands: %d", dumps, shedAt+1, hotBefore, forCycles, counted.count("show sess"))
+	t.Logf("%d stream dumps (%d cycles to the shed; %d at for-1 of %d); show sess commands: %d", dumps, shedAt+1, hotBefore, forCycles, counted.Count("show sess"))
 	assert.GreaterOrEqual(t, dumps, 1, "the whale's stream was found without reading HAProxy's streams?")
 	assert.LessOrEqual(t, dumps, hotBefore+1)
 	assert.Less(t, dumps, shedAt+1, "a stream dump every cycle")

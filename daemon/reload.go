@@ -230,7 +230,7 @@ func sameSource(a, b *managedBackend) bool {
 	if (a.fast == nil) != (b.fast == nil) || (a.fast != nil && a.fast.settings != b.fast.settings) {
 		return false
 	}
-	if a.fast != nil && a.fast.local == nil {
+	if a.fast != nil && a.fast.chain == nil {
 		// IPVS's counts are read through the old unit's netlink connection,
 		// which the reload closes: the new unit starts its fast state afresh.
 		return false

@@ -266,10 +266,10 @@ func later(a, b time.Time) time.Time {
 // rate, and weighs by the source alone, which at start may have no data yet
 // (an ERROR for nothing, and no weights until the next cycle).
 func (r *runner) waitForSecondRead(st weighter.FastState) {
-	if st != weighter.FastStarting || r.unit.fast == nil || r.unit.fast.local == nil {
+	if st != weighter.FastStarting || r.unit.fast == nil || r.unit.fast.chain == nil {
 		return
 	}
-	if next := r.unit.fast.local.nextRead(); !next.IsZero() {
+	if next := r.unit.fast.chain.NextRead(); !next.IsZero() {
 		r.waitFirstUntil(next)
 	}
 }

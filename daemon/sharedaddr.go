@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/haproxy-weighter/haproxy-weighter/fastsignal"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
@@ -52,7 +53,7 @@ func (s *sharedAddresses) note(log *slog.Logger, u *managedBackend, c weighter.C
 	name := u.Backend.Name
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if c.Signal == nil || c.Signal.Reader != readerKernel || c.Servers == nil {
+	if c.Signal == nil || c.Signal.Reader != fastsignal.ReaderKernel || c.Servers == nil {
 		if c.Signal != nil && c.Signal.Reader != "" { // another reader weighs it now: nothing shared
 			delete(s.by, name)
 		}

@@ -12,14 +12,8 @@ import (
 // askOpenStreams has the unit's HAProxy fast reader list the open streams
 // with their rates only when the backend sheds: nothing else reads them.
 func askOpenStreams(u *managedBackend) {
-	if u.fast != nil && u.fast.local != nil {
-		u.fast.local.open.Store(u.Backend.Shedder != nil)
-	}
-	if u.fast != nil && u.fast.chain != nil && u.fast.chain.kernel != nil {
-		// The socket table's connections are listed only when shedding
-		// (each with its rate), and their streams looked up only for a
-		// server about to be shed from.
-		u.fast.chain.kernel.shedder.Store(u.Backend.Shedder)
+	if u.fast != nil && u.fast.chain != nil {
+		u.fast.chain.SetShedder(u.Backend.Shedder)
 	}
 }
 

@@ -6,13 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,47 +21,15 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// The whale test's traffic: every client writes a chunk every shedTick;
+// The whale test's traffic: every client writes a chunk every testenv.ShedTick;
 // ordinary clients shedOrdinary bytes, the whale 50 times that.
 const (
-	shedTick     = 20 * time.Millisecond
 	shedOrdinary = 20 // bytes per tick: 1,000 B/s
 	shedWhale    = 50 * shedOrdinary
 	// shedPerServer ordinary clients per server, before the test closes
 	// those of one server (connections leave).
 	shedPerServer = 20
 )
-
-// shedClient is one client connection through HAProxy, writing steadily and
-// reading until HAProxy closes it.
-type shedClient struct {
-	conn   net.Conn
-	closed atomic.Bool   // the client saw its connection closed
-	done   chan struct{} // closed when the reader returned
-}
-
-// dialShedClient connects through addr and writes chunk bytes every shedTick.
-func dialShedClient(t *testing.T, addr string, chunk int) *shedClient {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A first write makes HAProxy pick a server now, so that leastconn
-	// places the connections in the order they are made.
-	if _, err := c.Write(make([]byte, chunk)); err != nil {
-		t.Fatal(err)
-	}
-	sc := &shedClient{conn: c, done: make(chan struct{})}
-	go func() {
-		defer close(sc.done)
-		_, _ = io.Copy(io.Discard, c) // the sink servers send nothing: this returns when HAProxy closes
-		sc.closed.Store(true)
-	}()
-	testenv.WriteEvery(t, c, chunk, shedTick)
-	t.Cleanup(func() { c.Close() })
-	return sc
-}
 
 // streamsByClient reads the backend's streams and maps each client address
 // (as the client sees its own local address) to its stream.
@@ -84,14 +49,14 @@ func streamsByClient(t *testing.T, b *haproxy.Backend) map[string]haproxy.Sessio
 }
 
 // waitStreams waits until every client has its stream on a server.
-func waitStreams(t *testing.T, b *haproxy.Backend, clients []*shedClient) map[string]haproxy.Session {
+func waitStreams(t *testing.T, b *haproxy.Backend, clients []*testenv.ShedClient) map[string]haproxy.Session {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := streamsByClient(t, b)
 		missing := 0
 		for _, c := range clients {
-			if got[c.conn.LocalAddr().String()].Server == "" {
+			if got[c.Conn.LocalAddr().String()].Server == "" {
 				missing++
 			}
 		}
@@ -162,14 +127,14 @@ func TestShedMovesTheWhale(t *testing.T) {
 	// The whale first, to the server leastconn picks of the empty ones (hot
 	// below; s1 as a rule). Then the ordinary clients one at a time: hot
 	// gets one fewer than the others.
-	whale := dialShedClient(t, front, shedWhale)
-	var ordinary []*shedClient
+	whale := testenv.DialShedClient(t, front, shedWhale)
+	var ordinary []*testenv.ShedClient
 	for range 4*shedPerServer - 1 {
-		ordinary = append(ordinary, dialShedClient(t, front, shedOrdinary))
+		ordinary = append(ordinary, testenv.DialShedClient(t, front, shedOrdinary))
 		time.Sleep(5 * time.Millisecond)
 	}
-	placed := waitStreams(t, hb, append([]*shedClient{whale}, ordinary...))
-	whaleStream := placed[whale.conn.LocalAddr().String()]
+	placed := waitStreams(t, hb, append([]*testenv.ShedClient{whale}, ordinary...))
+	whaleStream := placed[whale.Conn.LocalAddr().String()]
 	hot := whaleStream.Server
 	// The ordinary clients of another server (empty) leave: hot is now the
 	// whale and 19 ordinary clients, two servers 20 each, empty none. Loads
@@ -181,11 +146,11 @@ func TestShedMovesTheWhale(t *testing.T) {
 		empty = servers[0]
 	}
 	t.Logf("the whale is on %s; the ordinary clients of %s leave", hot, empty)
-	var staying []*shedClient
+	var staying []*testenv.ShedClient
 	for _, c := range ordinary {
-		if placed[c.conn.LocalAddr().String()].Server == empty {
-			c.conn.Close()
-			<-c.done
+		if placed[c.Conn.LocalAddr().String()].Server == empty {
+			c.Conn.Close()
+			<-c.Done
 		} else {
 			staying = append(staying, c)
 		}
@@ -231,10 +196,10 @@ func TestShedMovesTheWhale(t *testing.T) {
 		t.Errorf("once without --apply tried to close: %+v", c.Sheds)
 	}
 	time.Sleep(200 * time.Millisecond) // a close would have reached the client by now
-	if whale.closed.Load() {
+	if whale.Closed.Load() {
 		t.Fatal("once without --apply closed the whale's session")
 	}
-	if after := streamsByClient(t, hb); !sameStreams(before, after, staying) || after[whale.conn.LocalAddr().String()].Serial != whaleStream.Serial {
+	if after := streamsByClient(t, hb); !sameStreams(before, after, staying) || after[whale.Conn.LocalAddr().String()].Serial != whaleStream.Serial {
 		t.Fatal("once without --apply changed the backend's streams")
 	}
 
@@ -259,11 +224,11 @@ func TestShedMovesTheWhale(t *testing.T) {
 
 	// The whale sees its connection closed, and reconnects.
 	select {
-	case <-whale.done:
+	case <-whale.Done:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the whale was not shed within 30 s; shedding said:\n%s", recordsText(shedRecords(t, &logs)))
 	}
-	again := dialShedClient(t, front, shedWhale)
+	again := testenv.DialShedClient(t, front, shedWhale)
 	// The cycle logs when it ends, after the close.
 	var recs []shedRecord
 	shedAt := -1
@@ -295,7 +260,7 @@ func TestShedMovesTheWhale(t *testing.T) {
 
 	// The reconnection lands on another server (the empty one, by
 	// leastconn).
-	moved := waitStreams(t, hb, []*shedClient{again})[again.conn.LocalAddr().String()]
+	moved := waitStreams(t, hb, []*testenv.ShedClient{again})[again.Conn.LocalAddr().String()]
 	t.Logf("the whale reconnected to %s", moved.Server)
 	if moved.Server == hot {
 		t.Errorf("the whale's reconnection went back to %s", hot)
@@ -311,8 +276,8 @@ func TestShedMovesTheWhale(t *testing.T) {
 		}
 	}
 	for i, c := range staying {
-		if c.closed.Load() {
-			t.Errorf("ordinary client %d (%s) was closed", i, c.conn.LocalAddr())
+		if c.Closed.Load() {
+			t.Errorf("ordinary client %d (%s) was closed", i, c.Conn.LocalAddr())
 		}
 	}
 	if after := streamsByClient(t, hb); !sameStreams(before, after, staying) {
@@ -332,16 +297,16 @@ func TestShedMovesTheWhale(t *testing.T) {
 		t.Errorf("closing the ended session: %v, want ErrSessionGone", err)
 	}
 	if after := streamsByClient(t, hb); !sameStreams(before, after, staying) ||
-		after[again.conn.LocalAddr().String()].Serial != moved.Serial {
+		after[again.Conn.LocalAddr().String()].Serial != moved.Serial {
 		t.Error("closing an ended session changed the backend's streams")
 	}
 }
 
 // sameStreams reports whether every client of clients has the same stream
 // (ID and serial) in a as in b.
-func sameStreams(a, b map[string]haproxy.Session, clients []*shedClient) bool {
+func sameStreams(a, b map[string]haproxy.Session, clients []*testenv.ShedClient) bool {
 	for _, c := range clients {
-		k := c.conn.LocalAddr().String()
+		k := c.Conn.LocalAddr().String()
 		if x, y := a[k], b[k]; x.ID != y.ID || x.Serial != y.Serial || y.Serial == 0 {
 			return false
 		}

@@ -99,10 +99,10 @@ func TestOnlyASheddingBackendListsOpenStreams(t *testing.T) {
 	const shed = "    shed: {above: 1.5}\n"
 	asked := func(units []*managedBackend) bool {
 		t.Helper()
-		if len(units) != 1 || units[0].fast == nil || units[0].fast.local == nil {
+		if len(units) != 1 || units[0].fast == nil || units[0].fast.chain == nil {
 			t.Fatalf("want one unit with an HAProxy fast reader, got %+v", units)
 		}
-		return units[0].fast.local.open.Load()
+		return units[0].fast.chain.ListsOpen()
 	}
 	plain := buildUnits(t, head)
 	if asked(plain) {

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/fastsignal"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
@@ -335,7 +336,7 @@ func storyDaemon(t *testing.T) (*Daemon, *prometheus.Registry, weighter.Plan) {
 	d := New(&config.Config{Interval: duration.Duration(10 * time.Second)}, Options{Clock: clock, Registry: reg})
 	u := &managedBackend{Backend: &weighter.Weigher{Name: "be_app", Source: src, Target: target, Controller: ctl, Shedder: shedder},
 		Kind: "haproxy", target: target, client: client, socket: haproxy.Config{Socket: "/run/haproxy/admin.sock"},
-		source: stats, fast: &fastUnit{local: &localReader{}, kind: "haproxy"}}
+		source: stats, fast: &fastUnit{chain: &fastsignal.Chain{}, kind: "haproxy"}}
 	r := newRunner(u, Timing{Interval: 10 * time.Second, Timeout: 10 * time.Second}, clock, d.metrics, slog.New(slog.DiscardHandler))
 	d.metrics.Init("be_app")
 	d.group = &group{units: []*managedBackend{u}, runners: []*runner{r}}

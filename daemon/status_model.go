@@ -215,7 +215,7 @@ var unknownUnit = loadUnit{header: "in the source's unit"}
 // unit is known only for HAProxy's own counters.
 func (u *managedBackend) loadUnit(sig *weighter.Signal) loadUnit {
 	if sig != nil && sig.Pipeline == weighter.PipelineFast {
-		if u.fast != nil && u.fast.local == nil { // IPVS counts connections
+		if u.fast != nil && u.fast.chain == nil { // IPVS counts connections
 			return unknownUnit
 		}
 		return loadUnit{symbol: "B/s", header: "B/s per connection", perConn: true}
@@ -261,7 +261,7 @@ func (u *managedBackend) loadText(sig *weighter.Signal) string {
 		return kind
 	}
 	fast := "HAProxy's fast signal"
-	if u.fast.local == nil {
+	if u.fast.chain == nil {
 		fast = "IPVS connection counts"
 	}
 	if sig == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/fastsignal"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -479,9 +480,9 @@ func TestStatusLoadUnit(t *testing.T) {
 		{"new sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterSessionsTotal}), nil, loadUnit{"sess/s", "new sessions/s", false}},
 		{"open sessions", src("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterCurrentSessions}), nil, loadUnit{"sess", "open sessions", false}},
 		{"a query", &managedBackend{}, nil, unknownUnit},
-		{"the fast signal alone", &managedBackend{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineFast},
+		{"the fast signal alone", &managedBackend{fast: &fastUnit{chain: &fastsignal.Chain{}}}, &weighter.Signal{Pipeline: weighter.PipelineFast},
 			loadUnit{"B/s", "B/s per connection", true}},
-		{"calibrated: the source's, per connection", &managedBackend{fast: &fastUnit{local: &localReader{}}}, &weighter.Signal{Pipeline: weighter.PipelineCalibrated},
+		{"calibrated: the source's, per connection", &managedBackend{fast: &fastUnit{chain: &fastsignal.Chain{}}}, &weighter.Signal{Pipeline: weighter.PipelineCalibrated},
 			loadUnit{"", "per connection, in the source's unit", true}},
 		{"IPVS counts", &managedBackend{fast: &fastUnit{}}, &weighter.Signal{Pipeline: weighter.PipelineFast}, unknownUnit},
 	} {
@@ -563,7 +564,7 @@ func TestStatusServerLoadRatio(t *testing.T) {
 	assert.InDelta(t, 600.0/1200, got["c"], 1e-9)
 	assert.True(t, math.IsNaN(got["d"]), "no connection count: unknown, not 0")
 
-	u := &managedBackend{fast: &fastUnit{local: &localReader{}}}
+	u := &managedBackend{fast: &fastUnit{chain: &fastsignal.Chain{}}}
 	_, rows := u.serverRows(time.Now(), c, nil)
 	for _, r := range rows {
 		assert.True(t, r.PerConn, r.Name)

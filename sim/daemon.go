@@ -412,7 +412,7 @@ func (e externalSource) Fetch(context.Context, []weighter.ServerState) (weighter
 }
 
 // asyncExternal answers as the daemon's background fetch of a calibrating
-// source does (daemon/async.go, a weighter.BackgroundSource): the Fresh
+// source does (fastsignal/async.go, a weighter.BackgroundSource): the Fresh
 // starts a fetch when its refresh says (Start) and takes the answer in a
 // later cycle (Take). A remote answers within the model's step, so a fetch
 // started before now has ended by now; only the first Take waits for its

@@ -164,10 +164,10 @@ type Answer struct {
 
 // BackgroundSource is an external Source slower than a cycle (a remote
 // metrics source across the internet, a heavy query) whose fetches run in
-// the background, one at a time (the daemon's asyncSource). A Fresh source
-// starts a fetch when its schedule says (Start) and takes the answer in the
-// cycles after (Take): no cycle waits for the source but the first, for its
-// first answer. Its Fetch is then never called.
+// the background, one at a time (fastsignal.AnswerInBackground). A Fresh
+// source starts a fetch when its schedule says (Start) and takes the answer
+// in the cycles after (Take): no cycle waits for the source but the first,
+// for its first answer. Its Fetch is then never called.
 type BackgroundSource interface {
 	Source
 	// Start begins a fetch of servers unless one is running.
@@ -281,9 +281,9 @@ func (f *Fresh) firstWait(ctx context.Context, servers []ServerState) error {
 // carries the weights. Its answer feeds the calibration; the cycle's Signal
 // says what was asked and how old the newest point is.
 //
-// This is the one schedule of the external source. A BackgroundSource (the
-// daemon's asyncSource) keeps no clock of its own: it only moves the fetch
-// out of the cycle. The schedule is here because Fresh is what knows why
+// This is the one schedule of the external source. A BackgroundSource
+// (fastsignal.AnswerInBackground's) keeps no clock of its own: it only
+// moves the fetch out of the cycle. The schedule is here because Fresh is what knows why
 // the source is needed (the load itself while the fast signal is not live,
 // the calibration every Refresh while it is), and because the simulator
 // runs this same code.

@@ -1,4 +1,4 @@
-package daemon
+package fastsignal
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 )
 
 // The fast signal's two readers measured against the truth (the kernel reader's acceptance):
-// the kernel's socket table and `show sess all`, built as newHAProxyFast
+// the kernel's socket table and `show sess all`, built as NewHAProxyChain
 // builds them, read every 2 s side by side on one real HAProxy 2.6 (`mode
 // tcp`, `balance leastconn`, health checks on) while clients of known,
 // different constant rates hold long-lived connections and others open and
@@ -282,7 +282,7 @@ func TestFastReadersAgreeWithTheTruth(t *testing.T) {
 	require.NoError(t, err)
 	hb := hc.Backend("be")
 	log := slog.New(slog.DiscardHandler)
-	chain := newHAProxyFast(hb, hc, false, weighter.BytesIn, log)
+	chain := NewHAProxyChain(hb, hc, false, weighter.BytesIn, log)
 	kr, sr := chain.kernel, chain.sessions
 
 	ctx, stop := context.WithCancel(context.Background())

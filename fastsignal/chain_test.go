@@ -1,4 +1,4 @@
-package daemon
+package fastsignal
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestFastChainOrder(t *testing.T) {
 	kernel := &stepReader{base: 1e9, perRead: 100}
 	sessions := &stepReader{base: 5e3, perRead: 10}
 	stat := &stepReader{base: 7e6, perRead: 1}
-	c := newFastChain("be", kernel, sessions, stat, slog.New(slog.NewTextHandler(&logs, nil)))
+	c := newChain("be", kernel, sessions, stat, slog.New(slog.NewTextHandler(&logs, nil)))
 	now := time.Unix(0, 0)
 	c.now = func() time.Time { return now }
 	ctx := context.Background()
@@ -65,7 +65,7 @@ func TestFastChainOrder(t *testing.T) {
 	steps := func() int { return strings.Count(logs.String(), `msg="fast signal reader failing"`) }
 
 	got := read()
-	assert.Equal(t, readerKernel, got.Reader, "the kernel's socket table first")
+	assert.Equal(t, ReaderKernel, got.Reader, "the kernel's socket table first")
 	first := got.Servers["s1"].Bytes
 	got = read()
 	assert.Equal(t, first+100, got.Servers["s1"].Bytes)
@@ -74,7 +74,7 @@ func TestFastChainOrder(t *testing.T) {
 	// Not visible: show sess all, from where the counter was, no rate.
 	kernel.err = &sockdiag.NotVisibleError{Reason: "HAProxy's process 1 is in network namespace net:[1], the table read is net:[2]"}
 	got = read()
-	assert.Equal(t, readerSessions, got.Reader)
+	assert.Equal(t, ReaderSessions, got.Reader)
 	assert.Equal(t, first+100, got.Servers["s1"].Bytes, "the counter goes on across the change")
 	assert.True(t, got.Servers["s1"].Reset)
 	assert.Equal(t, 0.0, got.Servers["s1"].Rate)
@@ -89,7 +89,7 @@ func TestFastChainOrder(t *testing.T) {
 	// show sess all fails: show stat. Then show stat too: none.
 	sessions.err = errors.New("show sess all: haproxy: dial: connection refused")
 	got = read()
-	assert.Equal(t, readerStat, got.Reader)
+	assert.Equal(t, ReaderStat, got.Reader)
 	assert.Equal(t, first+110, got.Servers["s1"].Bytes)
 	stat.err = errors.New("show stat: connection refused")
 	_, err := c.ReadLocal(ctx, testenv.Servers("s1"))
@@ -107,7 +107,7 @@ func TestFastChainOrder(t *testing.T) {
 	sessions.err, stat.err, kernel.err = nil, nil, nil
 	now = now.Add(retryBetter)
 	got = read()
-	assert.Equal(t, readerSessions, got.Reader, "the kernel is used again only once it sees HAProxy's connections")
+	assert.Equal(t, ReaderSessions, got.Reader, "the kernel is used again only once it sees HAProxy's connections")
 	assert.Equal(t, kernelReads+1, kernel.reads, "the kernel was tried")
 	assert.True(t, got.Servers["s1"].Reset)
 	assert.Equal(t, first+110, got.Servers["s1"].Bytes)
@@ -116,7 +116,7 @@ func TestFastChainOrder(t *testing.T) {
 	now = now.Add(retryBetter)
 	kernel.seen = true
 	got = read()
-	assert.Equal(t, readerKernel, got.Reader)
+	assert.Equal(t, ReaderKernel, got.Reader)
 	assert.Equal(t, first+110, got.Servers["s1"].Bytes)
 	got = read()
 	assert.Equal(t, first+210, got.Servers["s1"].Bytes)
@@ -130,7 +130,7 @@ func TestFastChainWhy(t *testing.T) {
 		fmt.Errorf("socket table: %w", &sockdiag.NotVisibleError{Reason: "x"}):  "not in HAProxy's network namespace",
 		fmt.Errorf("socket table: %w: %w", sockdiag.ErrNoSocket, syscall.EPERM): "no NETLINK_SOCK_DIAG socket",
 	} {
-		assert.Contains(t, why(readerKernel, err), want)
+		assert.Contains(t, why(ReaderKernel, err), want)
 	}
 }
 
@@ -139,5 +139,5 @@ func TestFastChainWhy(t *testing.T) {
 // after the socket opened) is not a missing socket.
 func TestFastChainWhyByValueNotText(t *testing.T) {
 	err := errors.New("socket table: NETLINK_SOCK_DIAG dump: message truncated")
-	assert.Equal(t, "the read failed", why(readerKernel, err))
+	assert.Equal(t, "the read failed", why(ReaderKernel, err))
 }

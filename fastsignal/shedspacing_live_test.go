@@ -1,4 +1,4 @@
-package daemon
+package fastsignal
 
 import (
 	"fmt"
@@ -47,7 +47,7 @@ end)
 	t.Cleanup(func() { c.Close() })
 	testenv.WriteEvery(t, c, 500, 20*time.Millisecond)
 
-	counted := startCommandCounter(t, h.Socket)
+	counted := testenv.StartCommandCounter(t, h.Socket)
 	hc, err := haproxy.New(haproxy.Config{Socket: counted.Socket})
 	require.NoError(t, err)
 	hb := hc.Backend("be")
@@ -70,7 +70,7 @@ end)
 	}
 	shortSess := func() int {
 		n := 0
-		for _, line := range counted.lines() {
+		for _, line := range counted.Lines() {
 			if line == "show sess" {
 				n++
 			}
@@ -85,9 +85,9 @@ end)
 	for range 5 {
 		read()
 	}
-	t.Logf("show sess: %d before, %d after five reads within one Share; show sess all: %d", asked, shortSess(), counted.count("show sess all"))
+	t.Logf("show sess: %d before, %d after five reads within one Share; show sess all: %d", asked, shortSess(), counted.Count("show sess all"))
 	assert.Equal(t, asked, shortSess(), "show sess asked again within Share after the guard held the dump back")
-	assert.Zero(t, counted.count("show sess all"), "the dump was sent on 3.0 with a Lua socket open")
+	assert.Zero(t, counted.Count("show sess all"), "the dump was sent on 3.0 with a Lua socket open")
 
 	now = now.Add(haproxy.DefaultLocalBudget.Share)
 	read()

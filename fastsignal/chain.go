@@ -1,4 +1,4 @@
-package daemon
+package fastsignal
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 //     HAProxy nothing and reads the same on every version, so it is read
 //     every cycle at every size. It needs the daemon in HAProxy's network
 //     namespace and a NETLINK_SOCK_DIAG socket.
-//  2. sessions: `show sess all` (local.go), spaced by the stream count.
-//  3. stat: `show stat`'s per-server byte counters (statfast.go), which
+//  2. sessions: `show sess all` (sessions.go), spaced by the stream count.
+//  3. stat: `show stat`'s per-server byte counters (stat.go), which
 //     move only when connections close unless the frontend has `option
 //     contstats`.
 //
@@ -41,10 +41,10 @@ import (
 // Reader names: haproxy_weighter_fast_signal_reader's reader label and the
 // plan's reason.
 const (
-	readerKernel   = "kernel"
-	readerSessions = "sessions"
-	readerStat     = "stat"
-	readerNone     = "none" // every reader failed: the source alone
+	ReaderKernel   = "kernel"
+	ReaderSessions = "sessions"
+	ReaderStat     = "stat"
+	ReaderNone     = "none" // every reader failed: the source alone
 )
 
 // retryBetter is how long a reader that failed is skipped before the chain
@@ -73,8 +73,8 @@ type fastRung struct {
 	said  string // the failure logged last, not logged again
 }
 
-// fastChain is an HAProxy backend's fast signal: the best reader that works.
-type fastChain struct {
+// Chain is an HAProxy backend's fast signal: the best reader that works.
+type Chain struct {
 	backend  string
 	log      *slog.Logger
 	now      func() time.Time
@@ -88,19 +88,19 @@ type fastChain struct {
 	base  map[string]float64 // added to the current reader's Bytes (continuity across switches)
 }
 
-var _ weighter.LocalReader = (*fastChain)(nil)
+var _ weighter.LocalReader = (*Chain)(nil)
 
-// newFastChain builds the chain over a backend's readers, in order: the
+// newChain builds the chain over a backend's readers, in order: the
 // socket table (kernel, nil when not built), show sess all, show stat (nil
 // when not built).
-func newFastChain(backend string, kernel, sessions, stat weighter.LocalReader, log *slog.Logger) *fastChain {
-	c := &fastChain{backend: backend, log: log, now: time.Now, last: map[string]float64{}, base: map[string]float64{}}
+func newChain(backend string, kernel, sessions, stat weighter.LocalReader, log *slog.Logger) *Chain {
+	c := &Chain{backend: backend, log: log, now: time.Now, last: map[string]float64{}, base: map[string]float64{}}
 	c.kernel, _ = kernel.(*kernelReader)
 	c.sessions, _ = sessions.(*localReader)
 	for _, r := range []struct {
 		name string
 		r    weighter.LocalReader
-	}{{readerKernel, kernel}, {readerSessions, sessions}, {readerStat, stat}} {
+	}{{ReaderKernel, kernel}, {ReaderSessions, sessions}, {ReaderStat, stat}} {
 		if r.r != nil {
 			c.rungs = append(c.rungs, &fastRung{name: r.name, r: r.r})
 		}
@@ -108,13 +108,13 @@ func newFastChain(backend string, kernel, sessions, stat weighter.LocalReader, l
 	return c
 }
 
-// pinned keeps only reader in the chain when it names one (fast_signal:
+// Pinned keeps only reader in the chain when it names one (fast_signal:
 // kernel, sessions or stat): the operator chose it, for servers the socket
 // table cannot tell apart (one address in two backends) or a benchmark of
 // one reader. It fails as a chain whose every reader fails, the source
 // weighing alone until it reads again, rather than stepping down to a
 // reader that was not chosen. Any other value (on) keeps the whole chain.
-func (c *fastChain) pinned(reader string) *fastChain {
+func (c *Chain) Pinned(reader string) *Chain {
 	for _, r := range c.rungs {
 		if r.name == reader {
 			c.rungs = []*fastRung{r}
@@ -127,7 +127,7 @@ func (c *fastChain) pinned(reader string) *fastChain {
 // ReadLocal reads the best reader that works. Bytes go on from the last
 // read across a change of reader (each reader counts from its own base),
 // and the read after a change has no rate (Reset).
-func (c *fastChain) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
+func (c *Chain) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -150,7 +150,7 @@ func (c *fastChain) ReadLocal(ctx context.Context, servers []weighter.ServerStat
 			continue
 		}
 		c.recovered(ctx, rung)
-		if rung.name != readerSessions && c.sessions != nil {
+		if rung.name != ReaderSessions && c.sessions != nil {
 			// The runner's first cycle waits for this before it reads
 			// again (waitForSecondRead): a rate over the few milliseconds
 			// after the start-up read is noise.
@@ -158,16 +158,16 @@ func (c *fastChain) ReadLocal(ctx context.Context, servers []weighter.ServerStat
 		}
 		return c.continued(rung.name, got), nil
 	}
-	if c.cur != readerNone {
-		c.log.Warn("fast signal cannot be read", "reader", readerNone, "effect", "weighting by the source alone until one does", "err", errors.Join(errs...))
-		c.cur = readerNone
+	if c.cur != ReaderNone {
+		c.log.Warn("fast signal cannot be read", "reader", ReaderNone, "effect", "weighting by the source alone until one does", "err", errors.Join(errs...))
+		c.cur = ReaderNone
 	}
 	return weighter.LocalRead{}, fmt.Errorf("no fast signal reader works: %w", errors.Join(errs...))
 }
 
 // failed marks rung down and says why, once per reason, naming the reader
 // the chain goes on with.
-func (c *fastChain) failed(ctx context.Context, rung *fastRung, now time.Time, err error) {
+func (c *Chain) failed(ctx context.Context, rung *fastRung, now time.Time, err error) {
 	rung.down, rung.why = now, err
 	rung.probe = errors.Is(err, sockdiag.ErrNotVisible)
 	msg := err.Error()
@@ -176,7 +176,7 @@ func (c *fastChain) failed(ctx context.Context, rung *fastRung, now time.Time, e
 		return
 	}
 	rung.said = msg
-	next := readerNone
+	next := ReaderNone
 	for i, r := range c.rungs {
 		if r == rung && i+1 < len(c.rungs) {
 			next = c.rungs[i+1].name
@@ -187,7 +187,7 @@ func (c *fastChain) failed(ctx context.Context, rung *fastRung, now time.Time, e
 }
 
 // recovered clears rung's failure, saying so when it had been said.
-func (c *fastChain) recovered(ctx context.Context, rung *fastRung) {
+func (c *Chain) recovered(ctx context.Context, rung *fastRung) {
 	if rung.said != "" {
 		c.log.Log(ctx, slog.LevelInfo, "fast signal reader back", "reader", rung.name)
 	}
@@ -211,7 +211,7 @@ func why(reader string, err error) string {
 
 // continued makes got's counters go on from the last read: a new reader
 // starts from what the last one returned, with no rate for this read.
-func (c *fastChain) continued(reader string, got weighter.LocalRead) weighter.LocalRead {
+func (c *Chain) continued(reader string, got weighter.LocalRead) weighter.LocalRead {
 	switched := c.cur != reader
 	out := got
 	out.Reader = reader
@@ -234,8 +234,8 @@ func (c *fastChain) continued(reader string, got weighter.LocalRead) weighter.Lo
 	return out
 }
 
-// reader is the reader of the last read ("" before the first).
-func (c *fastChain) reader() string {
+// Reader is the reader of the last read ("" before the first).
+func (c *Chain) Reader() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cur

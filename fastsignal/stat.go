@@ -1,4 +1,4 @@
-package daemon
+package fastsignal
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// statReader is the last reader of the fast signal chain (kernelfast.go)
+// statReader is the last reader of the fast signal chain (chain.go)
 // before the source alone: `show stat`'s per-server byte counters, from the
 // cycle's own read (Backend.ReadStats), differenced between cycles.
 //

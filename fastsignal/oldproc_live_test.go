@@ -1,4 +1,4 @@
-package daemon
+package fastsignal
 
 import (
 	"fmt"
@@ -15,6 +15,10 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
+
+// shedWhale is a whale's chunk, written every testenv.ShedTick: 50 kB/s,
+// fifty times an ordinary client of the daemon's shed tests.
+const shedWhale = 1000
 
 // TestKernelCountsTheOldProcessAfterSoftReload: HAProxy without a master,
 // reloaded as the init scripts do (`-sf <old pid>`): the old process keeps
@@ -76,9 +80,9 @@ func TestKernelShedLeavesTheOldProcessStream(t *testing.T) {
 	front := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(
 		"frontend fe\n  bind %s\n  default_backend be\nbackend be\n  server s1 %s\n", front, testenv.StartDiscardServer(t)))
-	whale := dialShedClient(t, front, shedWhale)
-	client := whale.conn.LocalAddr().String()
-	counted := startCommandCounter(t, h.Socket)
+	whale := testenv.DialShedClient(t, front, shedWhale)
+	client := whale.Conn.LocalAddr().String()
+	counted := testenv.StartCommandCounter(t, h.Socket)
 	hc, err := haproxy.New(haproxy.Config{Socket: counted.Socket})
 	require.NoError(t, err)
 	hb := hc.Backend("be")
@@ -114,10 +118,10 @@ func TestKernelShedLeavesTheOldProcessStream(t *testing.T) {
 	assert.Zero(t, after.Serial)
 
 	fresh := reader()
-	dumps := counted.count("show sess all")
+	dumps := counted.Count("show sess all")
 	for range 5 {
 		assert.Empty(t, open(fresh).Client)
 		now = now.Add(haproxy.DefaultLocalBudget.Share)
 	}
-	assert.Equal(t, 1, counted.count("show sess all")-dumps, "the new process asked for the old process's connection more than once")
+	assert.Equal(t, 1, counted.Count("show sess all")-dumps, "the new process asked for the old process's connection more than once")
 }

@@ -1,4 +1,4 @@
-package daemon
+package fastsignal
 
 import (
 	"context"
