@@ -139,7 +139,7 @@ func parseFlags(args []string) (options, error) {
 		}
 	}
 	if o.Scenario == scenarioMany {
-		// Issue 24's many: as many connections as the descriptors allow (many.go).
+		// The production world's many: as many connections as the descriptors allow (many.go).
 		if !given["servers"] {
 			o.Servers = 16
 		}

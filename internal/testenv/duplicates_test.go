@@ -28,7 +28,7 @@ var perPackage = map[string]string{
 
 // TestNoHelperDefinedInTwoPackages: a test helper (a top-level function,
 // method or type of a *_test.go file) written once more, name and body,
-// in another package belongs in internal/testenv. Issue 22 found waitFor,
+// in another package belongs in internal/testenv. A review found waitFor,
 // newFakeClock, promData, assertNoSecret and weightsOf written in several
 // packages, drifting apart.
 func TestNoHelperDefinedInTwoPackages(t *testing.T) {
