@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
+	"github.com/haproxy-weighter/haproxy-weighter/statuspage"
 )
 
 // handler serves the status page (/), /metrics, /healthz (every backend's
@@ -45,7 +46,7 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.HandleFunc("GET /{$}", d.status) // status.go
+	mux.HandleFunc("GET /{$}", statuspage.Handler(d.statusPage, d.log)) // status.go
 	return mux
 }
 

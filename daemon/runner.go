@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/metrics"
+	"github.com/haproxy-weighter/haproxy-weighter/statuspage"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -49,16 +50,16 @@ type runner struct {
 
 	mu       sync.Mutex
 	started  time.Time
-	lastOK   time.Time // end of the last ok cycle
-	lastBeat time.Time // end of the last cycle, whatever its result
-	cl       *cycleLog // what was logged of the cycles so far
-	last     lastCycle // the last cycle that ended (status page)
-	plan     lastCycle // the last cycle that ended with a plan
+	lastOK   time.Time        // end of the last ok cycle
+	lastBeat time.Time        // end of the last cycle, whatever its result
+	cl       *cycleLog        // what was logged of the cycles so far
+	last     statuspage.Cycle // the last cycle that ended (status page)
+	plan     statuspage.Cycle // the last cycle that ended with a plan
 	// servers are the target's servers as the newest cycle that read them
 	// found them (/metrics' server_info): the cycle's own read, not a copy
 	// the target keeps.
 	servers []weighter.ServerState
-	history *statusHistory // the status page's last 15 minutes (status_history.go)
+	history *statuspage.History // the status page's last 15 minutes
 
 	// lastStart is when the backend's last cycle started, carried over by a
 	// reload (inheritSchedule): the next cycle waits for an interval after it,
@@ -73,7 +74,7 @@ func newRunner(u *managedBackend, t Timing, clock Clock, m *metrics.Metrics, log
 	log = log.With("backend", u.Backend.Name)
 	return &runner{unit: u, timing: t, apply: true, clock: clock, metrics: m,
 		log: log, rand: rand.Float64, started: now, lastBeat: now, done: make(chan struct{}),
-		cl: &cycleLog{log: log}, history: newStatusHistory()}
+		cl: &cycleLog{log: log}, history: statuspage.NewHistory()}
 }
 
 // inherit takes over the last ok cycle and the log state of the runner a
@@ -174,14 +175,14 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	ready := r.readyLocked(end)
 	// Log first: whoever sees the metric or readiness change finds the log line.
 	would := r.cl.cycle(c, end, ready)
-	r.last = lastCycle{Cycle: c, End: end}
-	if r.last.planned() {
+	r.last = statuspage.Cycle{Cycle: c, End: end}
+	if r.last.Planned() {
 		r.plan = r.last
 	}
 	if c.Servers != nil {
 		r.servers = c.Servers
 	}
-	r.history.record(r.last)
+	r.history.Record(r.last)
 	r.mu.Unlock()
 	if r.metrics != nil {
 		r.metrics.Observe(c)

@@ -13,7 +13,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,12 +44,15 @@ import (
 //
 //	STATUS_PAGE_PNG=$PWD/docs/status-page.png go test -count=1 -run TestStatusPageInBrowser ./daemon/
 
-// The bars' colours, as status.html fills them.
+// The bars' colours, as statuspage's page.html fills them.
 var barColours = map[string]color.RGBA{
 	"ok":   {0x3b, 0x7d, 0xd8, 0xff},
 	"warm": {0xf0, 0xa5, 0x00, 0xff},
 	"hot":  {0xd6, 0x27, 0x28, 0xff},
 }
+
+// pageBarWidth is a bar's full width in CSS pixels, as page.html draws it.
+const pageBarWidth = 200
 
 // sparkColour is the sparkline's stroke.
 var sparkColour = color.RGBA{0x6a, 0x3f, 0xb5, 0xff}
@@ -70,14 +75,15 @@ func TestStatusPageInBrowser(t *testing.T) {
 		img := decodePNG(t, shot)
 		assertNotBlank(t, img)
 		bars := findBars(img)
-		bars50 := barsOf(plan.Servers)
+		bars50 := pageBars(t, dom)
+		require.Len(t, bars50, len(plan.Servers), "bars the page wrote")
 		require.Len(t, bars, len(plan.Servers), "bars found in the screenshot: %+v", bars)
 		hot, cool := 0, 0
 		for i, b := range bars {
 			want := bars50[i]
-			assert.Equal(t, want.Class, b.class, "%s's bar colour", plan.Servers[i].Server)
+			assert.Equal(t, want.class, b.class, "%s's bar colour", plan.Servers[i].Server)
 			// The mean's marker (2 px) may cover part of a bar.
-			assert.InDelta(t, want.Fill, b.width, 3, "%s's bar: %d px drawn, %d px planned", plan.Servers[i].Server, b.width, want.Fill)
+			assert.InDelta(t, want.width, b.width, 3, "%s's bar: %d px drawn, %d px written", plan.Servers[i].Server, b.width, want.width)
 			if plan.Servers[i].Load > plan.Servers[hot].Load {
 				hot = i
 			}
@@ -122,6 +128,28 @@ func TestStatusPageInBrowser(t *testing.T) {
 		assert.Greater(t, bars[2].width, bars[0].width)
 		assert.Greater(t, bars[0].width, bars[1].width)
 	})
+}
+
+// pageBar is one server's bar as the page wrote it: the row's class and
+// the filled rect's width (0: none).
+var pageBar = regexp.MustCompile(`(?s)<tr class="load-(\w+)[^"]*">.*?<svg class="bar"[^>]*>(.*?)</svg>`)
+var pageFill = regexp.MustCompile(`<rect class="(?:ok|warm|hot)" x="0" y="2" width="(\d+)"`)
+
+// pageBars are the server table's bars as the DOM holds them, in table
+// order: what chromium was told to draw.
+func pageBars(t *testing.T, dom string) []foundBar {
+	t.Helper()
+	var out []foundBar
+	for _, m := range pageBar.FindAllStringSubmatch(dom, -1) {
+		b := foundBar{class: m[1]}
+		if f := pageFill.FindStringSubmatch(m[2]); f != nil {
+			w, err := strconv.Atoi(f[1])
+			require.NoError(t, err)
+			b.width = w
+		}
+		out = append(out, b)
+	}
+	return out
 }
 
 // htmlText is s as the DOM serializer writes text: &, < and > escaped.
@@ -238,7 +266,7 @@ func findBars(img image.Image) []foundBar {
 			continue
 		}
 		count := map[string]int{}
-		for x := column; x < min(column+barWidth, b.Max.X); x++ {
+		for x := column; x < min(column+pageBarWidth, b.Max.X); x++ {
 			if c := classOf(x, y); c != "" {
 				count[c]++
 			}

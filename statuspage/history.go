@@ -1,4 +1,4 @@
-package daemon
+package statuspage
 
 import (
 	"math"
@@ -27,22 +27,23 @@ type historyBucket struct {
 	sheds map[string]int
 }
 
-// statusHistory is a backend's ring of buckets. It outlives reloads (the
-// runner a reload starts inherits it) and is fed once per cycle by the
-// runner; the status page reads it. Safe for concurrent use.
-type statusHistory struct {
+// History is a backend's ring of buckets. It outlives reloads (the
+// daemon hands it to the runner a reload starts) and is fed once per cycle by the
+// daemon's runner (Record); the page reads it. Safe for concurrent use.
+type History struct {
 	mu      sync.Mutex
 	buckets [historySlots]historyBucket
 }
 
-func newStatusHistory() *statusHistory { return &statusHistory{} }
+// NewHistory is an empty history.
+func NewHistory() *History { return &History{} }
 
 // slotOf is the historySlot t falls in.
 func slotOf(t time.Time) int64 { return t.UnixNano() / int64(historySlot) }
 
-// record adds one ended cycle: its plan's imbalance, when it has one, and
+// Record adds one ended cycle: its plan's imbalance, when it has one, and
 // the sessions it shed (in a dry run, would have shed), per server.
-func (h *statusHistory) record(c lastCycle) {
+func (h *History) Record(c Cycle) {
 	if h == nil || c.End.IsZero() {
 		return
 	}
@@ -53,7 +54,7 @@ func (h *statusHistory) record(c lastCycle) {
 	if b.slot != slot {
 		*b = historyBucket{slot: slot, worst: math.NaN()}
 	}
-	if c.planned() && validImbalance(c.Plan.Imbalance) && !(c.Plan.Imbalance <= b.worst) {
+	if c.Planned() && validImbalance(c.Plan.Imbalance) && !(c.Plan.Imbalance <= b.worst) {
 		b.worst = c.Plan.Imbalance
 	}
 	for server, n := range shedCounts(c.Cycle) {
@@ -96,7 +97,7 @@ type historyView struct {
 }
 
 // view returns the span that ends with now's bucket.
-func (h *statusHistory) view(now time.Time) historyView {
+func (h *History) view(now time.Time) historyView {
 	v := historyView{Worst: make([]float64, historySlots), Sheds: map[string]int{}}
 	if h == nil {
 		for i := range v.Worst {

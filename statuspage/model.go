@@ -1,4 +1,4 @@
-package daemon
+package statuspage
 
 import (
 	"math"
@@ -213,9 +213,9 @@ var unknownUnit = loadUnit{header: "in the source's unit"}
 // alone weighs bytes per second per connection; calibrated, it is in the
 // source's unit (the calibration maps one onto the other); the source's
 // unit is known only for HAProxy's own counters.
-func (u *managedBackend) loadUnit(sig *weighter.Signal) loadUnit {
+func (u Loads) loadUnit(sig *weighter.Signal) loadUnit {
 	if sig != nil && sig.Pipeline == weighter.PipelineFast {
-		if u.fast != nil && u.fast.chain == nil { // IPVS counts connections
+		if u.Fast == FastIPVS { // IPVS counts connections
 			return unknownUnit
 		}
 		return loadUnit{symbol: "B/s", header: "B/s per connection", perConn: true}
@@ -225,8 +225,8 @@ func (u *managedBackend) loadUnit(sig *weighter.Signal) loadUnit {
 		// unit: still a load per connection, not the server's.
 		return loadUnit{header: "per connection, in the source's unit", perConn: true}
 	}
-	c, ok := u.source.Config().(*haproxy.StatsConfig)
-	if !ok {
+	c := u.Stats
+	if c == nil {
 		return unknownUnit
 	}
 	var lu loadUnit
@@ -249,19 +249,19 @@ func (u *managedBackend) loadUnit(sig *weighter.Signal) loadUnit {
 
 // loadText says what the loads are made of: the source, and whether
 // HAProxy's fast signal carries them, with its state.
-func (u *managedBackend) loadText(sig *weighter.Signal) string {
-	kind := u.source.Kind()
+func (u Loads) loadText(sig *weighter.Signal) string {
+	kind := u.Source
 	if kind == "" {
 		kind = "the source"
 	}
-	if u.fast == nil {
-		if u.fastOff != "" {
-			return kind + " alone (fast signal off: " + u.fastOff + ")"
+	if u.Fast == FastNone {
+		if u.FastOff != "" {
+			return kind + " alone (fast signal off: " + u.FastOff + ")"
 		}
 		return kind
 	}
 	fast := "HAProxy's fast signal"
-	if u.fast.chain == nil {
+	if u.Fast == FastIPVS {
 		fast = "IPVS connection counts"
 	}
 	if sig == nil {
