@@ -46,7 +46,7 @@ func (d *Daemon) handler(reg *prometheus.Registry) http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.HandleFunc("GET /{$}", statuspage.Handler(d.statusPage, d.log)) // status.go
+	mux.HandleFunc("GET /{$}", statuspage.Handler(d.statusPage, d.log)) // status.go, statuspage/
 	return mux
 }
 
