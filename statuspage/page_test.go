@@ -1,8 +1,12 @@
 package statuspage
 
 import (
+	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,4 +259,54 @@ func TestStatusServerLoadRatio(t *testing.T) {
 	}
 	assert.Equal(t, "1.67×", rows[1].ServerRatio)
 	assert.Equal(t, "—", rows[3].ServerRatio)
+}
+
+// TestRender: the page from plain inputs, as a caller other than the daemon
+// would hand them: the reload interval bounded to [2s, 30s], every backend
+// with its socket and what its loads are made of, a server's row, and
+// names from HAProxy and the configuration as text, never markup.
+func TestRender(t *testing.T) {
+	now := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	c := Cycle{End: now.Add(-2 * time.Second), Cycle: weighter.Cycle{Result: weighter.ResultOK, Duration: 3 * time.Millisecond,
+		Plan: weighter.Plan{Imbalance: 1.6, Coverage: 1, Servers: []weighter.ServerPlan{
+			{Server: `<b>s1</b>`, Load: 40, Current: 100, New: 64, Action: weighter.ActionSet},
+			{Server: "s2", Load: 10, Current: 100, New: 256, Action: weighter.ActionSet}}}}}
+	h := NewHistory()
+	h.Record(c)
+	p := Page{Now: now, Interval: 500 * time.Millisecond, NotReady: `be "x" <no ok cycle>`, Backends: []Backend{
+		{Name: `be"><svg onload=alert(1)>`, Kind: "haproxy", Socket: "/run/haproxy/admin.sock", DryRun: true, Last: c, Plan: c, History: h,
+			Loads: Loads{Source: "prometheus", Fast: FastHAProxy}},
+		{Name: "idle", Kind: "lvs", Loads: Loads{Source: "graphite", Fast: FastIPVS}},
+	}}
+	var page strings.Builder
+	require.NoError(t, Render(&page, p))
+	body := page.String()
+	assert.Contains(t, body, `<meta http-equiv="refresh" content="2">`)
+	assert.Contains(t, body, "at 2026-12-07T08:00:00Z, reloads every 2s")
+	assert.Contains(t, body, `not ready</span>: be &#34;x&#34; &lt;no ok cycle&gt;`)
+	assert.Contains(t, body, `be&#34;&gt;&lt;svg onload=alert(1)&gt;`)
+	assert.Contains(t, body, `on <code>/run/haproxy/admin.sock</code>`)
+	assert.Contains(t, body, "IPVS connection counts, with graphite (not read yet)")
+	assert.Contains(t, body, `<td class="name">&lt;b&gt;s1&lt;/b&gt;</td>`)
+	assert.Contains(t, body, "changes the plan wants: 2")
+	assert.Equal(t, 1, strings.Count(body, "<polyline"), "the history's one slot")
+	for _, bad := range []string{"<b>s1", "<svg onload", `"x"`} {
+		assert.NotContains(t, body, bad)
+	}
+
+	for interval, want := range map[time.Duration]int{0: 2, 2500 * time.Millisecond: 3, 10 * time.Second: 10, time.Hour: 30} {
+		assert.Equal(t, want, refreshSeconds(interval), "%v", interval)
+	}
+}
+
+// TestHandler: the page is served whole, never cached.
+func TestHandler(t *testing.T) {
+	h := Handler(func() Page { return Page{Now: time.Unix(0, 0), Ready: true} }, slog.New(slog.DiscardHandler))
+	rec := httptest.NewRecorder()
+	h(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
+	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+	assert.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
+	assert.Contains(t, rec.Body.String(), `<span class="ok" id="ready">ready</span>`)
+	assert.True(t, strings.HasSuffix(rec.Body.String(), "</html>\n"), "the whole page")
 }
