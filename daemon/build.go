@@ -52,7 +52,7 @@ type managedBackend struct {
 }
 
 // checker is a target that can verify at start that it exists and accepts
-// runtime weights (haproxy.Backend, lvs.Service).
+// runtime weights (haproxy.RuntimeBackend, lvs.Service).
 type checker interface {
 	Check(ctx context.Context) error
 }
@@ -119,8 +119,8 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*managedBack
 
 func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o buildOptions) (*managedBackend, error) {
 	u := &managedBackend{}
-	var stats haproxy.StatsReader // nil, not a nil *haproxy.Backend, for IPVS
-	var hb *haproxy.Backend
+	var stats haproxy.StatsReader // nil, not a nil *haproxy.RuntimeBackend, for IPVS
+	var hb *haproxy.RuntimeBackend
 	var svc *lvs.Service
 	if b.IPVS != nil {
 		var err error

@@ -195,7 +195,7 @@ func keepControllers(old, next []*managedBackend) {
 		if ok && sameSource(o, u) {
 			u.Backend.Source, u.fast, u.address = o.Backend.Source, o.fast, o.address
 			askOpenStreams(u) // the kept reader, for the new shed block
-			hb, isHAProxy := u.target.(*haproxy.Backend)
+			hb, isHAProxy := u.target.(*haproxy.RuntimeBackend)
 			src := u.Backend.Source
 			if u.fast != nil {
 				// The fast reader stays on the old client (same socket): its

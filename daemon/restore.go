@@ -14,7 +14,7 @@ import (
 )
 
 // restorer is a target that can keep its current weights and later put them
-// back (haproxy.Backend; IPVS cannot, so restore_on_exit leaves it alone).
+// back (haproxy.RuntimeBackend; IPVS cannot, so restore_on_exit leaves it alone).
 type restorer interface {
 	weighter.Target
 	Snapshot(ctx context.Context) (map[string]int, error)

@@ -33,7 +33,7 @@ const (
 
 // streamsByClient reads the backend's streams and maps each client address
 // (as the client sees its own local address) to its stream.
-func streamsByClient(t *testing.T, b *haproxy.Backend) map[string]haproxy.Session {
+func streamsByClient(t *testing.T, b *haproxy.RuntimeBackend) map[string]haproxy.Session {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -49,7 +49,7 @@ func streamsByClient(t *testing.T, b *haproxy.Backend) map[string]haproxy.Sessio
 }
 
 // waitStreams waits until every client has its stream on a server.
-func waitStreams(t *testing.T, b *haproxy.Backend, clients []*testenv.ShedClient) map[string]haproxy.Session {
+func waitStreams(t *testing.T, b *haproxy.RuntimeBackend, clients []*testenv.ShedClient) map[string]haproxy.Session {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -388,7 +388,7 @@ func storyDaemon(t *testing.T) (*Daemon, *prometheus.Registry, weighter.Plan) {
 // shedding closes it: its server's bytes go above 1.75× the mean, and
 // web-7 (one connection) can take it without going hot, so it is shed.
 type storySource struct {
-	b      *haproxy.Backend
+	b      *haproxy.RuntimeBackend
 	clock  Clock
 	start  time.Time
 	whales map[string]time.Duration // server → when its heavy stream starts

@@ -17,7 +17,7 @@ import (
 // NewHAProxyChain builds an HAProxy backend's fast signal: the chain of
 // readers, the kernel's socket table first. master: c is HAProxy's master
 // CLI; dir is the direction weighed by.
-func NewHAProxyChain(hb *haproxy.Backend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *Chain {
+func NewHAProxyChain(hb *haproxy.RuntimeBackend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *Chain {
 	return newChain(hb.Name(), newKernelReader(hb, c, master, dir, log), newLocalReader(hb, dir), &statReader{hb: hb, bytes: dir}, log)
 }
 

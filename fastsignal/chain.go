@@ -250,7 +250,7 @@ func (c *Chain) Reader() string {
 // address in one process, and a reload leaves the old process serving its
 // connections beside the new one.
 type kernelReader struct {
-	hb     *haproxy.Backend
+	hb     *haproxy.RuntimeBackend
 	reader *sockdiag.Reader
 	local  *sockdiag.LocalReader
 	bytes  weighter.Bytes
@@ -332,7 +332,7 @@ type streamOf struct {
 }
 
 // newKernelReader builds the socket table reader of an HAProxy backend.
-func newKernelReader(hb *haproxy.Backend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *kernelReader {
+func newKernelReader(hb *haproxy.RuntimeBackend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *kernelReader {
 	k := &kernelReader{hb: hb, bytes: dir, log: log, master: master, now: time.Now, old: &oldProcs{log: log},
 		streams: map[uint64]streamOf{}, first: map[uint64]time.Time{}, missed: map[uint64]missedConn{}}
 	k.reader = sockdiag.New(sockdiag.Config{PIDs: k.haproxyPIDs(c, "/proc")})

@@ -14,7 +14,7 @@ import (
 // client: the client holds the per-stream sums the counters are made of.
 type localReader struct {
 	counter string
-	b       *haproxy.Backend
+	b       *haproxy.RuntimeBackend
 	// open asks for the open streams with their rates, which only the shed
 	// planner uses; set from the backend's shed block at build and reload.
 	open atomic.Bool
@@ -25,7 +25,7 @@ type localReader struct {
 
 var _ weighter.LocalReader = (*localReader)(nil)
 
-func newLocalReader(b *haproxy.Backend, dir weighter.Bytes) *localReader {
+func newLocalReader(b *haproxy.RuntimeBackend, dir weighter.Bytes) *localReader {
 	counter := haproxy.LocalBoth
 	switch dir {
 	case weighter.BytesIn:

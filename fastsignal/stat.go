@@ -25,7 +25,7 @@ import (
 // reads) and the backend weighs by the source alone, as before there was a
 // fast signal.
 type statReader struct {
-	hb    *haproxy.Backend
+	hb    *haproxy.RuntimeBackend
 	bytes weighter.Bytes
 
 	mu     sync.Mutex

@@ -10,8 +10,9 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// Backend is one HAProxy backend as a weighter.Target.
-type Backend struct {
+// RuntimeBackend is one HAProxy backend through the runtime socket: a
+// weighter.Target, and what else the daemon reads of it (stats, streams).
+type RuntimeBackend struct {
 	c    *Client
 	name string
 
@@ -27,15 +28,15 @@ type Backend struct {
 	pace pace
 }
 
-var _ weighter.Target = (*Backend)(nil)
+var _ weighter.Target = (*RuntimeBackend)(nil)
 
 // Name is the backend's name in HAProxy.
-func (b *Backend) Name() string { return b.name }
+func (b *RuntimeBackend) Name() string { return b.name }
 
 // Servers reads every server of the backend, fresh from HAProxy: current and
 // initial weight, admin state (from srv_admin_state bits), operational state and
 // address. A missing backend is an error wrapping ErrNoBackend.
-func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
+func (b *RuntimeBackend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func (b *Backend) Servers(ctx context.Context) ([]weighter.ServerState, error) {
 func statCmd(backend string) string { return fmt.Sprintf("show stat %s 6 -1", backend) }
 
 // fillSessions sets each server's Sessions from HAProxy's scur.
-func (b *Backend) fillSessions(ctx context.Context, servers []weighter.ServerState, reply string) error {
+func (b *RuntimeBackend) fillSessions(ctx context.Context, servers []weighter.ServerState, reply string) error {
 	t, err := b.c.backendStat(ctx, b.name, reply)
 	if err != nil {
 		return err
@@ -90,9 +91,9 @@ func (b *Backend) fillSessions(ctx context.Context, servers []weighter.ServerSta
 	return nil
 }
 
-func (b *Backend) stateCmd() string { return "show servers state " + b.name }
+func (b *RuntimeBackend) stateCmd() string { return "show servers state " + b.name }
 
-func (b *Backend) parseState(reply string) ([]weighter.ServerState, error) {
+func (b *RuntimeBackend) parseState(reply string) ([]weighter.ServerState, error) {
 	if err := commandError(reply); err != nil {
 		return nil, fmt.Errorf("backend %s: %w", b.name, classify(err))
 	}
@@ -107,13 +108,13 @@ func (b *Backend) parseState(reply string) ([]weighter.ServerState, error) {
 // back joined, each a *weighter.ServerError; a transport failure after the
 // request was sent is a *weighter.UnconfirmedError, one before it is returned
 // as is (nothing is retried).
-func (b *Backend) SetWeights(ctx context.Context, changes []weighter.Change) error {
+func (b *RuntimeBackend) SetWeights(ctx context.Context, changes []weighter.Change) error {
 	return b.setWeights(ctx, changes, true)
 }
 
 // setWeights is SetWeights; mayHold says whether a batch that would not end
 // in time is held back (a cycle's: the next cycle writes) or sent anyway.
-func (b *Backend) setWeights(ctx context.Context, changes []weighter.Change, mayHold bool) error {
+func (b *RuntimeBackend) setWeights(ctx context.Context, changes []weighter.Change, mayHold bool) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -142,7 +143,7 @@ func (b *Backend) setWeights(ctx context.Context, changes []weighter.Change, may
 // finds the server at another weight and ends the record (ownzero.Seen).
 // Any other weight leaves the record as it was, since a 0 the daemon wrote
 // before may still stand.
-func (b *Backend) unconfirmed(changes []weighter.Change) {
+func (b *RuntimeBackend) unconfirmed(changes []weighter.Change) {
 	for _, ch := range changes {
 		if ch.Weight == 0 {
 			b.c.zeroes.Wrote(b.zeroKey(ch.Server), 0)
@@ -171,14 +172,14 @@ func cutWeights(changes []weighter.Change, err error) error {
 		answered, len(changes), changes[answered].Server, err)
 }
 
-func (b *Backend) weightCmd(server string, w int) string {
+func (b *RuntimeBackend) weightCmd(server string, w int) string {
 	return fmt.Sprintf("set server %s/%s weight %d", b.name, server, w)
 }
 
 // validate refuses the whole batch if one weight or name is invalid or a server
 // comes twice (weighter.RefuseBatch), and checks each name and weight with the
 // rules HAProxy applies.
-func (b *Backend) validate(changes []weighter.Change) error {
+func (b *RuntimeBackend) validate(changes []weighter.Change) error {
 	if err := checkName("backend", b.name); err != nil {
 		return err
 	}
@@ -191,7 +192,7 @@ func (b *Backend) validate(changes []weighter.Change) error {
 }
 
 // verify attributes each reply to its server and compares the read-back weights.
-func (b *Backend) verify(changes []weighter.Change, replies []string) error {
+func (b *RuntimeBackend) verify(changes []weighter.Change, replies []string) error {
 	var errs []error
 	failed := make(map[string]bool)
 	for i, ch := range changes {

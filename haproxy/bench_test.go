@@ -72,7 +72,7 @@ func cpuTicks(b *testing.B, pid int) int {
 // SetServerWeight: one connection per server and no read-back. It is the
 // per-server baseline of BenchmarkSetWeights1000. Unix sockets only
 // (client-native dials nothing else); it checks ctx between servers.
-func setWeightsEach(ctx context.Context, b *Backend, changes []weighter.Change) error {
+func setWeightsEach(ctx context.Context, b *RuntimeBackend, changes []weighter.Change) error {
 	if err := b.validate(changes); err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ var staticAlgos = map[string]string{
 // a different weight to one server and the old weight back, in one request.
 // Map-based hashing refuses the first write. No server at weight 0 is
 // probed.
-func (b *Backend) Check(ctx context.Context) error {
+func (b *RuntimeBackend) Check(ctx context.Context) error {
 	if err := checkName("backend", b.name); err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func (b *Backend) Check(ctx context.Context) error {
 	return b.probe(ctx, algo, cmds)
 }
 
-func (b *Backend) probe(ctx context.Context, algo string, cmds []string) error {
+func (b *RuntimeBackend) probe(ctx context.Context, algo string, cmds []string) error {
 	replies, err := b.c.roundTrip(ctx, cmds)
 	if err != nil {
 		return fmt.Errorf("backend %s: check: %w", b.name, err)
@@ -100,7 +100,7 @@ func (b *Backend) probe(ctx context.Context, algo string, cmds []string) error {
 }
 
 // backendAlgo reads the "algo" column of the BACKEND row of `show stat <be> 2 -1`.
-func (b *Backend) backendAlgo(ctx context.Context, reply string) (string, error) {
+func (b *RuntimeBackend) backendAlgo(ctx context.Context, reply string) (string, error) {
 	t, err := b.c.backendStat(ctx, b.name, reply)
 	if err != nil {
 		return "", err

@@ -72,8 +72,8 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 }
 
 // Backend returns the weighter.Target for the named backend.
-func (c *Client) Backend(name string) *Backend {
-	return &Backend{c: c, name: name, now: time.Now}
+func (c *Client) Backend(name string) *RuntimeBackend {
+	return &RuntimeBackend{c: c, name: name, now: time.Now}
 }
 
 // checkName refuses names HAProxy cannot have (it allows letters, digits and

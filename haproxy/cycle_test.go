@@ -59,7 +59,7 @@ func TestCycleSkipsMaintAndStartsAgainAfterRestart(t *testing.T) {
 	}
 	applied := testenv.Weights(t, h.Socket, "be_cyc")
 	assert.Equal(t, 10, applied["s4"], "maint server's weight untouched")
-	assert.Equal(t, weighter.AdminMaint, byName(t, be.Target.(*Backend))["s4"].Admin)
+	assert.Equal(t, weighter.AdminMaint, byName(t, be.Target.(*RuntimeBackend))["s4"].Admin)
 	assert.NotEqual(t, 10, applied["s1"], "a weight changed")
 
 	// A restart also forgets the runtime "disable server": s4 comes back ready.

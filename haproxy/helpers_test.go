@@ -61,7 +61,7 @@ func newClient(t testing.TB, socket string, opts ...Option) *Client {
 func testCtx(t testing.TB) context.Context { return testenv.Context(t, 30*time.Second) }
 
 // byName indexes servers read from a Backend.
-func byName(t testing.TB, b *Backend) map[string]weighter.ServerState {
+func byName(t testing.TB, b *RuntimeBackend) map[string]weighter.ServerState {
 	t.Helper()
 	servers, err := b.Servers(testCtx(t))
 	if err != nil {

@@ -133,7 +133,7 @@ var DefaultLocalBudget = LocalBudget{Share: time.Second, PerStream: 600 * time.M
 // LocalBudget.Share after the failure (calls meanwhile get the same error), so
 // an HAProxy in trouble is not asked for a dump by every backend. A dump the
 // caller cancelled is not such a failure.
-func (b *Backend) ReadLocal(ctx context.Context, q LocalQuery) (StreamsReading, error) {
+func (b *RuntimeBackend) ReadLocal(ctx context.Context, q LocalQuery) (StreamsReading, error) {
 	if err := q.Validate(); err != nil {
 		return StreamsReading{}, err
 	}

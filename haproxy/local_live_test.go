@@ -82,7 +82,7 @@ func (sc *localScenario) advance(d time.Duration) {
 // waitLocal reads be until done accepts the reading, and checks every
 // reading on the way: each server's Rate is its Bytes' growth since the
 // reading before over the span between their times, and no Bytes decreases.
-func waitLocal(t *testing.T, b *Backend, q LocalQuery, done func(StreamsReading) bool) StreamsReading {
+func waitLocal(t *testing.T, b *RuntimeBackend, q LocalQuery, done func(StreamsReading) bool) StreamsReading {
 	t.Helper()
 	var prev StreamsReading
 	deadline := time.Now().Add(15 * time.Second)
@@ -112,7 +112,7 @@ func waitLocal(t *testing.T, b *Backend, q LocalQuery, done func(StreamsReading)
 
 // serverOf waits until the backend has one more stream open than before and
 // returns the server it went to.
-func serverOf(t *testing.T, b *Backend, before StreamsReading) string {
+func serverOf(t *testing.T, b *RuntimeBackend, before StreamsReading) string {
 	t.Helper()
 	var got string
 	waitLocal(t, b, LocalQuery{}, func(r StreamsReading) bool {
@@ -343,7 +343,7 @@ func TestLocalLiveRestart(t *testing.T) {
 
 // restarted reports whether the newest dump of b's Client was of another
 // HAProxy process than the dump before.
-func restarted(b *Backend) bool {
+func restarted(b *RuntimeBackend) bool {
 	st := &b.c.local
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -91,7 +91,7 @@ const maxSessionLine = 16 << 10
 // 2.6 cannot filter the dump: it sends every stream of every proxy, and the
 // reader keeps this backend's). A name no backend has gives no sessions.
 // A stream that ends while HAProxy dumps it is left out.
-func (b *Backend) Sessions(ctx context.Context) ([]Session, error) {
+func (b *RuntimeBackend) Sessions(ctx context.Context) ([]Session, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return nil, err
 	}

@@ -181,7 +181,7 @@ func dialFront(t testing.TB, port int) net.Conn {
 
 // sessionOf waits until b lists the stream of client connection c (matched
 // by its source address) with a server chosen, and returns it.
-func sessionOf(t testing.TB, b *Backend, c net.Conn) Session {
+func sessionOf(t testing.TB, b *RuntimeBackend, c net.Conn) Session {
 	t.Helper()
 	local := c.LocalAddr().String()
 	var found Session
@@ -199,7 +199,7 @@ func sessionOf(t testing.TB, b *Backend, c net.Conn) Session {
 	return found
 }
 
-func waitServer(t testing.TB, b *Backend, c net.Conn, server string) Session {
+func waitServer(t testing.TB, b *RuntimeBackend, c net.Conn, server string) Session {
 	t.Helper()
 	s := sessionOf(t, b, c)
 	require.Equal(t, server, s.Server, "stream from %s", s.Client)

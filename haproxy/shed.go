@@ -8,14 +8,14 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-var _ weighter.SessionCloser = (*Backend)(nil)
+var _ weighter.SessionCloser = (*RuntimeBackend)(nil)
 
 // CloseSession closes the stream s names, if its ID (a Session's Ref: with
 // the worker it was read from, through the master CLI) still names that very
 // stream (same Serial and client) on this backend, in that process
 // (ShutdownStream). A stream that ended meanwhile gives an error wrapping
 // weighter.ErrSessionGone: nothing was closed, and nothing needed to be.
-func (b *Backend) CloseSession(ctx context.Context, s weighter.ShedSession) error {
+func (b *RuntimeBackend) CloseSession(ctx context.Context, s weighter.ShedSession) error {
 	ref, err := b.refSession(s.ID)
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ var (
 // it checks, in a first round trip (`show sess <id>`), that the stream is on
 // this backend: a stale id must not close another backend's stream. Use
 // ShutdownStream to also check it is the very stream that was listed.
-func (b *Backend) ShutdownSession(ctx context.Context, id string) error {
+func (b *RuntimeBackend) ShutdownSession(ctx context.Context, id string) error {
 	s, err := b.refSession(id)
 	if err != nil {
 		return err
@@ -45,7 +45,7 @@ func (b *Backend) ShutdownSession(ctx context.Context, id string) error {
 // trips apart (some 0.1 ms): a stream that ends and whose address is reused
 // by a new stream of this backend in between is the one risk left, which
 // HAProxy 2.6's CLI offers no way to close.
-func (b *Backend) ShutdownStream(ctx context.Context, s Session) error {
+func (b *RuntimeBackend) ShutdownStream(ctx context.Context, s Session) error {
 	if s.Serial == 0 {
 		return fmt.Errorf("backend %s: shutdown %s: %w: no serial (not read by Sessions)", b.name, s.ID, ErrInvalidSessionID)
 	}
@@ -65,7 +65,7 @@ func (s Session) Ref() string {
 
 // refSession reads a Ref back into the stream's ID and Worker; it refuses
 // anything else before a byte is sent.
-func (b *Backend) refSession(ref string) (Session, error) {
+func (b *RuntimeBackend) refSession(ref string) (Session, error) {
 	id, pid, hasPID := strings.Cut(ref, "@!")
 	s := Session{ID: id}
 	if hasPID {
@@ -88,7 +88,7 @@ func (b *Backend) refSession(ref string) (Session, error) {
 
 // shutdown checks the stream want names (its serial too when exact, its
 // client when set) in its process, then closes it there.
-func (b *Backend) shutdown(ctx context.Context, want Session, exact bool) error {
+func (b *RuntimeBackend) shutdown(ctx context.Context, want Session, exact bool) error {
 	id := want.ID
 	if !isSessionID(id) {
 		return fmt.Errorf("backend %s: shutdown %.40q: %w: want 0x followed by lowercase hex, as show sess prints it",

@@ -158,7 +158,7 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 			if tc.fresh {
 				write = newClient(t, slow).Backend("be_big")
 			}
-			be.Target = deadlineAtWrite{Backend: write, in: 200 * time.Millisecond}
+			be.Target = deadlineAtWrite{RuntimeBackend: write, in: 200 * time.Millisecond}
 			cyc = weighter.RunCycle(testCtx(t), be, now.Add(time.Minute), true)
 			changes := cyc.Plan.Changes()
 			require.Greater(t, len(changes), n/2)
@@ -202,14 +202,14 @@ func TestSlowBatchIsFinishedOrNotSent(t *testing.T) {
 // batch of weights starts: a cycle that read its servers and loads in time
 // and has that long left to write, however long the read took.
 type deadlineAtWrite struct {
-	*Backend
+	*RuntimeBackend
 	in time.Duration
 }
 
 func (d deadlineAtWrite) SetWeights(ctx context.Context, changes []weighter.Change) error {
 	ctx, cancel := context.WithTimeout(ctx, d.in)
 	defer cancel()
-	return d.Backend.SetWeights(ctx, changes)
+	return d.RuntimeBackend.SetWeights(ctx, changes)
 }
 
 // splitTarget reads through one Backend and writes through another.
@@ -285,7 +285,7 @@ func TestBatchCutPastItsBoundIsRememberedInPart(t *testing.T) {
 	// 400 ms, with over 514 ms of batch to go.
 	slow := fakeClient(t, startSlowRuntime(t, h.Socket, time.Millisecond)).Backend("be_big")
 	be.Source = spread(n, 3)
-	be.Target = splitTarget{read: c.Backend("be_big"), write: deadlineAtWrite{Backend: slow, in: 100 * time.Millisecond}}
+	be.Target = splitTarget{read: c.Backend("be_big"), write: deadlineAtWrite{RuntimeBackend: slow, in: 100 * time.Millisecond}}
 	cyc = weighter.RunCycle(testCtx(t), be, now.Add(time.Minute), true)
 	var unconfirmed *weighter.UnconfirmedError
 	require.ErrorAs(t, cyc.Err, &unconfirmed)

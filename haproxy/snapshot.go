@@ -10,7 +10,7 @@ import (
 
 // zeroKey is the key of one of the backend's servers in the Client's record
 // of the weight-0 drains this process made: Restore undoes those and no other.
-func (b *Backend) zeroKey(server string) ownzero.Key {
+func (b *RuntimeBackend) zeroKey(server string) ownzero.Key {
 	return ownzero.Key{Target: b.c.cfg.Socket, Group: b.name, Server: server}
 }
 
@@ -23,7 +23,7 @@ type snapWeight struct {
 // Snapshot reads and remembers the current weight of every server, so that
 // Restore can put them back when the daemon exits (opt-in). A later Snapshot
 // replaces the earlier one.
-func (b *Backend) Snapshot(ctx context.Context) (map[string]int, error) {
+func (b *RuntimeBackend) Snapshot(ctx context.Context) (map[string]int, error) {
 	servers, err := b.Servers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
@@ -49,7 +49,7 @@ func (b *Backend) Snapshot(ctx context.Context) (map[string]int, error) {
 // drain, as the cycles take it, and stays drained; one at 0 at Snapshot time
 // that is back in service gets its configured weight, not the 0. Without a
 // Snapshot it does nothing.
-func (b *Backend) Restore(ctx context.Context) error {
+func (b *RuntimeBackend) Restore(ctx context.Context) error {
 	b.mu.Lock()
 	snap := b.snapshot
 	b.mu.Unlock()

@@ -107,7 +107,7 @@ func TestRestoreLeavesOperatorDrainAfterHAProxyRestart(t *testing.T) {
 
 // startAppBackend starts HAProxy with appConfig and returns it, a client of
 // it, that client's be_app and a context for the calls that ends with the test.
-func startAppBackend(t *testing.T) (*testenv.HAProxy, *Client, *Backend, context.Context) {
+func startAppBackend(t *testing.T) (*testenv.HAProxy, *Client, *RuntimeBackend, context.Context) {
 	t.Helper()
 	h := testenv.StartHAProxy(t, appConfig(t))
 	c := newClient(t, h.Socket)
@@ -115,14 +115,14 @@ func startAppBackend(t *testing.T) (*testenv.HAProxy, *Client, *Backend, context
 }
 
 // mustSnapshot keeps b's weights of now, as the daemon does at start-up.
-func mustSnapshot(ctx context.Context, t *testing.T, b *Backend) {
+func mustSnapshot(ctx context.Context, t *testing.T, b *RuntimeBackend) {
 	t.Helper()
 	_, err := b.Snapshot(ctx)
 	require.NoError(t, err)
 }
 
 // restoreAndRead restores b, as the daemon does at exit, and reads its servers back.
-func restoreAndRead(ctx context.Context, t *testing.T, b *Backend) map[string]weighter.ServerState {
+func restoreAndRead(ctx context.Context, t *testing.T, b *RuntimeBackend) map[string]weighter.ServerState {
 	t.Helper()
 	require.NoError(t, b.Restore(ctx))
 	return byName(t, b)

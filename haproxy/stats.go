@@ -18,7 +18,7 @@ const statsReuseMaxAge = time.Second
 // new `show stat`. The cycle calls Servers, then the source, so with
 // `source: haproxy` one round trip per cycle gives the weights, the sessions
 // and the counters.
-func (b *Backend) ReadStats(ctx context.Context) ([]ServerStat, time.Time, error) {
+func (b *RuntimeBackend) ReadStats(ctx context.Context) ([]ServerStat, time.Time, error) {
 	b.mu.Lock()
 	recent := b.recent
 	b.recent = nil
@@ -33,7 +33,7 @@ func (b *Backend) ReadStats(ctx context.Context) ([]ServerStat, time.Time, error
 }
 
 // keepStats hands the counters Servers read over to the next ReadStats.
-func (b *Backend) keepStats(stats []ServerStat) {
+func (b *RuntimeBackend) keepStats(stats []ServerStat) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.recent = &statsRead{stats: stats, at: b.now()}

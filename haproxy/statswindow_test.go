@@ -26,7 +26,7 @@ func windowSource(t *testing.T, cfg StatsConfig, r StatsReader, clock func() tim
 	switch r := r.(type) { // stamp the reads with the test's clock
 	case *scriptedStats:
 		r.now = clock
-	case *Backend:
+	case *RuntimeBackend:
 		r.now = clock
 	}
 	src, err := NewStatsSource(cfg, "be", r, nil)

@@ -67,7 +67,7 @@ const FilteredDumpFrom = 302
 // whole backend, `backend <b>` in place of `server <b/s>`). Errors as
 // Sessions' (and ErrStreamDumpUnsafe on a version the dump guard holds
 // back).
-func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStreams, error) {
+func (b *RuntimeBackend) ServerStreams(ctx context.Context, server string) (ServerStreams, error) {
 	return b.WorkerStreams(ctx, 0, server)
 }
 
@@ -78,7 +78,7 @@ func (b *Backend) ServerStreams(ctx context.Context, server string) (ServerStrea
 // closes it in the process that has it. A worker that has exited gives an
 // error wrapping ErrNoWorker. The version is asked of that worker: an old
 // worker may run another version than the current one.
-func (b *Backend) WorkerStreams(ctx context.Context, pid int, server string) (ServerStreams, error) {
+func (b *RuntimeBackend) WorkerStreams(ctx context.Context, pid int, server string) (ServerStreams, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return ServerStreams{}, err
 	}

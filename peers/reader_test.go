@@ -137,7 +137,7 @@ func TestPeersAddedIsZeroWhenTheOwnReadFails(t *testing.T) {
 // haproxyReader reads the bytes in of an HAProxy backend's servers from its
 // newest `show sess all`, with their addresses, as the daemon's fast reader
 // does.
-type haproxyReader struct{ b *haproxy.Backend }
+type haproxyReader struct{ b *haproxy.RuntimeBackend }
 
 func (r haproxyReader) ReadLocal(ctx context.Context, servers []weighter.ServerState) (weighter.LocalRead, error) {
 	got, err := r.b.ReadLocal(ctx, haproxy.LocalQuery{Counter: haproxy.CounterBytesIn, Servers: weighter.Names(servers)})

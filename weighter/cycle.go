@@ -25,7 +25,7 @@ const (
 // Weigher weighs one backend: everything one of its cycles needs, where
 // loads come from, where weights go, and the Controller that remembers what
 // was written (a backend's configuration is config.Backend; HAProxy's
-// backend, through the runtime socket, haproxy.Backend).
+// backend, through the runtime socket, haproxy.RuntimeBackend).
 type Weigher struct {
 	Name       string
 	Source     Source

@@ -11,7 +11,7 @@
 //
 //   - none: no reader (the baseline);
 //   - kernel: the kernel's socket table (sockdiag.Reader.Read with the servers' addresses);
-//   - sess: `show sess all` through haproxy.Backend.ReadLocal, the dump and parse the daemon
+//   - sess: `show sess all` through haproxy.RuntimeBackend.ReadLocal, the dump and parse the daemon
 //     makes (its budget set so that every read dumps);
 //   - stat: `show stat` through haproxy.Client.Stats.
 //
