@@ -104,29 +104,10 @@ scrape_configs:
 		return nil, "", err
 	}
 	url := "http://" + addr
-	if err := p.WaitReady(ctx, 60*time.Second, httpOK(url+"/-/ready")); err != nil {
+	if err := p.WaitReady(ctx, 60*time.Second, loadlab.HTTPOK(url+"/-/ready")); err != nil {
 		return p, "", fmt.Errorf("%w\n%s", err, tail(logPath))
 	}
 	return p, url, nil
-}
-
-// httpOK succeeds when url answers 200.
-func httpOK(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
 }
 
 // tail returns the last lines of a log file, for error messages.

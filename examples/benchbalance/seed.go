@@ -225,7 +225,7 @@ func (l *lab) startWeighter(ctx context.Context, qs quickStart, a *armRun) error
 	if err != nil {
 		return err
 	}
-	if err := a.weigher.WaitReady(ctx, 15*time.Second, httpOK("http://"+a.listen+"/healthz")); err != nil {
+	if err := a.weigher.WaitReady(ctx, 15*time.Second, loadlab.HTTPOK("http://"+a.listen+"/healthz")); err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(a.logPath))
 	}
 	return nil

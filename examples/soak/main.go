@@ -194,7 +194,7 @@ scrape_configs:
 	}
 	defer prom.Stop(10 * time.Second)
 	promURL := "http://" + promAddr
-	if err := prom.WaitReady(ctx, 60*time.Second, httpOK(promURL+"/-/ready")); err != nil {
+	if err := prom.WaitReady(ctx, 60*time.Second, loadlab.HTTPOK(promURL+"/-/ready")); err != nil {
 		return err
 	}
 	// Wait for the first scrape, so that the daemon starts with data.
@@ -396,24 +396,6 @@ func openClients(ctx context.Context, wg *sync.WaitGroup, addr string, n int) er
 		}
 	}
 	return nil
-}
-
-func httpOK(url string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", url, resp.Status)
-		}
-		return nil
-	}
 }
 
 // sample is one reading of the daemon.

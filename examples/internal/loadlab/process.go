@@ -3,6 +3,7 @@ package loadlab
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
@@ -83,5 +84,24 @@ func (c *Child) WaitReady(ctx context.Context, timeout time.Duration, check func
 			return fmt.Errorf("%s not ready: %w", c.Name, err)
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+}
+
+// HTTPOK is a readiness check for WaitReady: it succeeds when url answers 200.
+func HTTPOK(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
 	}
 }
