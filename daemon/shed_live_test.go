@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
@@ -124,40 +125,9 @@ func TestShedMovesTheWhale(t *testing.T) {
 	}
 	hb := hc.Backend("be")
 
-	// The whale first, to the server leastconn picks of the empty ones (hot
-	// below; s1 as a rule). Then the ordinary clients one at a time: hot
-	// gets one fewer than the others.
-	whale := testenv.DialShedClient(t, front, shedWhale)
-	var ordinary []*testenv.ShedClient
-	for range 4*shedPerServer - 1 {
-		ordinary = append(ordinary, testenv.DialShedClient(t, front, shedOrdinary))
-		time.Sleep(5 * time.Millisecond)
-	}
-	placed := waitStreams(t, hb, append([]*testenv.ShedClient{whale}, ordinary...))
-	whaleStream := placed[whale.Conn.LocalAddr().String()]
-	hot := whaleStream.Server
-	// The ordinary clients of another server (empty) leave: hot is now the
-	// whale and 19 ordinary clients, two servers 20 each, empty none. Loads
-	// 69 : 20 : 20 : 0 (mean 27.25): hot is 2.5× the mean, and the whale
-	// fits on empty under 2.2× the mean; moving any ordinary client would
-	// not be worth it.
-	empty := servers[len(servers)-1]
-	if empty == hot {
-		empty = servers[0]
-	}
-	t.Logf("the whale is on %s; the ordinary clients of %s leave", hot, empty)
-	var staying []*testenv.ShedClient
-	for _, c := range ordinary {
-		if placed[c.Conn.LocalAddr().String()].Server == empty {
-			c.Conn.Close()
-			<-c.Done
-		} else {
-			staying = append(staying, c)
-		}
-	}
-	if len(staying) != 3*shedPerServer-1 {
-		t.Fatalf("%d ordinary clients outside %s, want %d: leastconn did not spread them evenly", len(staying), empty, 3*shedPerServer-1)
-	}
+	sc := openWhaleScene(t, front, hb, servers)
+	whale, whaleStream, hot, staying := sc.whale, sc.whaleStream, sc.hot, sc.staying
+	t.Logf("the whale is on %s; the ordinary clients of %s left", hot, sc.empty)
 	before := waitStreams(t, hb, staying)
 
 	const shedYAML = "    shed: {above: 2.2, for: %d, max_per_minute: 2, max_share: 0.02, min_age: 1s, cooldown: 2m, progress: 0.2}\n"
@@ -330,4 +300,46 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, server string) f
 		t.Fatalf("no %s{backend=be,server=%s}", name, server)
 	}
 	return s[0].GetCounter().GetValue()
+}
+
+// whaleScene is the shedding tests' backend of four servers behind front
+// (leastconn): the whale and 19 ordinary clients on hot, 20 on each of two
+// others, none on empty. Loads 69 : 20 : 20 : 0 (mean 27.25): hot is 2.5×
+// the mean, and the whale fits on empty under 2.2× the mean; moving any
+// ordinary client would not be worth it.
+type whaleScene struct {
+	whale       *testenv.ShedClient
+	whaleStream haproxy.Session
+	hot, empty  string
+	staying     []*testenv.ShedClient // the ordinary clients still connected
+}
+
+// openWhaleScene opens the whale first, to the server leastconn picks of
+// the empty ones (hot; s1 as a rule), then the ordinary clients one at a
+// time (hot gets one fewer than the others), and closes those of another
+// server (empty).
+func openWhaleScene(t *testing.T, front string, hb *haproxy.RuntimeBackend, servers []string) whaleScene {
+	t.Helper()
+	whale := testenv.DialShedClient(t, front, shedWhale)
+	var ordinary []*testenv.ShedClient
+	for range 4*shedPerServer - 1 {
+		ordinary = append(ordinary, testenv.DialShedClient(t, front, shedOrdinary))
+		time.Sleep(5 * time.Millisecond)
+	}
+	placed := waitStreams(t, hb, append([]*testenv.ShedClient{whale}, ordinary...))
+	sc := whaleScene{whale: whale, whaleStream: placed[whale.Conn.LocalAddr().String()]}
+	sc.hot, sc.empty = sc.whaleStream.Server, servers[len(servers)-1]
+	if sc.empty == sc.hot {
+		sc.empty = servers[0]
+	}
+	for _, c := range ordinary {
+		if placed[c.Conn.LocalAddr().String()].Server == sc.empty {
+			c.Conn.Close()
+			<-c.Done
+		} else {
+			sc.staying = append(sc.staying, c)
+		}
+	}
+	require.Len(t, sc.staying, 3*shedPerServer-1, "ordinary clients outside %s: leastconn did not spread them evenly", sc.empty)
+	return sc
 }

@@ -38,28 +38,8 @@ func TestShedReachesTheOldWorker(t *testing.T) {
 	hb := hc.Backend("be")
 	// As TestShedMovesTheWhale: the whale and 19 ordinary clients on one
 	// server, 20 on two others, none on the last.
-	whale := testenv.DialShedClient(t, front, shedWhale)
-	var ordinary []*testenv.ShedClient
-	for range 4*shedPerServer - 1 {
-		ordinary = append(ordinary, testenv.DialShedClient(t, front, shedOrdinary))
-		time.Sleep(5 * time.Millisecond)
-	}
-	placed := waitStreams(t, hb, append([]*testenv.ShedClient{whale}, ordinary...))
-	hot := placed[whale.Conn.LocalAddr().String()].Server
-	empty := servers[len(servers)-1]
-	if empty == hot {
-		empty = servers[0]
-	}
-	var staying []*testenv.ShedClient
-	for _, c := range ordinary {
-		if placed[c.Conn.LocalAddr().String()].Server == empty {
-			c.Conn.Close()
-			<-c.Done
-		} else {
-			staying = append(staying, c)
-		}
-	}
-	require.Len(t, staying, 3*shedPerServer-1)
+	sc := openWhaleScene(t, front, hb, servers)
+	whale, hot, staying := sc.whale, sc.hot, sc.staying
 	old := h.Worker()
 	h.Reload() // every client stays on the old worker
 
