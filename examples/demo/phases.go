@@ -115,7 +115,7 @@ func (d *demo) startWeighter(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.weigher.WaitReady(ctx, 10*time.Second, healthz(listen)); err != nil {
+	if err := d.weigher.WaitReady(ctx, 10*time.Second, loadlab.HTTPOK("http://"+listen+"/healthz")); err != nil {
 		return fmt.Errorf("%w\n%s", err, tail(logPath))
 	}
 	if !isTerminal(os.Stdout) {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,25 +41,6 @@ backends:
 		return "", fmt.Errorf("write weighter config: %w", err)
 	}
 	return path, nil
-}
-
-// healthz asks the daemon's /healthz whether it is up.
-func healthz(listen string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+listen+"/healthz", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/healthz: %s", resp.Status)
-		}
-		return nil
-	}
 }
 
 // indent prefixes every non-empty line of s (a "k: v; k: v" or multi-line list) with pre.
