@@ -142,15 +142,8 @@ func TestKernelPathIsTheDefault(t *testing.T) {
 // stream dump only when a server has been hot for for-1 cycles, not every
 // cycle.
 func TestKernelShedFindsTheStream(t *testing.T) {
-	front := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	var hcfg strings.Builder
-	hcfg.WriteString(testenv.HAProxyDefaults)
-	fmt.Fprintf(&hcfg, "frontend fe\n  bind %s\n  default_backend be\nbackend be\n  balance leastconn\n", front)
-	servers := []string{"s1", "s2", "s3", "s4"}
-	for _, s := range servers {
-		fmt.Fprintf(&hcfg, "  server %s %s weight 100\n", s, testenv.StartDiscardServer(t))
-	}
-	h := testenv.StartHAProxy(t, hcfg.String())
+	front, hcfg, servers := shedBackendConfig(t)
+	h := testenv.StartHAProxy(t, hcfg)
 	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket})
 	require.NoError(t, err)
 	hb := hc.Backend("be")

@@ -110,15 +110,8 @@ func shedRecords(t *testing.T, logs *testenv.SyncBuffer) []shedRecord {
 // touched. once without --apply closes nothing, and a shed of a session that
 // ended meanwhile is a no-op.
 func TestShedMovesTheWhale(t *testing.T) {
-	front := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	var hcfg strings.Builder
-	hcfg.WriteString(testenv.HAProxyDefaults)
-	fmt.Fprintf(&hcfg, "frontend fe\n  bind %s\n  default_backend be\nbackend be\n  balance leastconn\n", front)
-	servers := []string{"s1", "s2", "s3", "s4"}
-	for _, s := range servers {
-		fmt.Fprintf(&hcfg, "  server %s %s weight 100\n", s, testenv.StartDiscardServer(t))
-	}
-	h := testenv.StartHAProxy(t, hcfg.String())
+	front, hcfg, servers := shedBackendConfig(t)
+	h := testenv.StartHAProxy(t, hcfg)
 	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket})
 	if err != nil {
 		t.Fatal(err)
@@ -342,4 +335,20 @@ func openWhaleScene(t *testing.T, front string, hb *haproxy.RuntimeBackend, serv
 	}
 	require.Len(t, sc.staying, 3*shedPerServer-1, "ordinary clients outside %s: leastconn did not spread them evenly", sc.empty)
 	return sc
+}
+
+// shedBackendConfig is the HAProxy configuration of the shedding tests:
+// frontend fe on front, backend be balancing leastconn over four servers
+// (each a discard sink, weight 100).
+func shedBackendConfig(t *testing.T) (front, cfg string, servers []string) {
+	t.Helper()
+	front = fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	var b strings.Builder
+	b.WriteString(testenv.HAProxyDefaults)
+	fmt.Fprintf(&b, "frontend fe\n  bind %s\n  default_backend be\nbackend be\n  balance leastconn\n", front)
+	servers = []string{"s1", "s2", "s3", "s4"}
+	for _, s := range servers {
+		fmt.Fprintf(&b, "  server %s %s weight 100\n", s, testenv.StartDiscardServer(t))
+	}
+	return front, b.String(), servers
 }

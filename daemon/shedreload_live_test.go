@@ -24,15 +24,8 @@ import (
 // there; no other client is touched, the new worker is never asked for the
 // stream, and nothing is said of a session that had already ended.
 func TestShedReachesTheOldWorker(t *testing.T) {
-	front := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	var hcfg strings.Builder
-	hcfg.WriteString(testenv.HAProxyDefaults)
-	fmt.Fprintf(&hcfg, "frontend fe\n  bind %s\n  default_backend be\nbackend be\n  balance leastconn\n", front)
-	servers := []string{"s1", "s2", "s3", "s4"}
-	for _, s := range servers {
-		fmt.Fprintf(&hcfg, "  server %s %s weight 100\n", s, testenv.StartDiscardServer(t))
-	}
-	h := testenv.StartHAProxyMaster(t, hcfg.String())
+	front, hcfg, servers := shedBackendConfig(t)
+	h := testenv.StartHAProxyMaster(t, hcfg)
 	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket, Master: true})
 	require.NoError(t, err)
 	hb := hc.Backend("be")

@@ -230,14 +230,7 @@ func (s splitTarget) SetWeights(ctx context.Context, changes []weighter.Change) 
 // meanwhile still is.
 func TestBatchWithLostRepliesIsNotChangedOutside(t *testing.T) {
 	const n = 300
-	h := testenv.StartHAProxy(t, bigBackend(t, "be_big", n))
-	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
-	require.NoError(t, err)
-	c := newClient(t, h.Socket)
-	be := &weighter.Weigher{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
-	now := time.Now()
-	cyc := weighter.RunCycle(testCtx(t), be, now, true)
-	require.NoError(t, cyc.Err)
+	h, c, be, now, cyc := weighedBigBackend(t, n)
 	require.Greater(t, len(cyc.Written), n/2)
 
 	// 300 ms of silence ends the batch's read.
@@ -271,14 +264,7 @@ func TestBatchWithLostRepliesIsNotChangedOutside(t *testing.T) {
 // before.
 func TestBatchCutPastItsBoundIsRememberedInPart(t *testing.T) {
 	const n = 600
-	h := testenv.StartHAProxy(t, bigBackend(t, "be_big", n))
-	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
-	require.NoError(t, err)
-	c := newClient(t, h.Socket)
-	be := &weighter.Weigher{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
-	now := time.Now()
-	cyc := weighter.RunCycle(testCtx(t), be, now, true)
-	require.NoError(t, cyc.Err)
+	h, c, be, now, _ := weighedBigBackend(t, n)
 	before := testenv.Weights(t, h.Socket, "be_big")
 
 	// 100 ms to the deadline, then 300 ms (the client's timeout): cut at
@@ -286,7 +272,7 @@ func TestBatchCutPastItsBoundIsRememberedInPart(t *testing.T) {
 	slow := fakeClient(t, startSlowRuntime(t, h.Socket, time.Millisecond)).Backend("be_big")
 	be.Source = spread(n, 3)
 	be.Target = splitTarget{read: c.Backend("be_big"), write: deadlineAtWrite{RuntimeBackend: slow, in: 100 * time.Millisecond}}
-	cyc = weighter.RunCycle(testCtx(t), be, now.Add(time.Minute), true)
+	cyc := weighter.RunCycle(testCtx(t), be, now.Add(time.Minute), true)
 	var unconfirmed *weighter.UnconfirmedError
 	require.ErrorAs(t, cyc.Err, &unconfirmed)
 	assert.ErrorContains(t, cyc.Err, "not read to the end within 300ms past the cycle's deadline")
@@ -319,4 +305,20 @@ func reapplied(p weighter.Plan) []string {
 		}
 	}
 	return out
+}
+
+// weighedBigBackend starts a real HAProxy with backend be_big of n servers
+// and runs one cycle that weights it from spread(n, 1): the state both
+// lost-reply tests start from.
+func weighedBigBackend(t *testing.T, n int) (*testenv.HAProxy, *Client, *weighter.Weigher, time.Time, weighter.Cycle) {
+	t.Helper()
+	h := testenv.StartHAProxy(t, bigBackend(t, "be_big", n))
+	ctrl, err := weighter.NewController(weighter.DefaultPolicy())
+	require.NoError(t, err)
+	c := newClient(t, h.Socket)
+	be := &weighter.Weigher{Name: "be_big", Target: c.Backend("be_big"), Controller: ctrl, Source: spread(n, 1)}
+	now := time.Now()
+	cyc := weighter.RunCycle(testCtx(t), be, now, true)
+	require.NoError(t, cyc.Err)
+	return h, c, be, now, cyc
 }
