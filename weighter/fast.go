@@ -72,6 +72,10 @@ type LocalRead struct {
 	// bytes/s over the same span (NaN when not measured), when the reader
 	// lists them: what session shedding chooses from.
 	Open []ShedSession
+	// Clients are the backend's client source addresses with what each
+	// sends (in the direction weighed by), when the reader lists them: what
+	// pinning chooses the heavy clients from. nil when it does not.
+	Clients []Client
 	// Reader names what was read ("kernel", "sessions", …; "" when the
 	// reader does not say): the plan's reason and the metrics name it, as a
 	// reader with fallbacks may change from one read to the next.

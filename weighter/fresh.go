@@ -85,6 +85,8 @@ type Signal struct {
 	// Sessions are the connections the fast read listed, with their rates,
 	// while the fast signal carries the loads (for session shedding).
 	Sessions []ShedSession `json:"-"`
+	// Clients are the client addresses the fast read listed (LocalRead.Clients).
+	Clients []Client `json:"-"`
 }
 
 // SignalSource is a Source that also says what its loads were made of.
@@ -403,6 +405,7 @@ func (f *Fresh) fastLoads(cur LocalRead, sig *Signal) Loads {
 	sig.Servers = inputs
 	sig.Unread = unread(cur)
 	sig.Sessions = cur.Open
+	sig.Clients = cur.Clients
 	return loads
 }
 
