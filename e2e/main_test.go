@@ -20,7 +20,8 @@ func TestMain(m *testing.M) {
 	}
 	binary = filepath.Join(dir, "haproxy-weighter")
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	build := exec.Command(gobin, "build", "-o", binary, "../cmd/haproxy-weighter")
+	// The tags `make build` ships with (the Makefile's TAGS): the binary tested is the one shipped.
+	build := exec.Command(gobin, "build", "-tags", "nethttpomithttp2", "-o", binary, "../cmd/haproxy-weighter")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build haproxy-weighter:", err)
