@@ -162,6 +162,15 @@ func (s Source) serverMap() map[string]string {
 	return nil
 }
 
+// Unit is the unit of the source's loads when its configuration says it
+// (HAProxy's counters), for the status page.
+func (s Source) Unit() (sourcekind.Unit, bool) {
+	if k, cfg := s.only(); k != nil {
+		return k.Unit(cfg)
+	}
+	return sourcekind.Unit{}, false
+}
+
 // calibrates reports whether the source is an external metric that
 // calibrates HAProxy's fast signal, rather than only standing in for it (as
 // HAProxy's own statistics do).

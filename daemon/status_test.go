@@ -60,16 +60,17 @@ func TestStatusLoads(t *testing.T) {
 	stats := &haproxy.StatsConfig{Counter: haproxy.CounterBytesIn}
 	src, err := config.NewSource("haproxy", stats)
 	require.NoError(t, err)
+	bytes := &statuspage.Unit{Symbol: "B/s", Header: "B/s"} // the haproxy kind's unit of bytes_in
 	for _, tc := range []struct {
 		name string
 		u    *managedBackend
 		want statuspage.Loads
 	}{
 		{"HAProxy's counters alone", &managedBackend{source: src, fastOff: "no socket"},
-			statuspage.Loads{Source: "haproxy", Stats: stats, FastOff: "no socket"}},
+			statuspage.Loads{Source: "haproxy", Unit: bytes, FastOff: "no socket"}},
 		{"a query", &managedBackend{}, statuspage.Loads{}},
 		{"HAProxy's fast signal", &managedBackend{source: src, fast: &fastUnit{chain: &fastsignal.Chain{}}},
-			statuspage.Loads{Source: "haproxy", Stats: stats, Fast: statuspage.FastHAProxy}},
+			statuspage.Loads{Source: "haproxy", Unit: bytes, Fast: statuspage.FastHAProxy}},
 		{"IPVS counts", &managedBackend{fast: &fastUnit{}}, statuspage.Loads{Fast: statuspage.FastIPVS}},
 	} {
 		assert.Equal(t, tc.want, tc.u.loads(), tc.name)

@@ -23,6 +23,7 @@ type Kind interface {
 	FastBytes(cfg any) (weighter.Bytes, bool)
 	Calibrates() bool
 	ReadsHAProxy() bool
+	Unit(cfg any) (Unit, bool)
 	// ForOneCycle returns a pointer to the configuration for one cycle, and its wait.
 	ForOneCycle(cfg any) (any, time.Duration)
 	Flags() []AnyFlag
@@ -81,6 +82,13 @@ func (k *kind[C]) FastBytes(cfg any) (weighter.Bytes, bool) {
 		return "", false
 	}
 	return k.s.FastBytes(cfg.(*C))
+}
+
+func (k *kind[C]) Unit(cfg any) (Unit, bool) {
+	if k.s.Unit == nil {
+		return Unit{}, false
+	}
+	return k.s.Unit(cfg.(*C))
 }
 
 func (k *kind[C]) Calibrates() bool   { return k.s.Calibrates }

@@ -26,6 +26,24 @@ var haproxyStats = erase(Spec[haproxy.StatsConfig]{
 		return "", false
 	},
 	ReadsHAProxy: true,
+	Unit: func(c *haproxy.StatsConfig) (Unit, bool) {
+		var u Unit
+		switch c.Counter {
+		case haproxy.CounterBytesIn, haproxy.CounterBytesOut:
+			u = Unit{Symbol: "B/s", Header: "B/s"}
+		case haproxy.CounterSessionsTotal:
+			u = Unit{Symbol: "sess/s", Header: "new sessions/s"}
+		case haproxy.CounterCurrentSessions:
+			return Unit{Symbol: "sess", Header: "open sessions"}, true
+		default:
+			return Unit{}, false
+		}
+		if c.PerConnection {
+			u.Header += " per connection"
+			u.PerConnection = true
+		}
+		return u, true
+	},
 	// A running daemon holds its statistics until its reads span a rate
 	// window; one cycle reads twice that far apart instead.
 	ForOneCycle: haproxy.StatsConfig.ForOneCycle,

@@ -50,6 +50,10 @@ type Spec[C any] struct {
 	// (`once`) and how long that cycle's first fetch waits; nil: as it is,
 	// no wait.
 	ForOneCycle func(C) (C, time.Duration)
+	// Unit is the unit of the source's loads, for the status page, when
+	// the configuration says it; nil: it does not (a query answers in
+	// whatever it measures).
+	Unit func(*C) (Unit, bool)
 	// Flags are the kind's flags of run and once, for a backend given by
 	// flags; the first names the kind in "give --prometheus-url, ...".
 	Flags []Flag[C]
@@ -86,6 +90,14 @@ type Window struct {
 	How string
 	// Assumed: nothing said the window; Span is a default.
 	Assumed bool
+}
+
+// Unit is a unit of a source's loads: the symbol written after a number and
+// its prefix ("B/s"), how a column's header says it ("new sessions/s"), and
+// whether each load is per open connection rather than the server's.
+type Unit struct {
+	Symbol, Header string
+	PerConnection  bool
 }
 
 // Env is what building a source may need besides its configuration.
