@@ -66,7 +66,10 @@ func (s *Source) UnmarshalYAML(unmarshal func(any) error) error {
 }
 
 // kindsStruct is the struct `source:` decodes into: one field per kind, a
-// pointer to its configuration under its name.
+// pointer to its configuration under its name. A struct, made from the
+// registry, because yaml.v3 refuses an unknown key only in a struct decoded
+// through unmarshal (Node.Decode drops the decoder's strictness), and a
+// struct's fields are what its messages and merge keys already work with.
 func kindsStruct(kinds []sourcekind.Kind) reflect.Type {
 	fields := make([]reflect.StructField, len(kinds))
 	for i, k := range kinds {

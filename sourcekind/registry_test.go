@@ -172,3 +172,29 @@ func configKeys(ts ...reflect.Type) map[string]bool {
 	}
 	return keys
 }
+
+// TestEveryKindIsComplete: each kind registered has a name of its own, a
+// configuration with defaults, and a flag to choose it by (run without
+// --config), and the registry finds it by its name.
+func TestEveryKindIsComplete(t *testing.T) {
+	seen := map[string]bool{}
+	flags := map[string]bool{}
+	for _, k := range sourcekind.All() {
+		assert.NotEmpty(t, k.Name())
+		assert.False(t, seen[k.Name()], "kind %s registered twice", k.Name())
+		seen[k.Name()] = true
+		assert.True(t, k.Accepts(k.New()), k.Name())
+		assert.False(t, k.Accepts(nil), k.Name())
+		if assert.NotEmpty(t, k.Flags(), "kind %s: no flag chooses it", k.Name()) {
+			for _, f := range k.Flags() {
+				assert.False(t, flags[f.Name], "flag --%s of two kinds", f.Name)
+				flags[f.Name] = true
+			}
+		}
+		got, ok := sourcekind.Lookup(k.Name())
+		assert.True(t, ok)
+		assert.Equal(t, k, got)
+	}
+	_, ok := sourcekind.Lookup("tock")
+	assert.False(t, ok)
+}
