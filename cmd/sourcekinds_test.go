@@ -14,12 +14,13 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/sources"
 )
 
 // TestEverySourceKindWorksEverywhere writes each kind in a file and by flags
 // and follows it through decoding (defaults), validation, validate's build and
-// the daemon's: a kind left out of one of config.Source's switches fails here.
+// the daemon's: a kind registered without one of its parts fails here.
 func TestEverySourceKindWorksEverywhere(t *testing.T) {
 	// fast_signal: off, so that the daemon's source is the kind's own and not
 	// the fast signal it calibrates.
@@ -28,28 +29,36 @@ func TestEverySourceKindWorksEverywhere(t *testing.T) {
 		yaml  string
 		flags map[string]string
 		check func(t *testing.T, s config.Source)
+		// built is the type of the source the daemon builds.
+		built any
 	}{
-		config.KindPrometheus: {
+		"prometheus": {
 			yaml:  "      prometheus: {url: http://127.0.0.1:9090, query: up}\n",
 			flags: map[string]string{"prometheus-url": "http://127.0.0.1:9090", "query": "up"},
 			check: func(t *testing.T, s config.Source) {
-				assert.Equal(t, "server", s.Prometheus.ServerLabel, "a default")
+				assert.Equal(t, "server", s.Config().(*sources.PrometheusConfig).ServerLabel, "a default")
 			},
+			built: &sources.Prometheus{},
 		},
-		config.KindGraphite: {
+		"graphite": {
 			yaml:  "      graphite: {url: http://127.0.0.1:8080, target: 'aliasByNode(a.*.b,1)'}\n",
 			flags: map[string]string{"graphite-url": "http://127.0.0.1:8080", "target": "aliasByNode(a.*.b,1)"},
 			check: func(t *testing.T, s config.Source) {
-				assert.Equal(t, "-5min", s.Graphite.From, "a default")
+				assert.Equal(t, "-5min", s.Config().(*sources.GraphiteConfig).From, "a default")
 			},
+			built: &sources.Graphite{},
 		},
-		config.KindHAProxy: {
+		"haproxy": {
 			yaml:  "      haproxy: {counter: bytes_in, per_connection: true}\n",
 			flags: map[string]string{"haproxy-counter": "bytes_in", "per-connection": "true"},
 			check: func(t *testing.T, s config.Source) {
-				assert.Equal(t, &haproxy.StatsConfig{Counter: "bytes_in", PerConnection: true}, s.HAProxy)
+				assert.Equal(t, &haproxy.StatsConfig{Counter: "bytes_in", PerConnection: true}, s.Config())
 			},
+			built: &haproxy.StatsSource{},
 		},
+	}
+	for _, k := range sourcekind.All() {
+		assert.Contains(t, kinds, k.Name(), "a registered kind this test does not follow")
 	}
 	for kind, tc := range kinds {
 		t.Run(kind, func(t *testing.T) {
@@ -75,14 +84,7 @@ func TestEverySourceKindWorksEverywhere(t *testing.T) {
 					u.Close()
 				}
 			}()
-			switch kind {
-			case config.KindPrometheus:
-				assert.IsType(t, &sources.Prometheus{}, units[0].Backend.Source)
-			case config.KindGraphite:
-				assert.IsType(t, &sources.Graphite{}, units[0].Backend.Source)
-			case config.KindHAProxy:
-				assert.IsType(t, &haproxy.StatsSource{}, units[0].Backend.Source)
-			}
+			assert.IsType(t, tc.built, units[0].Backend.Source)
 		})
 	}
 
@@ -120,5 +122,5 @@ func TestSourceFlagsAreRunsAndOnces(t *testing.T) {
 		kinds[f.Kind] = true
 		assert.False(t, strings.Contains(f.Kind, "."), "kind %s: a key with a dot", f.Kind)
 	}
-	assert.Len(t, kinds, 3, "run without --config needs a flag to choose each kind")
+	assert.Len(t, kinds, len(sourcekind.All()), "run without --config needs a flag to choose each kind")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/daemon"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 )
 
 func newValidateCmd() *cobra.Command {
@@ -76,7 +77,7 @@ func buildSources(path string, cfg *config.Config) error {
 		if b.Source.NeedsHAProxy() {
 			continue
 		}
-		if _, err := b.Source.Build(config.SourceEnv{Backend: b.Name}); err != nil {
+		if _, err := sourcekind.Build(b.Source, sourcekind.Env{Backend: b.Name}); err != nil {
 			problems = append(problems, fmt.Errorf("%s: backend %s: %w", path, b.Name, err))
 		}
 	}

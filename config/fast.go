@@ -109,7 +109,7 @@ func (b *Backend) UsesFastSignal() bool {
 func (b *Backend) FastSignalState() (on bool, why string) {
 	switch {
 	case b.IPVS != nil && !b.Calibrates():
-		return false, "IPVS has no per-connection byte counters (its connection counts need a source that calibrates: prometheus, graphite)"
+		return false, "IPVS has no per-connection byte counters (its connection counts need a source that calibrates: " + calibratingKinds() + ")"
 	case b.FastSignal == FastOff:
 		return false, "fast_signal: off"
 	case b.Source.Kind() == "":

@@ -65,7 +65,7 @@ func FromFlags(f Flags) (*Config, error) {
 	// No environment expansion: a ${...} in a flag (a Graphite template, a
 	// PromQL named group) is meant literally, and the shell has expanded the rest.
 	// Flags of several kinds set several kinds: validation says "more than one".
-	for _, fl := range sourceFlags {
+	for _, fl := range sourceFlags() {
 		if v := f.Source[fl.Name]; v != "" {
 			fl.set(&b.Source, v)
 		}
@@ -117,7 +117,7 @@ type flagName struct{ key, flag string }
 // becomes "--limiting-factor must be", "interval: must be" "--interval: must be".
 func flagNames() []flagName {
 	var names []flagName
-	for _, f := range sourceFlags {
+	for _, f := range sourceFlags() {
 		flag := "--" + f.Name
 		if strings.HasSuffix(f.message(), ":") {
 			flag += ":"
@@ -127,7 +127,7 @@ func flagNames() []flagName {
 	// The longest first: "haproxy source: per_connection" before "haproxy source:".
 	slices.SortStableFunc(names, func(a, b flagName) int { return len(b.key) - len(a.key) })
 	list := SourceChoice()
-	all := kindNames
+	all := kindNames()
 	return append([]flagName{
 		{fmt.Sprintf("source: missing (one of %s)", all), "no load source: give " + list},
 		{fmt.Sprintf("source: more than one of %s", all), "more than one load source: give one of " + list},

@@ -1,234 +1,192 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
+	"strconv"
 	"time"
 
-	"github.com/prometheus/common/model"
 	"gopkg.in/yaml.v3"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
-	"github.com/haproxy-weighter/haproxy-weighter/sources"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
-// The source kinds, the keys under `source:`, in the README's order.
-const (
-	KindPrometheus = "prometheus"
-	KindGraphite   = "graphite"
-	KindHAProxy    = "haproxy"
-)
-
-// kindNames is the list of kinds in messages ("prometheus, graphite, haproxy").
-const kindNames = KindPrometheus + ", " + KindGraphite + ", " + KindHAProxy
-
-// Source is a backend's load source: exactly one of its kinds is set
-// (source: {prometheus: {…}}). A new kind is a field here and a case in each
-// switch below.
+// Source is a backend's load source: exactly one kind of package sourcekind
+// is set (source: {prometheus: {…}}). Everything about a kind is in its own
+// file there; nothing here names one. A Source is decoded and validated
+// here and built by its users (sourcekind.Build).
 type Source struct {
-	Prometheus *sources.PrometheusConfig `yaml:"prometheus"`
-	Graphite   *sources.GraphiteConfig   `yaml:"graphite"`
-	HAProxy    *haproxy.StatsConfig      `yaml:"haproxy"`
+	// set holds the kinds written, in the registry's order, each with its
+	// configuration; a valid source has exactly one.
+	set []kindConfig
 }
+
+// kindConfig is one kind of a source and a pointer to its configuration.
+type kindConfig struct {
+	kind sourcekind.Kind
+	cfg  any
+}
+
+// Window is the span an external metric's points average over, for the
+// calibration (sourcekind.Window).
+type Window = sourcekind.Window
 
 // UnmarshalYAML decodes `source:` over the defaults of the kinds written:
 // the keys written (merged ones too) are read first, as nodes, to know which
 // kinds get their defaults; then the decoder's strictness (unknown keys),
-// aliases and merge keys apply as to any other struct. Validation comes
-// after, with the rest of the configuration.
+// aliases and merge keys apply as to any other struct: a struct with one
+// field per kind, under its name. Validation comes after, with the rest of
+// the configuration.
 func (s *Source) UnmarshalYAML(unmarshal func(any) error) error {
 	var written map[string]yaml.Node
 	if err := unmarshal(&written); err != nil {
 		return err
 	}
-	type plain Source // without this method, so that decoding does not recurse
-	var p plain
-	if _, ok := written[KindPrometheus]; ok {
-		c := sources.DefaultPrometheusConfig()
-		p.Prometheus = &c
+	kinds := sourcekind.All()
+	p := reflect.New(kindsStruct(kinds))
+	for i, k := range kinds {
+		if _, ok := written[k.Name()]; ok {
+			p.Elem().Field(i).Set(reflect.ValueOf(k.New()))
+		}
 	}
-	if _, ok := written[KindGraphite]; ok {
-		c := sources.DefaultGraphiteConfig()
-		p.Graphite = &c
-	}
-	if _, ok := written[KindHAProxy]; ok {
-		p.HAProxy = &haproxy.StatsConfig{}
-	}
-	if err := unmarshal(&p); err != nil {
+	if err := unmarshal(p.Interface()); err != nil {
 		return err
 	}
-	*s = Source(p)
+	*s = Source{}
+	for i, k := range kinds {
+		if f := p.Elem().Field(i); !f.IsNil() {
+			s.set = append(s.set, kindConfig{k, f.Interface()})
+		}
+	}
 	return nil
 }
 
-// NewSource returns a source of the named kind with cfg, a pointer to that
-// kind's configuration (*sources.PrometheusConfig, *sources.GraphiteConfig,
-// *haproxy.StatsConfig).
-func NewSource(kind string, cfg any) (Source, error) {
-	var s Source
-	ok := false
-	switch kind {
-	case KindPrometheus:
-		s.Prometheus, ok = cfg.(*sources.PrometheusConfig)
-	case KindGraphite:
-		s.Graphite, ok = cfg.(*sources.GraphiteConfig)
-	case KindHAProxy:
-		s.HAProxy, ok = cfg.(*haproxy.StatsConfig)
-	default:
-		return Source{}, fmt.Errorf("unknown source kind %q (one of %s)", kind, kindNames)
+// kindsStruct is the struct `source:` decodes into: one field per kind, a
+// pointer to its configuration under its name. A struct, made from the
+// registry, because yaml.v3 refuses an unknown key only in a struct decoded
+// through unmarshal (Node.Decode drops the decoder's strictness), and a
+// struct's fields are what its messages and merge keys already work with.
+func kindsStruct(kinds []sourcekind.Kind) reflect.Type {
+	fields := make([]reflect.StructField, len(kinds))
+	for i, k := range kinds {
+		fields[i] = reflect.StructField{Name: "Kind" + strconv.Itoa(i), Type: reflect.TypeOf(k.New()),
+			Tag: reflect.StructTag(`yaml:"` + k.Name() + `"`)}
 	}
-	if !ok || s.Config() == nil {
-		return Source{}, fmt.Errorf("source %s cannot take a %T", kind, cfg)
-	}
-	return s, nil
+	return reflect.StructOf(fields)
 }
 
-// kinds returns the kinds set, in order.
-func (s Source) kinds() []string {
-	var out []string
-	if s.Prometheus != nil {
-		out = append(out, KindPrometheus)
+// NewSource returns a source of the named kind with cfg, a pointer to that
+// kind's configuration (*sources.PrometheusConfig, *haproxy.StatsConfig, ...).
+func NewSource(kind string, cfg any) (Source, error) {
+	k, ok := sourcekind.Lookup(kind)
+	if !ok {
+		return Source{}, fmt.Errorf("unknown source kind %q (one of %s)", kind, kindNames())
 	}
-	if s.Graphite != nil {
-		out = append(out, KindGraphite)
+	if !k.Accepts(cfg) {
+		return Source{}, fmt.Errorf("source %s cannot take a %T", kind, cfg)
 	}
-	if s.HAProxy != nil {
-		out = append(out, KindHAProxy)
+	return Source{set: []kindConfig{{k, cfg}}}, nil
+}
+
+// kindNames lists the kinds for messages: "prometheus, graphite, haproxy".
+func kindNames() string { return sourcekind.Names(sourcekind.All()) }
+
+// calibratingKinds lists the kinds that calibrate the fast signal, for messages.
+func calibratingKinds() string {
+	return sourcekind.Names(slices.DeleteFunc(sourcekind.All(), func(k sourcekind.Kind) bool { return !k.Calibrates() }))
+}
+
+// only returns the configured kind and its configuration, or nil.
+func (s Source) only() (sourcekind.Kind, any) {
+	if len(s.set) == 0 {
+		return nil, nil
 	}
-	return out
+	return s.set[0].kind, s.set[0].cfg
 }
 
 // Kind is the configured kind's key under source:, or "" if none.
 func (s Source) Kind() string {
-	if k := s.kinds(); len(k) > 0 {
-		return k[0]
+	if k, _ := s.only(); k != nil {
+		return k.Name()
 	}
 	return ""
 }
 
 // Config is a pointer to the configured kind's configuration, or nil.
 func (s Source) Config() any {
-	switch {
-	case s.Prometheus != nil:
-		return s.Prometheus
-	case s.Graphite != nil:
-		return s.Graphite
-	case s.HAProxy != nil:
-		return s.HAProxy
-	}
-	return nil
+	_, cfg := s.only()
+	return cfg
 }
 
 // NeedsHAProxy reports whether the source reads HAProxy's statistics through
 // the runtime socket: it cannot feed an IPVS service, and validate cannot
 // build it (there is no socket to read through).
-func (s Source) NeedsHAProxy() bool { return s.Kind() == KindHAProxy }
+func (s Source) NeedsHAProxy() bool {
+	k, _ := s.only()
+	return k != nil && k.ReadsHAProxy()
+}
 
 // ForOneCycle returns the source set up for a single cycle (`once`), leaving
-// s as it is, and how long that cycle's first fetch waits: HAProxy's
-// statistics, which a running daemon holds until its reads span a rate
-// window, are read twice that far apart instead.
+// s as it is, and how long that cycle's first fetch waits (HAProxy's
+// statistics are read twice a rate window apart).
 func (s Source) ForOneCycle() (Source, time.Duration) {
-	if s.HAProxy == nil {
+	k, cfg := s.only()
+	if k == nil {
 		return s, 0
 	}
-	one, wait := s.HAProxy.ForOneCycle()
-	s.HAProxy = &one
+	one, wait := k.ForOneCycle(cfg)
+	s.set = slices.Clone(s.set)
+	s.set[0].cfg = one
 	return s, wait
 }
 
-// SourceEnv is what building a source may need besides its configuration.
-type SourceEnv struct {
-	// Backend is the name of the backend the source feeds.
-	Backend string
-	// Stats reads the backend's HAProxy statistics; nil for an IPVS service
-	// and in validate, which contacts nothing.
-	Stats haproxy.StatsReader
-	// Log may be nil.
-	Log *slog.Logger
-}
-
-// Build makes the source; it contacts nothing.
-func (s Source) Build(env SourceEnv) (weighter.Source, error) {
-	switch s.Kind() {
-	case KindPrometheus:
-		return sources.NewPrometheus(*s.Prometheus, env.Log)
-	case KindGraphite:
-		return sources.NewGraphite(*s.Graphite, env.Log)
-	case KindHAProxy:
-		if env.Stats == nil {
-			return nil, errors.New("source haproxy: HAProxy statistics need an HAProxy backend")
+// configOf returns the configuration of kind k, set with its defaults when
+// the source has none yet (flags set a source key by key).
+func (s *Source) configOf(k sourcekind.Kind) any {
+	for _, kc := range s.set {
+		if kc.kind == k {
+			return kc.cfg
 		}
-		return haproxy.NewStatsSource(*s.HAProxy, env.Backend, env.Stats, env.Log)
 	}
-	return nil, errors.New("no source configured")
-}
-
-// validateKind checks the configured kind's own keys; each message starts
-// with the kind's name and the key it is about ("prometheus: query: must be set").
-func (s Source) validateKind() error {
-	switch s.Kind() {
-	case KindPrometheus:
-		return s.Prometheus.Validate()
-	case KindGraphite:
-		return s.Graphite.Validate()
-	case KindHAProxy:
-		return s.HAProxy.Validate()
-	}
-	return nil
+	cfg := k.New()
+	s.set = append(s.set, kindConfig{k, cfg})
+	return cfg
 }
 
 // serverMap returns the configuration's series → server names, nil for a kind without one.
 func (s Source) serverMap() map[string]string {
-	switch s.Kind() {
-	case KindPrometheus:
-		return s.Prometheus.ServerMap
-	case KindGraphite:
-		return s.Graphite.ServerMap
+	if k, cfg := s.only(); k != nil {
+		return k.ServerMap(cfg)
 	}
 	return nil
 }
 
-// Window is the span an external metric's points average over, for the
-// calibration (docs/research/fresh-by-default.md: the local load is averaged over the
-// same span, ending at the point's time).
-type Window struct {
-	// Span is the window; 0 when the configuration does not say it.
-	Span time.Duration
-	// FromStep: each point covers its series' step and is stamped at the
-	// step's start (Graphite), so the span is learnt from the series.
-	FromStep bool
-	// How says where Span came from, for the start log ("the query's [1m]").
-	How string
-	// Assumed: nothing said the window; Span is a default.
-	Assumed bool
+// Unit is the unit of the source's loads when its configuration says it
+// (HAProxy's counters), for the status page.
+func (s Source) Unit() (sourcekind.Unit, bool) {
+	if k, cfg := s.only(); k != nil {
+		return k.Unit(cfg)
+	}
+	return sourcekind.Unit{}, false
 }
 
 // calibrates reports whether the source is an external metric that
 // calibrates HAProxy's fast signal, rather than only standing in for it (as
 // HAProxy's own statistics do).
 func (s Source) calibrates() bool {
-	k := s.Kind()
-	return k == KindPrometheus || k == KindGraphite
+	k, _ := s.only()
+	return k != nil && k.Calibrates()
 }
 
-// window is the span the source's points average over (a zero Window for a
-// source that does not calibrate).
+// window is the span the source's points average over (a zero Window when
+// the configuration does not say it).
 func (s Source) window() Window {
-	switch s.Kind() {
-	case KindPrometheus:
-		// A point of rate(x[1m]) averages the last minute: the largest range
-		// in the query is the span of its value.
-		if d, ok := sources.PromQLWindow(s.Prometheus.Query); ok {
-			return Window{Span: d, How: "the query's range [" + model.Duration(d).String() + "]"}
-		}
-	case KindGraphite:
-		// A Graphite point is its bucket's aggregate, stamped at the bucket's start.
-		return Window{FromStep: true, How: "the series' step"}
+	if k, cfg := s.only(); k != nil {
+		return k.Window(cfg)
 	}
 	return Window{}
 }
@@ -237,18 +195,8 @@ func (s Source) window() Window {
 // false when the fast signal cannot stand for what it measures (a session
 // count): the source is then used as it is.
 func (s Source) fastBytes() (weighter.Bytes, bool) {
-	switch s.Kind() {
-	case KindPrometheus, KindGraphite:
-		return weighter.BytesBoth, true
-	case KindHAProxy:
-		// HAProxy's byte counters are what the fast signal reads live; a
-		// session count is another load, which it cannot stand for.
-		switch s.HAProxy.Counter {
-		case haproxy.CounterBytesIn:
-			return weighter.BytesIn, true
-		case haproxy.CounterBytesOut:
-			return weighter.BytesOut, true
-		}
+	if k, cfg := s.only(); k != nil {
+		return k.FastBytes(cfg)
 	}
 	return "", false
 }
@@ -256,14 +204,17 @@ func (s Source) fastBytes() (weighter.Bytes, bool) {
 // validate checks the source of a backend, and its server_map for an HAProxy
 // backend; its problems are at paths under "source".
 func (s Source) validate(haproxyNames bool) []*FieldError {
-	switch n := len(s.kinds()); {
+	switch n := len(s.set); {
 	case n == 0:
-		return keyed(fmt.Errorf("source: missing (one of %s)", kindNames), "source")
+		return keyed(fmt.Errorf("source: missing (one of %s)", kindNames()), "source")
 	case n > 1:
-		return keyed(fmt.Errorf("source: more than one of %s", kindNames), "source")
+		return keyed(fmt.Errorf("source: more than one of %s", kindNames()), "source")
 	}
 	var problems []*FieldError
-	if err := s.validateKind(); err != nil {
+	k, cfg := s.only()
+	// Each of the kind's messages starts with its name and the key it is
+	// about ("prometheus: query: must be set").
+	if err := k.Validate(cfg); err != nil {
 		problems = append(problems, keyed(fmt.Errorf("source: %w", err), "source", s.Kind())...)
 	}
 	if haproxyNames {

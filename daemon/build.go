@@ -15,6 +15,7 @@ import (
 	"github.com/haproxy-weighter/haproxy-weighter/internal/ownzero"
 	"github.com/haproxy-weighter/haproxy-weighter/lvs"
 	"github.com/haproxy-weighter/haproxy-weighter/peers"
+	"github.com/haproxy-weighter/haproxy-weighter/sourcekind"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -134,7 +135,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	}
 	// HAProxy's own statistics are read through the backend's target, so the
 	// one `show stat` of a cycle serves both.
-	src, err := b.Source.Build(config.SourceEnv{Backend: b.Name, Stats: stats, Log: log})
+	src, err := sourcekind.Build(b.Source, sourcekind.Env{Backend: b.Name, Stats: stats, Log: log})
 	if err != nil {
 		u.Close()
 		return nil, err

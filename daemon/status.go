@@ -3,7 +3,6 @@ package daemon
 import (
 	"time"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/statuspage"
 )
 
@@ -39,7 +38,10 @@ func (r *runner) status(now time.Time) statuspage.Backend {
 // loads says what the backend's loads are made of, for the status page.
 func (u *managedBackend) loads() statuspage.Loads {
 	l := statuspage.Loads{Source: u.source.Kind(), FastOff: u.fastOff}
-	l.Stats, _ = u.source.Config().(*haproxy.StatsConfig)
+	if unit, ok := u.source.Unit(); ok {
+		su := statuspage.Unit(unit)
+		l.Unit = &su
+	}
 	switch {
 	case u.fast == nil:
 		l.Fast = statuspage.FastNone

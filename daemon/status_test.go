@@ -58,16 +58,19 @@ func renderRunner(t *testing.T, r *runner) string {
 // TestStatusLoads: what the daemon tells the page its loads are made of.
 func TestStatusLoads(t *testing.T) {
 	stats := &haproxy.StatsConfig{Counter: haproxy.CounterBytesIn}
+	src, err := config.NewSource("haproxy", stats)
+	require.NoError(t, err)
+	bytes := &statuspage.Unit{Symbol: "B/s", Header: "B/s"} // the haproxy kind's unit of bytes_in
 	for _, tc := range []struct {
 		name string
 		u    *managedBackend
 		want statuspage.Loads
 	}{
-		{"HAProxy's counters alone", &managedBackend{source: config.Source{HAProxy: stats}, fastOff: "no socket"},
-			statuspage.Loads{Source: "haproxy", Stats: stats, FastOff: "no socket"}},
+		{"HAProxy's counters alone", &managedBackend{source: src, fastOff: "no socket"},
+			statuspage.Loads{Source: "haproxy", Unit: bytes, FastOff: "no socket"}},
 		{"a query", &managedBackend{}, statuspage.Loads{}},
-		{"HAProxy's fast signal", &managedBackend{source: config.Source{HAProxy: stats}, fast: &fastUnit{chain: &fastsignal.Chain{}}},
-			statuspage.Loads{Source: "haproxy", Stats: stats, Fast: statuspage.FastHAProxy}},
+		{"HAProxy's fast signal", &managedBackend{source: src, fast: &fastUnit{chain: &fastsignal.Chain{}}},
+			statuspage.Loads{Source: "haproxy", Unit: bytes, Fast: statuspage.FastHAProxy}},
 		{"IPVS counts", &managedBackend{fast: &fastUnit{}}, statuspage.Loads{Fast: statuspage.FastIPVS}},
 	} {
 		assert.Equal(t, tc.want, tc.u.loads(), tc.name)
@@ -275,7 +278,9 @@ func TestStatusPageSheds(t *testing.T) {
 // writes it (12345.6, not 1.235e+04) in the cell's title.
 func TestStatusPageNumbersHuman(t *testing.T) {
 	f := newDryFixture(t, true, "s1", "s2")
-	f.r.unit.source = config.Source{HAProxy: &haproxy.StatsConfig{Counter: haproxy.CounterBytesOut}}
+	src, err := config.NewSource("haproxy", &haproxy.StatsConfig{Counter: haproxy.CounterBytesOut})
+	require.NoError(t, err)
+	f.r.unit.source = src
 	f.src.set(map[string]float64{"s1": 12345.6, "s2": 0.000123}, nil)
 	f.r.step(context.Background())
 	srv := httptest.NewServer(f.d.handler(f.reg))

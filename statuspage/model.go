@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -212,7 +211,7 @@ var unknownUnit = loadUnit{header: "in the source's unit"}
 // none, or the unit weighs without the fast signal). HAProxy's fast signal
 // alone weighs bytes per second per connection; calibrated, it is in the
 // source's unit (the calibration maps one onto the other); the source's
-// unit is known only for HAProxy's own counters.
+// unit is known only when its kind says it (Loads.Unit).
 func (u Loads) loadUnit(sig *weighter.Signal) loadUnit {
 	if sig != nil && sig.Pipeline == weighter.PipelineFast {
 		if u.Fast == FastIPVS { // IPVS counts connections
@@ -225,26 +224,10 @@ func (u Loads) loadUnit(sig *weighter.Signal) loadUnit {
 		// unit: still a load per connection, not the server's.
 		return loadUnit{header: "per connection, in the source's unit", perConn: true}
 	}
-	c := u.Stats
-	if c == nil {
+	if u.Unit == nil {
 		return unknownUnit
 	}
-	var lu loadUnit
-	switch c.Counter {
-	case haproxy.CounterBytesIn, haproxy.CounterBytesOut:
-		lu = loadUnit{symbol: "B/s", header: "B/s"}
-	case haproxy.CounterSessionsTotal:
-		lu = loadUnit{symbol: "sess/s", header: "new sessions/s"}
-	case haproxy.CounterCurrentSessions:
-		return loadUnit{symbol: "sess", header: "open sessions"}
-	default:
-		return unknownUnit
-	}
-	if c.PerConnection {
-		lu.header += " per connection"
-		lu.perConn = true
-	}
-	return lu
+	return loadUnit{symbol: u.Unit.Symbol, header: u.Unit.Header, perConn: u.Unit.PerConnection}
 }
 
 // loadText says what the loads are made of: the source, and whether

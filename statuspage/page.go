@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -82,11 +81,21 @@ const (
 // the loads' unit, from these.
 type Loads struct {
 	Source string // the source's kind; "" says "the source"
-	// Stats is the source's configuration when the source is HAProxy's own
-	// counters (whose unit the page knows); nil for any other source.
-	Stats   *haproxy.StatsConfig
+	// Unit is the unit of the source's loads when its kind says it
+	// (HAProxy's own counters); nil: the source's own, which the
+	// configuration does not say (a query, a render target).
+	Unit    *Unit
 	Fast    Fast
 	FastOff string // with FastNone, why an HAProxy backend does not read the fast signal
+}
+
+// Unit is a unit of loads: the symbol written after a number and its
+// prefix ("B/s"), how the load column's header says it ("new sessions/s"),
+// and whether each load is per open connection (what leastconn weighs)
+// rather than the server's.
+type Unit struct {
+	Symbol, Header string
+	PerConnection  bool
 }
 
 // Render writes the page p.

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -206,18 +205,17 @@ func TestStatusSpark(t *testing.T) {
 // TestStatusLoadUnit: the loads' unit is said only where the daemon knows it,
 // and a load per connection is said to be one.
 func TestStatusLoadUnit(t *testing.T) {
-	stats := func(cfg *haproxy.StatsConfig) Loads { return Loads{Source: "haproxy", Stats: cfg} }
+	stats := func(u Unit) Loads { return Loads{Source: "haproxy", Unit: &u} }
 	for _, tc := range []struct {
 		name string
 		u    Loads
 		sig  *weighter.Signal
 		want loadUnit
 	}{
-		{"bytes", stats(&haproxy.StatsConfig{Counter: haproxy.CounterBytesIn}), nil, loadUnit{"B/s", "B/s", false}},
-		{"bytes per connection", stats(&haproxy.StatsConfig{Counter: haproxy.CounterBytesOut, PerConnection: true}), nil,
+		{"bytes", stats(Unit{"B/s", "B/s", false}), nil, loadUnit{"B/s", "B/s", false}},
+		{"bytes per connection", stats(Unit{"B/s", "B/s per connection", true}), nil, loadUnit{"B/s", "B/s per connection", true}},
+		{"the fast signal, over a known unit", stats(Unit{"sess", "open sessions", false}), &weighter.Signal{Pipeline: weighter.PipelineFast},
 			loadUnit{"B/s", "B/s per connection", true}},
-		{"new sessions", stats(&haproxy.StatsConfig{Counter: haproxy.CounterSessionsTotal}), nil, loadUnit{"sess/s", "new sessions/s", false}},
-		{"open sessions", stats(&haproxy.StatsConfig{Counter: haproxy.CounterCurrentSessions}), nil, loadUnit{"sess", "open sessions", false}},
 		{"a query", Loads{}, nil, unknownUnit},
 		{"the fast signal alone", Loads{Fast: FastHAProxy}, &weighter.Signal{Pipeline: weighter.PipelineFast},
 			loadUnit{"B/s", "B/s per connection", true}},
