@@ -188,7 +188,8 @@ func masterReply(cmd, reply string) string {
 	if reply == "" {
 		return reply
 	}
-	silent := strings.HasPrefix(cmd, "set server ") || strings.HasPrefix(cmd, "shutdown session ")
+	silent := strings.HasPrefix(cmd, "set server ") || strings.HasPrefix(cmd, "shutdown session ") ||
+		strings.HasPrefix(cmd, "set table ") || strings.HasPrefix(cmd, "clear table ")
 	oneLine := !strings.Contains(reply, "\n") && !strings.HasPrefix(reply, "#")
 	if silent || oneLine {
 		return "[3]: " + reply
