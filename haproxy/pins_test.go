@@ -20,7 +20,7 @@ import (
 // s1, s2 and s3 with id 7, a `type ip` pin table), and the other pin
 // tables' backends: be_pin6 (`type ipv6`), be_full (room for 2 entries),
 // be_track (an ip table that stores no server_id: HAProxy refuses pins),
-// be_str (a string table), be_none (no table).
+// be_str (a string table), be_none (no table), be_big (a big table).
 func pinConfig(t testing.TB, front int) string {
 	srv := func() string { return testenv.StartDiscardServer(t) }
 	return testenv.HAProxyDefaults + fmt.Sprintf(`
@@ -53,7 +53,11 @@ backend be_str
   server x %s
 backend be_none
   server n1 %s
-`, front, srv(), srv(), srv(), srv(), srv(), srv(), srv(), srv(), srv())
+backend be_big
+  stick-table type ip size 200k expire 2h
+  stick match src
+  server s1 %s
+`, front, srv(), srv(), srv(), srv(), srv(), srv(), srv(), srv(), srv(), srv())
 }
 
 // TestPinsVersions: the pin table over the runtime API of every HAProxy a
