@@ -188,8 +188,7 @@ func masterReply(cmd, reply string) string {
 	if reply == "" {
 		return reply
 	}
-	silent := strings.HasPrefix(cmd, "set server ") || strings.HasPrefix(cmd, "shutdown session ") ||
-		strings.HasPrefix(cmd, "set table ") || strings.HasPrefix(cmd, "clear table ")
+	silent := strings.HasPrefix(cmd, "set server ") || strings.HasPrefix(cmd, "shutdown session ")
 	oneLine := !strings.Contains(reply, "\n") && !strings.HasPrefix(reply, "#")
 	if silent || oneLine {
 		return "[3]: " + reply

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/duration"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/errs"
 	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
@@ -76,6 +77,7 @@ func TestPinsVersions(t *testing.T) {
 			t.Run("ipv6 table", func(t *testing.T) { checkPinsIPv6(t, c) })
 			t.Run("refused", func(t *testing.T) { checkPinsRefused(t, c) })
 			t.Run("full table", func(t *testing.T) { checkPinsFull(t, c) })
+			t.Run("master CLI", func(t *testing.T) { checkPinsMaster(t, version) })
 		})
 	}
 }
@@ -224,6 +226,30 @@ func checkPinsFull(t *testing.T, c *Client) {
 	assert.Contains(t, table.Pins, weighter.Pin{Client: "127.0.0.3", Server: "f1"}, "the new pin is in")
 	assert.Less(t, len(table.Pins), 3, "an older pin was evicted: %v", table.Pins)
 	t.Logf("HAProxy %s, full table given a third pin: %d of %d used, %v", c.cfg.Socket, table.Used, table.Size, table.Pins)
+}
+
+// checkPinsMaster: through the master CLI (`haproxy -W -S`), pins are
+// written in the weights' batch and read back, and a pin the worker refuses
+// is that client's PinError with HAProxy's words, as on a worker's socket.
+func checkPinsMaster(t *testing.T, version string) {
+	h := testenv.StartHAProxyMasterVersion(t, version, pinConfig(t, testenv.FreePort(t)))
+	c, err := New(Config{Socket: h.Socket, Master: true, Timeout: duration.Duration(5 * time.Second)})
+	require.NoError(t, err)
+	ctx := testCtx(t)
+	b := c.Backend("be_pin")
+	require.NoError(t, b.SetWeightsAndPins(ctx, []weighter.Change{{Server: "s2", Weight: 3}},
+		weighter.PinChanges{Set: []weighter.Pin{{Client: "127.0.0.5", Server: "s3"}}}))
+	table, err := b.Pins(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, weighter.PinTable{Name: "be_pin", Size: 100, Used: 1, Pins: []weighter.Pin{{Client: "127.0.0.5", Server: "s3"}}}, table)
+	assert.Equal(t, 3, byName(t, b)["s2"].Weight)
+
+	err = c.Backend("be_track").SetWeightsAndPins(ctx, nil, weighter.PinChanges{Set: []weighter.Pin{{Client: "127.0.0.5", Server: "t1"}}})
+	assert.Equal(t, []string{"127.0.0.5"}, pinErrorClients(err))
+	assert.Contains(t, err.Error(), "Data type not stored")
+	assert.NotErrorIs(t, err, ErrBadReply)
+	_, err = c.Backend("be_none").Pins(ctx)
+	require.ErrorIs(t, err, weighter.ErrNoPinTable)
 }
 
 // landsOn opens a connection from src (127.0.0.N) through the frontend at
