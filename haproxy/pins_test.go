@@ -74,6 +74,7 @@ func TestPinsVersions(t *testing.T) {
 			h := testenv.StartHAProxyVersion(t, version, pinConfig(t, front))
 			c := newClient(t, h.Socket)
 			t.Run("written, read back and followed", func(t *testing.T) { checkPinsFollowed(t, c, front) })
+			t.Run("pin to a server in maintenance", func(t *testing.T) { checkPinsMaint(t, c, front) })
 			t.Run("ipv6 table", func(t *testing.T) { checkPinsIPv6(t, c) })
 			t.Run("refused", func(t *testing.T) { checkPinsRefused(t, c) })
 			t.Run("full table", func(t *testing.T) { checkPinsFull(t, c) })
@@ -130,6 +131,26 @@ func checkPinsFollowed(t *testing.T, c *Client, front int) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"127.0.0.9"}, table.Stray)
 	assert.Equal(t, []weighter.Pin{{Client: "127.0.0.6", Server: "s1"}}, table.Pins)
+}
+
+// checkPinsMaint: a pin to a server in MAINT is not followed (the client is
+// balanced over the others, without `option redispatch`), and the entry
+// stays: once the server is enabled again, the client goes there again.
+func checkPinsMaint(t *testing.T, c *Client, front int) {
+	ctx := testCtx(t)
+	b := c.Backend("be_pin")
+	require.NoError(t, b.SetWeightsAndPins(ctx, nil, weighter.PinChanges{Set: []weighter.Pin{{Client: "127.0.0.11", Server: "s2"}}}))
+	assert.Equal(t, "s2", landsOn(t, c, "be_pin", front, "127.0.0.11"))
+	raw(t, c, "disable server be_pin/s2")
+	for range 3 {
+		assert.NotEqual(t, "s2", landsOn(t, c, "be_pin", front, "127.0.0.11"), "s2 is in maintenance")
+	}
+	table, err := b.Pins(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, table.Pins, weighter.Pin{Client: "127.0.0.11", Server: "s2"}, "the entry stays")
+	raw(t, c, "enable server be_pin/s2")
+	assert.Equal(t, "s2", landsOn(t, c, "be_pin", front, "127.0.0.11"))
+	require.NoError(t, b.SetWeightsAndPins(ctx, nil, weighter.PinChanges{Clear: []string{"127.0.0.11"}}))
 }
 
 // checkPinsIPv6: an IPv4 client is written to a `type ipv6` table as

@@ -210,12 +210,16 @@ func (b *RuntimeBackend) pinCmds(typ string, ids map[int]string, pins weighter.P
 // table as new: a table that close to full is worth saying too.
 func (b *RuntimeBackend) roomFor(reply string, n int) error {
 	if err := commandError(reply); err != nil {
+		b.keepTableType("") // gone (a reload): the next batch looks again
 		return fmt.Errorf("backend %s: pin table: %w", b.name, classifyPin(err))
 	}
 	info, ok := parseTableHeader(strings.SplitN(reply, "\n", 2)[0])
 	if !ok || info.name != b.name {
 		return fmt.Errorf("backend %s: pin table: %w: header %.80q", b.name, ErrBadReply, reply)
 	}
+	// A reload may have changed the table's type: the next batch writes
+	// keys in the new one's form.
+	b.keepTableType(info.typ)
 	if info.size > 0 && info.used+n > info.size {
 		return fmt.Errorf("backend %s: %w: %d of %d entries used before %d pins were written; HAProxy evicts entries silently to make room, so other pins may be gone (raise the stick-table's size)",
 			b.name, weighter.ErrPinTableFull, info.used, info.size, n)
