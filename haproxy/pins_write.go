@@ -130,7 +130,7 @@ func (b *RuntimeBackend) pinContext(ctx context.Context, set []weighter.Pin) (st
 	b.mu.Lock()
 	typ, ids := b.tableType, b.serverIDs
 	b.mu.Unlock()
-	known := typ != "" && ids != nil
+	known := (typ == "ip" || typ == "ipv6") && ids != nil
 	if known {
 		names := make(map[string]bool, len(ids))
 		for _, n := range ids {
