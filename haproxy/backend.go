@@ -26,6 +26,11 @@ type RuntimeBackend struct {
 	// (batch.go): a backend's own, as a weight costs HAProxy more on a big
 	// random or consistent-hash backend than on a roundrobin one.
 	pace pace
+
+	// serverIDs (srv_id → name) and tableType (the pin table's: ip or
+	// ipv6) are what the newest reads said, for writing pins (pins.go).
+	serverIDs map[int]string
+	tableType string
 }
 
 var _ weighter.Target = (*RuntimeBackend)(nil)
@@ -52,6 +57,7 @@ func (b *RuntimeBackend) Servers(ctx context.Context) ([]weighter.ServerState, e
 	if err != nil {
 		return nil, err
 	}
+	b.keepIDs(scanServerIDs(replies[0]))
 	if err := b.fillSessions(ctx, servers, replies[1]); err != nil {
 		return nil, err
 	}

@@ -26,6 +26,9 @@ type Expected struct {
 	// FastSignal is set when the backend weighs by `show sess all`, which
 	// moves live without contstats; `show stat` is then its fallback.
 	FastSignal bool
+	// Pin is set when the daemon pins the backend's heavy clients to
+	// servers through its stick table (check_pin.go).
+	Pin bool
 }
 
 // Warning is one thing in the configuration file that keeps the daemon
@@ -101,6 +104,9 @@ func (f *File) checkBackend(b Expected) []Warning {
 	}
 	if w, ok := f.checkServerState(s, b.Name); ok {
 		out = append(out, w)
+	}
+	if b.Pin {
+		out = append(out, f.checkPins(s, b.Name)...)
 	}
 	return out
 }

@@ -226,3 +226,58 @@ func TestWarningString(t *testing.T) {
 	assert.Equal(t, "haproxy.cfg: warning: no stats socket at /run/haproxy/admin.sock",
 		Warning{Path: "haproxy.cfg", Text: "no stats socket at /run/haproxy/admin.sock"}.String())
 }
+
+// Each file of testdata/pin/ is clean.cfg with be_app pinned (Expected.Pin)
+// and its pin lines changed, which must give exactly its warnings; pin/clean.cfg
+// and pin/ipv6.cfg give none. Every file is first checked by the real haproxy -c.
+func TestCheckPinLines(t *testing.T) {
+	type want struct {
+		at   string // text of the line the warning points to
+		text string
+	}
+	const add = "add the two lines `stick-table type ip size 100k expire 2h` and `stick match src`"
+	cases := map[string][]want{
+		"clean.cfg": nil,
+		"ipv6.cfg":  nil, // type ipv6, peers, a match with a condition
+		"none.cfg": {{"backend be_app",
+			"clients cannot be pinned: the backend has no stick-table keyed on the client's address and no stick match src; " + add}},
+		"no-match.cfg":    {{"stick-table", "clients cannot be pinned: no stick match src, so HAProxy never looks the pins up; add `stick match src`"}},
+		"other-table.cfg": {{"stick-table", "clients cannot be pinned: no stick match src, so HAProxy never looks the pins up; add `stick match src`"}},
+		"string.cfg": {
+			{"stick-table", "clients cannot be pinned: stick-table type string is not keyed on the client's address; make it `stick-table type ip size 100k expire 2h` (or type ipv6)"},
+			{"stick-table", "clients cannot be pinned: no stick match src, so HAProxy never looks the pins up; add `stick match src`"},
+		},
+		"stick-on.cfg": {{"stick on", "stick on makes HAProxy write stick-table entries itself, which overwrite the daemon's pins; use `stick match src` alone"}},
+		"store.cfg": {{"stick store-request",
+			"stick store-request makes HAProxy write stick-table entries itself, which overwrite the daemon's pins; use `stick match src` alone"}},
+		"no-expire.cfg": {{"stick-table",
+			"stick-table without expire: an entry never leaves (a client gone keeps its pin until the table is full, when HAProxy evicts entries silently); add expire, as in `stick-table type ip size 100k expire 2h`"}},
+	}
+	files, err := filepath.Glob("testdata/pin/*.cfg")
+	require.NoError(t, err)
+	require.Len(t, files, len(cases), "every file in testdata/pin/ has its case")
+	backends := append([]Expected(nil), testBackends...)
+	backends[0].Pin = true
+	for name, wants := range cases {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", "pin", name)
+			haproxyCheck(t, path)
+			f, err := Read(path)
+			require.NoError(t, err)
+			var expected []string
+			for _, w := range wants {
+				expected = append(expected, Warning{Path: path, Line: lineOf(t, path, w.at), Backend: "be_app", Text: w.text}.String())
+			}
+			var got []string
+			for _, w := range f.Check(backends) {
+				got = append(got, w.String())
+			}
+			assert.Equal(t, expected, got)
+			var unpinned []string
+			for _, w := range f.Check(testBackends) {
+				unpinned = append(unpinned, w.String())
+			}
+			assert.Empty(t, unpinned, "a backend not pinned is not checked for pins")
+		})
+	}
+}
