@@ -79,6 +79,22 @@ type PinPlan struct {
 	// plan pins them (0 when undefined).
 	Imbalance float64 `json:"imbalance"`
 	Projected float64 `json:"projected"`
+
+	// inForce are the pins in the table once Changes are written (as far
+	// as the table was read): where a shed client lands.
+	inForce map[string]string
+}
+
+// InForce returns the pins in the table once the plan's changes are
+// written, client → server (empty when the table could not be read).
+func (p *PinPlan) InForce() map[string]string {
+	if p == nil {
+		return nil
+	}
+	if p.inForce == nil {
+		return map[string]string{}
+	}
+	return p.inForce
 }
 
 // PinWhy explains one Set or Clear.
@@ -493,6 +509,15 @@ func (pn *Pinner) finish(plan *PinPlan, clears []string, inTable map[string]stri
 		}
 	}
 	plan.Why = append(plan.Why, why...)
+	plan.inForce = make(map[string]string, len(inTable))
+	for c, s := range inTable {
+		if !cleared[c] {
+			plan.inForce[c] = s
+		}
+	}
+	for _, p := range plan.Changes.Set {
+		plan.inForce[p.Client] = p.Server
+	}
 	keep := make(map[string]bool, len(plan.Pins))
 	for _, p := range plan.Pins {
 		keep[p.Client] = true
