@@ -111,8 +111,8 @@ type PinWhy struct {
 	Reason string  `json:"reason"`
 }
 
-// Text is the line a dry run prints for it.
-func (w PinWhy) Text() string { return w.Reason }
+// DryRun is the line a dry run prints for it.
+func (w PinWhy) DryRun() string { return "would " + w.Reason }
 
 // pinState is what the Pinner remembers of one pin it wants.
 type pinState struct {
@@ -240,7 +240,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		for _, c := range in.Table.Stray {
 			if c != "" {
 				if _, ok := inTable[c]; !ok {
-					clearOne(c, PinWhy{Client: c, Reason: fmt.Sprintf("would clear the pin of %s: its server id is no server of the backend", c)})
+					clearOne(c, PinWhy{Client: c, Reason: fmt.Sprintf("clear the pin of %s: its server id is no server of the backend", c)})
 				}
 			}
 		}
@@ -264,7 +264,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		_, wasInTable := inTable[c]
 		if wasInTable || !known {
-			clearOne(c, PinWhy{Client: c, From: s, Reason: fmt.Sprintf("would clear the pin of %s on %s: %s", c, s, why)})
+			clearOne(c, PinWhy{Client: c, From: s, Reason: fmt.Sprintf("clear the pin of %s on %s: %s", c, s, why)})
 		}
 		delete(cur, c)
 		delete(pn.pins, c)
@@ -293,7 +293,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		if quiet := now.Sub(st.heavy); quiet >= time.Duration(pn.p.Forget) {
 			if _, ok := inTable[c]; ok || !known {
-				clearOne(c, PinWhy{Client: c, From: cur[c], Reason: fmt.Sprintf("would clear the pin of %s on %s: not heavy for %s (forget %s)", c, cur[c], AgeText(quiet), pn.p.Forget)})
+				clearOne(c, PinWhy{Client: c, From: cur[c], Reason: fmt.Sprintf("clear the pin of %s on %s: not heavy for %s (forget %s)", c, cur[c], AgeText(quiet), pn.p.Forget)})
 			}
 			delete(cur, c)
 			delete(pn.pins, c)
@@ -389,7 +389,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	for _, pc := range placed {
 		if pc.inTable && !slices.Contains(chosen, pc) {
 			clearOne(pc.addr, PinWhy{Client: pc.addr, From: cur[pc.addr], Rate: finite(pc.rate),
-				Reason: fmt.Sprintf("would clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", pc.addr, cur[pc.addr], pn.p.MaxPins)})
+				Reason: fmt.Sprintf("clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", pc.addr, cur[pc.addr], pn.p.MaxPins)})
 			delete(pn.pins, pc.addr)
 		}
 	}
@@ -467,13 +467,15 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		switch {
 		case pc.moved:
-			w.Reason = fmt.Sprintf("would move the pin of %s (%s) from %s to %s: projected max/mean %s lower",
+			w.Reason = fmt.Sprintf("move the pin of %s (%s) from %s to %s: projected max/mean %s lower",
 				pc.addr, rate, bins[pc.pinned].name, w.To, gainText(pc.gain))
 		case pc.pinned >= 0:
-			w.Reason = fmt.Sprintf("would pin %s (%s) to %s again: the table lost it", pc.addr, rate, w.To)
+			w.Reason = fmt.Sprintf("pin %s (%s) to %s again: the table lost it", pc.addr, rate, w.To)
+		case pc.at == pc.to:
+			w.Reason = fmt.Sprintf("pin %s (%s, %s× mean server load) to %s, where it sits", pc.addr, rate, shortRatio(pc.load/mean), w.To)
 		default:
-			w.Reason = fmt.Sprintf("would pin %s (%s, %s× mean server load) to %s, now on %s: projected max/mean %s lower",
-				pc.addr, rate, ratioText2(pc.load/mean), w.To, cmp.Or(w.From, "unknown"), gainText(pc.gain))
+			w.Reason = fmt.Sprintf("pin %s (%s, %s× mean server load) to %s, now on %s: projected max/mean %s lower",
+				pc.addr, rate, shortRatio(pc.load/mean), w.To, cmp.Or(w.From, "unknown"), gainText(pc.gain))
 		}
 		why = append(why, w)
 	}
@@ -484,7 +486,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	if plan.Changes.Empty() && plan.Reason == "" {
 		switch {
 		case len(plan.Pins) == 0:
-			plan.Reason = fmt.Sprintf("no heavy client (none sends %s× the mean server load)", ratioText2(pn.p.Heavy))
+			plan.Reason = fmt.Sprintf("no heavy client (none sends %s× the mean server load)", shortRatio(pn.p.Heavy))
 		default:
 			plan.Reason = fmt.Sprintf("%d pins in place", len(plan.Pins))
 		}
@@ -839,8 +841,8 @@ func finite(x float64) float64 {
 	return x
 }
 
-func gainText(g float64) string { return ratioText2(g) }
+func gainText(g float64) string { return shortRatio(g) }
 
-func ratioText2(r float64) string {
+func shortRatio(r float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", r), "0"), ".")
 }
