@@ -49,11 +49,14 @@ func carbon() PinInput {
 	return in
 }
 
-// applyPins is the table after changes: Clear, then Set.
+// applyPins is the table after changes: Clear, then Set. A key listed
+// twice (no table does that) counts once, as the first.
 func applyPins(table []Pin, c PinChanges) map[string]string {
 	out := map[string]string{}
 	for _, p := range table {
-		out[p.Client] = p.Server
+		if _, dup := out[p.Client]; !dup {
+			out[p.Client] = p.Server
+		}
 	}
 	for _, cl := range c.Clear {
 		delete(out, cl)

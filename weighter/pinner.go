@@ -300,7 +300,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 	}
 
-	noSet := ""
+	noSet, again := "", false
 	switch {
 	case in.Hold:
 		noSet = "hold: " + cmp.Or(in.HoldReason, "coverage guard")
@@ -309,15 +309,46 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	case full:
 		noSet = fmt.Sprintf("pin table %s full (%d of %d entries)", in.Table.Name, in.Table.Used, in.Table.Size)
 	case n == 0 || !(mean > 0):
-		noSet = fmt.Sprintf("servers with data: %d, mean load %s (needs one and a positive mean)", n, LoadText(mean))
+		// No new pin without loads; the pins the table lost are
+		// written again all the same (a restart, when loads are short).
+		noSet, again = fmt.Sprintf("servers with data: %d, mean load %s (needs one and a positive mean)", n, LoadText(mean)), true
 	}
 	if noSet != "" {
-		// Nothing set: the pins in force stay as they are.
+		// Nothing set: the pins in force stay as they are, within
+		// max_pins (the heaviest, a table written under another policy).
 		plan.Reason = noSet
 		for c, s := range cur {
 			plan.Pins = append(plan.Pins, Pin{Client: c, Server: s})
 		}
-		pn.finish(&plan, clears, inTable, false, nil)
+		rate := func(c string) float64 { return finite(clients[c].Rate) }
+		slices.SortFunc(plan.Pins, func(a, b Pin) int {
+			return cmp.Or(cmp.Compare(rate(b.Client), rate(a.Client)), strings.Compare(a.Client, b.Client))
+		})
+		for _, p := range plan.Pins[min(len(plan.Pins), pn.p.MaxPins):] {
+			if _, ok := inTable[p.Client]; ok || !known {
+				clearOne(p.Client, PinWhy{Client: p.Client, From: p.Server, Rate: rate(p.Client),
+					Reason: fmt.Sprintf("clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", p.Client, p.Server, pn.p.MaxPins)})
+			}
+		}
+		plan.Pins = plan.Pins[:min(len(plan.Pins), pn.p.MaxPins)]
+		if again {
+			room := pinRoom(in.Table, inTable, clears)
+			plan.Pins = slices.DeleteFunc(plan.Pins, func(p Pin) bool {
+				if _, ok := inTable[p.Client]; ok && !cleared[p.Client] {
+					return false
+				}
+				room--
+				return room < 0
+			})
+		}
+		var why []PinWhy
+		for _, p := range plan.Pins {
+			if _, ok := inTable[p.Client]; again && (!ok || cleared[p.Client]) {
+				why = append(why, PinWhy{Client: p.Client, To: p.Server, Rate: rate(p.Client),
+					Reason: fmt.Sprintf("pin %s to %s again: the table lost it", p.Client, p.Server)})
+			}
+		}
+		pn.finish(&plan, clears, inTable, again, why)
 		return plan
 	}
 
@@ -351,15 +382,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 
 	// Which to pin: the pins in the table first (they need no room), then
 	// by weight, within max_pins and the table's room.
-	room := math.MaxInt
-	if in.Table.Size > 0 {
-		room = in.Table.Size - in.Table.Used
-		for _, c := range clears {
-			if _, ok := inTable[c]; ok {
-				room++
-			}
-		}
-	}
+	room := pinRoom(in.Table, inTable, clears)
 	var chosen []*pinClient
 	kept := 0
 	for _, pc := range placed {
@@ -492,6 +515,21 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 	}
 	return plan
+}
+
+// pinRoom is how many entries the table can take once clears are written
+// (unbounded for a table of unknown size).
+func pinRoom(t PinTable, inTable map[string]string, clears []string) int {
+	if t.Size <= 0 {
+		return math.MaxInt
+	}
+	room := t.Size - t.Used
+	for _, c := range clears {
+		if _, ok := inTable[c]; ok {
+			room++
+		}
+	}
+	return room
 }
 
 // finish sorts the plan's pins, writes the changes against the table as
