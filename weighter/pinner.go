@@ -270,12 +270,12 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		delete(pn.pins, c)
 	}
 
-	clients := pinClients(in.Clients)
 	mean, n := pinMean(bins)
 	meanFactor := pinMeanFactor(bins)
 	heavy := func(c Client) bool {
 		return n > 0 && mean > 0 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor >= pn.p.Heavy*mean
 	}
+	clients := pinClients(in.Clients, cur, heavy)
 
 	// Quiet clients lose their pins.
 	for _, c := range sortedKeys(cur) {
@@ -417,7 +417,20 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 	}
 
-	locate(chosen, index, in.Sessions)
+	// Where the heavy ones sit; a pinned client not found (light now, or
+	// reconnecting) is taken to sit where its pin sends it.
+	var heavies []*pinClient
+	for _, pc := range chosen {
+		if pc.load >= pn.p.Heavy*mean {
+			heavies = append(heavies, pc)
+		}
+	}
+	locate(heavies, index, in.Sessions)
+	for _, pc := range chosen {
+		if pc.on == nil && pc.pinned >= 0 && pc.rate > 0 && !isInf(pc.rate) {
+			pc.on = []pinShare{{bin: pc.pinned, rate: pc.rate}}
+		}
+	}
 	for i := range bins {
 		bins[i].base = bins[i].load
 	}
@@ -728,14 +741,21 @@ func pinMeanFactor(bins []pinBin) float64 {
 	return sum / float64(n)
 }
 
-// pinClients are the clients by address, first per address.
-func pinClients(in []Client) map[string]Client {
-	out := make(map[string]Client, len(in))
+// pinClients are the clients the plan looks at, by address: the pinned
+// ones and the heavy ones (of 100,000 clients, a few hundred). An address
+// listed twice counts with its heaviest entry.
+func pinClients(in []Client, pinned map[string]string, heavy func(Client) bool) map[string]Client {
+	out := map[string]Client{}
 	for _, c := range in {
 		if c.Addr == "" {
 			continue
 		}
-		if _, dup := out[c.Addr]; !dup {
+		if !heavy(c) {
+			if _, ok := pinned[c.Addr]; !ok {
+				continue
+			}
+		}
+		if old, ok := out[c.Addr]; !ok || finite(c.Rate) > finite(old.Rate) {
 			out[c.Addr] = c
 		}
 	}
@@ -752,10 +772,21 @@ func locate(clients []*pinClient, index map[string]int, sessions []ShedSession) 
 		rate float64
 		bin  int
 	}
-	conns := make([]conn, 0, len(sessions))
+	// Only a connection near some client's per-connection rate can be
+	// matched: the lighter ones (most of them) are not sorted.
+	least := math.Inf(1)
+	for _, pc := range clients {
+		if pc.rate > 0 && !isInf(pc.rate) {
+			least = min(least, pc.rate/float64(max(pc.conns, 1)))
+		}
+	}
+	floor := (1 - pinRateTolerance) * least
+	var conns []conn
 	for _, s := range sessions {
-		if i, ok := index[s.Server]; ok && s.Rate > 0 && !isInf(s.Rate) {
-			conns = append(conns, conn{s.Rate, i})
+		if s.Rate >= floor && !isInf(s.Rate) {
+			if i, ok := index[s.Server]; ok {
+				conns = append(conns, conn{s.Rate, i})
+			}
 		}
 	}
 	slices.SortFunc(conns, func(a, b conn) int { return cmp.Compare(a.rate, b.rate) })
