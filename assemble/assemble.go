@@ -51,6 +51,9 @@ type Research struct {
 	Policy *weighter.Policy
 	// Shed replaces the shedding policy; nil: the configuration's.
 	Shed *weighter.ShedPolicy
+	// Pin replaces the pinning policy and turns pinning on; nil: the
+	// configuration's.
+	Pin *weighter.PinPolicy
 }
 
 // Assembled is one backend, assembled.
@@ -91,6 +94,9 @@ func Candidate(b config.Backend, p Parts, r Research) (Assembled, error) {
 			return Assembled{}, err
 		}
 	}
+	if out.Backend.Pinner, err = pinner(b, p, r); err != nil {
+		return Assembled{}, err
+	}
 	if p.Fast == nil {
 		return out, nil
 	}
@@ -119,4 +125,23 @@ func Candidate(b config.Backend, p Parts, r Research) (Assembled, error) {
 	}
 	out.Backend.Source = out.Fresh
 	return out, nil
+}
+
+// pinner returns the backend's Pinner: for a backend that may pin (its
+// configuration, or r.Pin) whose target has a pin table to write (an HAProxy
+// backend; whether the table exists is the target's to say, each cycle),
+// with a fast signal to learn the clients from. nil otherwise.
+func pinner(b config.Backend, p Parts, r Research) (*weighter.Pinner, error) {
+	mode, policy, _ := b.PinSettings()
+	if r.Pin != nil {
+		mode, policy = config.PinOn, *r.Pin
+	}
+	if _, ok := p.Target.(weighter.PinTarget); !ok || mode == config.PinOff || p.Fast == nil {
+		return nil, nil
+	}
+	pn, err := weighter.NewPinner(policy)
+	if err != nil {
+		return nil, fmt.Errorf("pin: %w", err)
+	}
+	return pn, nil
 }

@@ -81,6 +81,9 @@ type Backend struct {
 	Calibration Calibration `yaml:"calibration"`
 	// Shed, when set, closes the heaviest session of a server that stays hot.
 	Shed *Shed `yaml:"shed"`
+	// Pin places the backend's heavy clients through its stick table
+	// (pin.go); nil: pinned when HAProxy has the table.
+	Pin *Pin `yaml:"pin"`
 	// DryRun makes the daemon cycle, plan and export the backend without
 	// writing anything to it (run --dry-run sets it on every backend).
 	DryRun bool `yaml:"dry_run"`
@@ -205,6 +208,7 @@ func (b *Backend) validate() []*FieldError {
 	problems = append(problems, b.Source.validate(b.IPVS == nil)...)
 	problems = append(problems, b.validateFast()...)
 	problems = append(problems, b.validateShed()...)
+	problems = append(problems, b.validatePin()...)
 	problems = append(problems, b.validateSocket()...)
 	problems = append(problems, b.validateMatch()...)
 	if b.IPVS != nil {

@@ -31,6 +31,11 @@ type RuntimeBackend struct {
 	// ipv6) are what the newest reads said, for writing pins (pins.go).
 	serverIDs map[int]string
 	tableType string
+	// noTable is the last "no pin table" answer and until when it stands
+	// (pins.go): most backends have none, and asking every cycle would
+	// cost HAProxy a `show table` per backend per cycle for nothing.
+	noTable      error
+	noTableUntil time.Time
 }
 
 var _ weighter.Target = (*RuntimeBackend)(nil)

@@ -143,6 +143,27 @@ func (b *RuntimeBackend) keepIDs(ids map[int]string) {
 	b.serverIDs = ids
 }
 
+// noTableRecheck is how long a backend found without a pin table is taken
+// to have none: a reload that adds the table is seen within it.
+const noTableRecheck = time.Minute
+
+// knownNoTable returns the last "no pin table" answer while it stands.
+func (b *RuntimeBackend) knownNoTable() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.noTable != nil && b.now().Before(b.noTableUntil) {
+		return b.noTable
+	}
+	return nil
+}
+
+// keepNoTable records that the backend has no pin table, as of now.
+func (b *RuntimeBackend) keepNoTable(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.noTable, b.noTableUntil = err, b.now().Add(noTableRecheck)
+}
+
 func (b *RuntimeBackend) keepTableType(typ string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -157,6 +178,9 @@ func (b *RuntimeBackend) Pins(ctx context.Context) (weighter.PinTable, error) {
 	if err := checkName("backend", b.name); err != nil {
 		return weighter.PinTable{}, err
 	}
+	if err := b.knownNoTable(); err != nil {
+		return weighter.PinTable{}, err
+	}
 	replies, err := b.c.roundTrip(ctx, []string{"show table", b.stateCmd()})
 	if err != nil {
 		return weighter.PinTable{}, fmt.Errorf("backend %s: pins: %w", b.name, err)
@@ -166,6 +190,9 @@ func (b *RuntimeBackend) Pins(ctx context.Context) (weighter.PinTable, error) {
 	}
 	info, err := findTable(b.name, replies[0])
 	if err != nil {
+		if errors.Is(err, weighter.ErrNoPinTable) {
+			b.keepNoTable(err)
+		}
 		return weighter.PinTable{}, err
 	}
 	b.keepTableType(info.typ)
