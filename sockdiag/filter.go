@@ -29,6 +29,7 @@ import (
 
 const (
 	bcJmp   = 1 // INET_DIAG_BC_JMP
+	bcSCond = 7 // INET_DIAG_BC_S_COND: local address/prefix and port
 	bcDCond = 8 // INET_DIAG_BC_D_COND: peer address/prefix and port
 
 	// sizeofOp is struct inet_diag_bc_op; sizeofHostcond struct
@@ -50,35 +51,65 @@ const anyPort = -1
 // filterFor returns the bytecode that keeps the sockets whose peer is one of
 // addrs (all of family), or nil when there are none or they do not fit.
 func filterFor(family uint8, addrs []netip.AddrPort) []byte {
+	return buildFilter(bcDCond, family, addrs)
+}
+
+// listenerFilter returns the bytecode that keeps the sockets whose local
+// address and port are one of listeners' (all of family; an unspecified
+// address, a wildcard bind, matches the port alone): the connections
+// accepted on them. nil when there are none or they do not fit.
+func listenerFilter(family uint8, listeners []netip.AddrPort) []byte {
+	return buildFilter(bcSCond, family, listeners)
+}
+
+// buildFilter writes the program for code (D_COND: the peer; S_COND: the
+// local side). An unspecified address is a hostcond of family AF_UNSPEC
+// with no address (prefix 0: any address, inet_diag_bc_run).
+func buildFilter(code byte, family uint8, addrs []netip.AddrPort) []byte {
 	alen := 4
 	if family == unix.AF_INET6 {
 		alen = 16
 	}
-	condLen := sizeofOp + sizeofHostcond + alen
-	pairLen := condLen + sizeofOp
-	total := len(addrs) * pairLen
+	condLen := func(ap netip.AddrPort) int {
+		if ap.Addr().IsUnspecified() {
+			return sizeofOp + sizeofHostcond
+		}
+		return sizeofOp + sizeofHostcond + alen
+	}
+	total := 0
+	for _, ap := range addrs {
+		total += condLen(ap) + sizeofOp
+	}
 	if len(addrs) == 0 || total > maxBytecode {
 		return nil
 	}
 	b := make([]byte, total)
+	off := 0
 	for i, ap := range addrs {
-		cond := b[i*pairLen:]
-		no := pairLen // to the next server's D_COND
+		cl := condLen(ap)
+		pairLen := cl + sizeofOp
+		cond := b[off:]
+		no := pairLen // to the next address's cond
 		if i == len(addrs)-1 {
 			no = pairLen + 4 // past the end: no match
 		}
-		putOp(cond, bcDCond, condLen, no)
+		putOp(cond, code, cl, no)
 		hc := cond[sizeofOp:]
-		hc[0] = family
-		hc[1] = byte(alen * 8) // prefix length: the whole address
 		port := int32(ap.Port())
 		if port == 0 {
 			port = anyPort
 		}
 		binary.NativeEndian.PutUint32(hc[4:], uint32(port))
-		copy(hc[sizeofHostcond:], ap.Addr().AsSlice())
+		if ap.Addr().IsUnspecified() {
+			hc[0], hc[1] = unix.AF_UNSPEC, 0
+		} else {
+			hc[0] = family
+			hc[1] = byte(alen * 8) // prefix length: the whole address
+			copy(hc[sizeofHostcond:], ap.Addr().AsSlice())
+		}
 		// JMP is never true: it always moves by no, to the end.
-		putOp(b[i*pairLen+condLen:], bcJmp, sizeofOp, total-(i*pairLen+condLen))
+		putOp(b[off+cl:], bcJmp, sizeofOp, total-(off+cl))
+		off += pairLen
 	}
 	return b
 }

@@ -36,6 +36,12 @@ type Config struct {
 	ProcRoot string
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
+	// Listeners are HAProxy's listening addresses whose accepted
+	// connections are the backend's clients (the binds of the frontends
+	// that route to it alone); an unspecified address (0.0.0.0, ::) is a
+	// wildcard bind, matched on its port. None: the clients are not read
+	// (TableReading.Clients is nil) and no dump is made for them.
+	Listeners []netip.AddrPort
 }
 
 // TableReading is one read of a backend's servers.
@@ -67,6 +73,9 @@ type TableReading struct {
 	// Scans is how many times HAProxy's descriptors were listed (inode
 	// ownership lists them only when new connections appeared).
 	Scans int
+	// Clients are HAProxy's client connections on Config.Listeners, by
+	// client address; nil without listeners.
+	Clients *ClientReading
 }
 
 // Server is one server's signal. In and Out are cumulative over the
@@ -134,6 +143,7 @@ type Reader struct {
 	cfg  Config
 	mu   sync.Mutex
 	acc  *account
+	cli  *clientAccount // nil without listeners
 	ino  *inodeSet
 	dial dialer
 	// pidKey is the pid list the inode set was built for.
@@ -151,7 +161,11 @@ func New(cfg Config) *Reader {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Reader{cfg: cfg, acc: newAccount(), ino: newInodeSet(), dial: dialer{netNS: cfg.NetNS}}
+	r := &Reader{cfg: cfg, acc: newAccount(), ino: newInodeSet(), dial: dialer{netNS: cfg.NetNS}}
+	if len(cfg.Listeners) > 0 {
+		r.cli = newClientAccount()
+	}
+	return r
 }
 
 // Read reads HAProxy's connections to servers (name → address; a port 0
@@ -167,17 +181,22 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (T
 		return TableReading{}, err
 	}
 	idx := indexServers(servers)
-	reqs := r.requests(idx)
+	reqs := append(r.requests(idx), r.clientRequests()...)
 	d := r.acc.begin(idx, own.how)
 	var ownErr error
 	unsure := false
-	err = r.dial.dump(ctx, reqs, func(s *socket) {
+	clientsMatched := 0
+	err = r.dial.dump(ctx, reqs, func(req *dumpRequest, s *socket) {
 		d.dumped++
 		if ownErr != nil || !s.hasInfo {
 			return
 		}
-		addr := idx.match(unmap(s.remote))
-		if !addr.IsValid() {
+		var addr netip.AddrPort
+		if req.clients {
+			if !r.listens(unmap(s.local)) {
+				return
+			}
+		} else if addr = idx.match(unmap(s.remote)); !addr.IsValid() {
 			return
 		}
 		mine, sure, err := r.mine(ctx, own, s)
@@ -186,6 +205,11 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (T
 			return
 		}
 		unsure = unsure || !sure
+		if req.clients {
+			clientsMatched++
+			r.cli.add(s, mine)
+			return
+		}
 		d.add(s, addr, mine)
 	})
 	if err == nil {
@@ -196,10 +220,17 @@ func (r *Reader) Read(ctx context.Context, servers map[string]netip.AddrPort) (T
 	}
 	r.ino.endRead()
 	if err != nil {
+		if r.cli != nil {
+			r.cli.discard()
+		}
 		return TableReading{}, fmt.Errorf("socket table: %w", err)
 	}
 	ended := r.cfg.Now()
-	out := r.acc.commit(d, began.Add(ended.Sub(began)/2))
+	at := began.Add(ended.Sub(began) / 2)
+	out := r.acc.commit(d, at)
+	if r.cli != nil {
+		out.Clients = r.cli.commit(at, clientsMatched)
+	}
 	out.Owner, out.OwnerWhy, out.Filtered = own.how, own.why, !r.cfg.Unfiltered
 	if own.how == OwnerUID {
 		out.UIDs = slices.Sorted(maps.Keys(own.uids))
@@ -265,7 +296,53 @@ func (r *Reader) settle(ctx context.Context, own owner, d *pending) error {
 			d.obs[i].mine = v
 		}
 	}
+	if r.cli != nil {
+		r.cli.settle(got)
+	}
 	return nil
+}
+
+// clientRequests are the client side's dumps: one per address family the
+// listeners use, filtered by their addresses and ports (a listener on ::
+// accepts IPv4 clients too, as IPv4-mapped AF_INET6 sockets). None
+// without listeners. Unfiltered as the server side is (to measure).
+func (r *Reader) clientRequests() []dumpRequest {
+	if r.cli == nil {
+		return nil
+	}
+	var reqs []dumpRequest
+	v4, v6 := splitByFamily(r.cfg.Listeners)
+	for _, fam := range []struct {
+		family uint8
+		addrs  []netip.AddrPort
+	}{{unix.AF_INET, v4}, {unix.AF_INET6, v6}} {
+		if len(fam.addrs) == 0 {
+			continue
+		}
+		req := dumpRequest{family: fam.family, states: clientStates, clients: true}
+		if !r.cfg.Unfiltered {
+			req.bytecode = listenerFilter(fam.family, fam.addrs)
+		}
+		reqs = append(reqs, req)
+	}
+	return reqs
+}
+
+// listens reports whether local (a socket's own address) is one of the
+// listeners': the filter's match, made again for an unfiltered dump or
+// listeners too many for the filter.
+func (r *Reader) listens(local netip.AddrPort) bool {
+	for _, l := range r.cfg.Listeners {
+		if l.Port() != local.Port() {
+			continue
+		}
+		la := l.Addr().Unmap()
+		if la == local.Addr() || la.IsUnspecified() && la.Is4() == local.Addr().Is4() ||
+			la.IsUnspecified() && la.Is6() {
+			return true
+		}
+	}
+	return false
 }
 
 // requests are the dumps of one read: one per address family the servers
