@@ -58,10 +58,10 @@ backend be2
 			for k := 2; k <= 4; k++ {
 				src := fmt.Sprintf("127.0.0.%d", k)
 				for range k - 1 {
-					conns[src] = append(conns[src], dialFrom(t, src, fe, 1))
+					conns[src] = append(conns[src], testenv.DialFrom(t, src, fe, 1))
 				}
 			}
-			dialFrom(t, "127.0.0.9", fmt.Sprintf("127.0.0.1:%d", otherPort), 1) // fe2's
+			testenv.DialFrom(t, "127.0.0.9", fmt.Sprintf("127.0.0.1:%d", otherPort), 1) // fe2's
 			// Every byte reached the servers: HAProxy received it first.
 			waitRead(t, watch, watched, func(g TableReading) bool {
 				return g.Servers["s1"].Open == 6 && g.Servers["s2"].Open == 1 && connIn(g) == 7
@@ -119,20 +119,6 @@ backend be2
 				{Addr: "127.0.0.4", Rate: 0, Conns: 3}}, read.Clients)
 		})
 	}
-}
-
-// dialFrom connects from the source address src to addr and writes n bytes.
-func dialFrom(t testing.TB, src, addr string, n int) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
-	c, err := d.Dial("tcp", addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	if n > 0 {
-		_, err = c.Write(make([]byte, n))
-		require.NoError(t, err)
-	}
-	return c
 }
 
 // clientSocket is a client connection of the dump as the kernel lists it.
