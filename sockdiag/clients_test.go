@@ -236,9 +236,9 @@ func TestClientsSortedByRate(t *testing.T) {
 }
 
 // BenchmarkClientMemory reports what the Reader keeps per tracked client
-// address at MaxClients addresses: with one open connection each (the
-// address and the connection's record), and once their connections are
-// gone (the address alone, remembered ForgetClientAfter).
+// address at MaxClients addresses: the address (its place in the tracked
+// set, remembered ForgetClientAfter after its last connection) and, while
+// it has one, each open connection's record.
 //
 //	go test -run '^$' -bench BenchmarkClientMemory -benchtime 1x ./sockdiag/
 func BenchmarkClientMemory(b *testing.B) {
@@ -247,25 +247,22 @@ func BenchmarkClientMemory(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		c := newClientAccount()
-		at := time.Unix(1_800_000_000, 0)
 		for i := range MaxClients {
 			c.add(clientSocket(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}).String(), uint64(i+1), 100, 0), true)
 		}
-		got := c.commit(at, MaxClients)
-		if got.Tracked != MaxClients {
-			b.Fatalf("tracked %d", got.Tracked)
+		got := c.commit(time.Unix(1_800_000_000, 0), MaxClients)
+		if got.Tracked != MaxClients || len(c.conns) != MaxClients {
+			b.Fatalf("tracked %d addresses, %d connections", got.Tracked, len(c.conns))
 		}
-		c.obs, c.agg = nil, map[netip.Addr]clientAgg{} // per read, not kept
+		got = nil
+		c.obs, c.agg = nil, map[netip.Addr]clientAgg{} // a read's, not kept
 		runtime.GC()
 		runtime.ReadMemStats(&withConns)
-		for range retainReads {
-			at = at.Add(time.Second)
-			c.commit(at, 0)
-		}
+		c.conns = map[uint64]clientConn{} // the connections gone (a map does not shrink)
 		runtime.GC()
 		runtime.ReadMemStats(&alone)
-		b.ReportMetric(float64(withConns.HeapAlloc-before.HeapAlloc)/MaxClients, "B/client-with-conn")
-		b.ReportMetric(float64(alone.HeapAlloc-before.HeapAlloc)/MaxClients, "B/client-alone")
+		b.ReportMetric(float64(alone.HeapAlloc-before.HeapAlloc)/MaxClients, "B/address")
+		b.ReportMetric(float64(withConns.HeapAlloc-alone.HeapAlloc)/MaxClients, "B/connection")
 		runtime.KeepAlive(c)
 	}
 }

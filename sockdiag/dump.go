@@ -83,13 +83,13 @@ type socket struct {
 }
 
 // dumpRequest is one INET_DIAG dump: one address family, its filter, the
-// states asked for (0: dumpStates, the server side's), and whether it is
-// the client side's.
+// states asked for (0: dumpStates, the server side's), and which sockets
+// it is for: HAProxy's connections to the servers, its clients', or both.
 type dumpRequest struct {
-	family   uint8 // unix.AF_INET or unix.AF_INET6
-	bytecode []byte
-	states   uint32
-	clients  bool
+	family           uint8 // unix.AF_INET or unix.AF_INET6
+	bytecode         []byte
+	states           uint32
+	servers, clients bool
 }
 
 // encode returns the request's netlink payload.

@@ -51,64 +51,68 @@ const anyPort = -1
 // filterFor returns the bytecode that keeps the sockets whose peer is one of
 // addrs (all of family), or nil when there are none or they do not fit.
 func filterFor(family uint8, addrs []netip.AddrPort) []byte {
-	return buildFilter(bcDCond, family, addrs)
+	return buildFilter(family, addrs, nil)
 }
 
-// listenerFilter returns the bytecode that keeps the sockets whose local
-// address and port are one of listeners' (all of family; an unspecified
-// address, a wildcard bind, matches the port alone): the connections
-// accepted on them. nil when there are none or they do not fit.
-func listenerFilter(family uint8, listeners []netip.AddrPort) []byte {
-	return buildFilter(bcSCond, family, listeners)
-}
-
-// buildFilter writes the program for code (D_COND: the peer; S_COND: the
-// local side). An unspecified address is a hostcond of family AF_UNSPEC
-// with no address (prefix 0: any address, inet_diag_bc_run).
-func buildFilter(code byte, family uint8, addrs []netip.AddrPort) []byte {
+// buildFilter returns the bytecode that keeps the sockets whose peer is one
+// of peers (D_COND) or whose local address and port are one of locals
+// (S_COND: the connections accepted on those listeners), all of family, in
+// one program: one walk of the kernel's socket table for both. An
+// unspecified address (a wildcard bind) is a hostcond of family AF_UNSPEC
+// with no address, prefix 0: any address on that port (inet_diag_bc_run).
+// nil when there is no address or they do not fit.
+func buildFilter(family uint8, peers, locals []netip.AddrPort) []byte {
 	alen := 4
 	if family == unix.AF_INET6 {
 		alen = 16
 	}
-	condLen := func(ap netip.AddrPort) int {
-		if ap.Addr().IsUnspecified() {
-			return sizeofOp + sizeofHostcond
-		}
-		return sizeofOp + sizeofHostcond + alen
+	type cond struct {
+		code byte
+		ap   netip.AddrPort
+		len  int // the D_COND or S_COND op with its hostcond and address
 	}
+	conds := make([]cond, 0, len(peers)+len(locals))
 	total := 0
-	for _, ap := range addrs {
-		total += condLen(ap) + sizeofOp
+	for _, set := range []struct {
+		code  byte
+		addrs []netip.AddrPort
+	}{{bcDCond, peers}, {bcSCond, locals}} {
+		for _, ap := range set.addrs {
+			c := cond{code: set.code, ap: ap, len: sizeofOp + sizeofHostcond + alen}
+			if ap.Addr().IsUnspecified() {
+				c.len = sizeofOp + sizeofHostcond
+			}
+			conds = append(conds, c)
+			total += c.len + sizeofOp
+		}
 	}
-	if len(addrs) == 0 || total > maxBytecode {
+	if len(conds) == 0 || total > maxBytecode {
 		return nil
 	}
 	b := make([]byte, total)
 	off := 0
-	for i, ap := range addrs {
-		cl := condLen(ap)
-		pairLen := cl + sizeofOp
-		cond := b[off:]
+	for i, c := range conds {
+		pairLen := c.len + sizeofOp
 		no := pairLen // to the next address's cond
-		if i == len(addrs)-1 {
+		if i == len(conds)-1 {
 			no = pairLen + 4 // past the end: no match
 		}
-		putOp(cond, code, cl, no)
-		hc := cond[sizeofOp:]
-		port := int32(ap.Port())
+		putOp(b[off:], c.code, c.len, no)
+		hc := b[off+sizeofOp:]
+		port := int32(c.ap.Port())
 		if port == 0 {
 			port = anyPort
 		}
 		binary.NativeEndian.PutUint32(hc[4:], uint32(port))
-		if ap.Addr().IsUnspecified() {
+		if c.ap.Addr().IsUnspecified() {
 			hc[0], hc[1] = unix.AF_UNSPEC, 0
 		} else {
 			hc[0] = family
 			hc[1] = byte(alen * 8) // prefix length: the whole address
-			copy(hc[sizeofHostcond:], ap.Addr().AsSlice())
+			copy(hc[sizeofHostcond:], c.ap.Addr().AsSlice())
 		}
 		// JMP is never true: it always moves by no, to the end.
-		putOp(b[off+cl:], bcJmp, sizeofOp, total-(off+cl))
+		putOp(b[off+c.len:], bcJmp, sizeofOp, total-(off+c.len))
 		off += pairLen
 	}
 	return b
