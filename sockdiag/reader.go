@@ -64,7 +64,8 @@ type TableReading struct {
 	// Matched is how many sockets of the table had a server's address as
 	// peer (HAProxy's and others', closing ones included); Foreign how many
 	// of them were left out as not HAProxy's; Dumped how many sockets the
-	// kernel returned (Matched when filtered, every TCP socket when not).
+	// kernel returned (Matched when filtered, every TCP socket when not;
+	// with listeners, their client sockets too: Clients.Matched).
 	Matched, Foreign, Dumped int
 	// Filtered: the kernel filtered the dump by the servers' addresses.
 	Filtered bool
