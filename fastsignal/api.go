@@ -27,8 +27,10 @@ type ChainOptions struct {
 	// Listeners are the bind addresses of the frontends that route to the
 	// backend alone (haproxycfg's (*File).Listeners): the socket table
 	// reader then lists the backend's clients on each read
-	// (weighter.LocalRead.Clients), from one more netlink dump per address
-	// family. None: LocalRead.Clients stays nil and no dump is made.
+	// (weighter.LocalRead.Clients), in the servers' dump (one kernel filter
+	// for both; a dump of its own only for an address family no server
+	// uses). None: LocalRead.Clients stays nil and no client socket is
+	// asked for.
 	Listeners []netip.AddrPort
 }
 
