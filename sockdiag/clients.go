@@ -30,7 +30,7 @@ import (
 // a public frontend can see any number of addresses, and each costs the
 // daemon memory. 100,000 is far above the clients a pin table (`stick-table
 // … size`) usefully holds for one backend's heavy ones, and costs 5.2 MB
-// (52 bytes an address, BenchmarkClientMemory), plus 94 bytes for each open
+// (52 bytes an address, BenchmarkClientMemory), plus 88 bytes for each open
 // connection of theirs. Past it, a new address is not tracked: its
 // connections are not read until a tracked address is forgotten, and the
 // reading counts it (ClientReading.Untracked).
@@ -92,7 +92,8 @@ type clientObs struct {
 }
 
 // clientConn is what is remembered of one client connection: 56 bytes,
-// 94 with its place in the map (BenchmarkClientMemory).
+// 88 with its place in the map (BenchmarkClientMemory). A pointer in the
+// map: a known connection is updated in place, one hash a socket.
 type clientConn struct {
 	addr    netip.Addr
 	in, out uint64
@@ -102,6 +103,7 @@ type clientConn struct {
 
 // clientAgg is one address's part of a read.
 type clientAgg struct {
+	addr            netip.Addr
 	conns, fresh    int
 	rateIn, rateOut float64
 	untracked       bool
@@ -113,18 +115,21 @@ type clientAccount struct {
 	limit  int
 	forget time.Duration
 	reads  uint64
-	conns  map[uint64]clientConn
+	conns  map[uint64]*clientConn
 	// addrs are the tracked addresses, each with the last read (unix ns)
 	// that saw a connection of it: 52 bytes each (BenchmarkClientMemory).
 	addrs     map[netip.Addr]int64
 	lastSweep time.Time
-	obs       []clientObs              // reused between reads
-	agg       map[netip.Addr]clientAgg // reused between reads
+	// A read's observations, and its addresses (aggs, aggIdx: where each
+	// is in aggs), reused between reads.
+	obs    []clientObs
+	aggs   []clientAgg
+	aggIdx map[netip.Addr]int32
 }
 
 func newClientAccount() *clientAccount {
-	return &clientAccount{limit: MaxClients, forget: ForgetClientAfter, conns: map[uint64]clientConn{},
-		addrs: map[netip.Addr]int64{}, agg: map[netip.Addr]clientAgg{}}
+	return &clientAccount{limit: MaxClients, forget: ForgetClientAfter, conns: map[uint64]*clientConn{},
+		addrs: map[netip.Addr]int64{}, aggIdx: map[netip.Addr]int32{}}
 }
 
 // add records one socket of the client dump.
@@ -155,11 +160,12 @@ func (c *clientAccount) commit(at time.Time, matched int) *ClientReading {
 		c.sweep(now)
 		c.lastSweep = at
 	}
-	clear(c.agg)
+	clear(c.aggIdx)
+	c.aggs = c.aggs[:0]
 	for i := range c.obs {
 		o := &c.obs[i]
-		rec, known := c.conns[o.cookie]
-		if known && rec.seen == n {
+		rec := c.conns[o.cookie]
+		if rec != nil && rec.seen == n {
 			continue // listed twice by one dump
 		}
 		if !o.mine {
@@ -167,27 +173,36 @@ func (c *clientAccount) commit(at time.Time, matched int) *ClientReading {
 			continue
 		}
 		out.Open++
-		a, met := c.agg[o.addr]
+		k, met := c.aggIdx[o.addr]
 		if !met {
+			k = int32(len(c.aggs))
+			c.aggIdx[o.addr] = k
+			a := clientAgg{addr: o.addr}
 			if _, tracked := c.addrs[o.addr]; !tracked && len(c.addrs) >= c.limit {
 				a.untracked = true
 				out.Untracked++
 			} else {
 				c.addrs[o.addr] = now
 			}
+			c.aggs = append(c.aggs, a)
 		}
-		if !a.untracked {
-			a.conns++
-			if known && rec.addr == o.addr && now > rec.at {
-				span := float64(now-rec.at) / float64(time.Second)
-				a.rateIn += float64(grow(o.in, rec.in)) / span
-				a.rateOut += float64(grow(o.out, rec.out)) / span
-			} else {
-				a.fresh++
-			}
-			c.conns[o.cookie] = clientConn{addr: o.addr, in: o.in, out: o.out, at: now, seen: n}
+		a := &c.aggs[k]
+		if a.untracked {
+			continue
 		}
-		c.agg[o.addr] = a
+		a.conns++
+		if rec != nil && rec.addr == o.addr && now > rec.at {
+			span := float64(now-rec.at) / float64(time.Second)
+			a.rateIn += float64(grow(o.in, rec.in)) / span
+			a.rateOut += float64(grow(o.out, rec.out)) / span
+		} else {
+			a.fresh++
+		}
+		if rec == nil {
+			rec = &clientConn{}
+			c.conns[o.cookie] = rec
+		}
+		*rec = clientConn{addr: o.addr, in: o.in, out: o.out, at: now, seen: n}
 	}
 	c.obs = c.obs[:0]
 	for cookie, rec := range c.conns {
@@ -195,12 +210,12 @@ func (c *clientAccount) commit(at time.Time, matched int) *ClientReading {
 			delete(c.conns, cookie)
 		}
 	}
-	out.Clients = make([]Client, 0, len(c.agg))
-	for addr, a := range c.agg {
+	out.Clients = make([]Client, 0, len(c.aggs))
+	for _, a := range c.aggs {
 		if a.untracked {
 			continue
 		}
-		cl := Client{Addr: addr, Conns: a.conns, Fresh: a.fresh, RateIn: a.rateIn, RateOut: a.rateOut}
+		cl := Client{Addr: a.addr, Conns: a.conns, Fresh: a.fresh, RateIn: a.rateIn, RateOut: a.rateOut}
 		if a.fresh == a.conns {
 			cl.RateIn, cl.RateOut = math.NaN(), math.NaN()
 		}

@@ -255,14 +255,39 @@ func BenchmarkClientMemory(b *testing.B) {
 			b.Fatalf("tracked %d addresses, %d connections", got.Tracked, len(c.conns))
 		}
 		got = nil
-		c.obs, c.agg = nil, map[netip.Addr]clientAgg{} // a read's, not kept
+		c.obs, c.aggs, c.aggIdx = nil, nil, map[netip.Addr]int32{} // a read's, not kept
 		runtime.GC()
 		runtime.ReadMemStats(&withConns)
-		c.conns = map[uint64]clientConn{} // the connections gone (a map does not shrink)
+		c.conns = map[uint64]*clientConn{} // the connections gone (a map does not shrink)
 		runtime.GC()
 		runtime.ReadMemStats(&alone)
 		b.ReportMetric(float64(alone.HeapAlloc-before.HeapAlloc)/MaxClients, "B/address")
 		b.ReportMetric(float64(withConns.HeapAlloc-alone.HeapAlloc)/MaxClients, "B/connection")
 		runtime.KeepAlive(c)
+	}
+}
+
+// BenchmarkClientAccount measures the accounting alone of a client read
+// (no dump): 10,000 connections from 2,000 addresses, each seen at the
+// read before, as BenchmarkReadClients's reads are.
+//
+//	go test -run '^$' -bench BenchmarkClientAccount ./sockdiag/
+func BenchmarkClientAccount(b *testing.B) {
+	c := newClientAccount()
+	socks := make([]*socket, 10_000)
+	for i := range socks {
+		socks[i] = clientSocket(netip.AddrFrom4([4]byte{127, 1, byte(i % 2000 / 250), byte(i%2000%250 + 1)}).String(), uint64(i+1), 100, 0)
+	}
+	at := time.Unix(1_800_000_000, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(2 * time.Second)
+		for _, s := range socks {
+			s.received += 10
+			c.add(s, true)
+		}
+		if got := c.commit(at, len(socks)); len(got.Clients) != 2000 {
+			b.Fatalf("%d clients", len(got.Clients))
+		}
 	}
 }
