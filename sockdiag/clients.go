@@ -10,8 +10,8 @@ import (
 
 // HAProxy's client side: the connections HAProxy accepted on a backend's
 // listeners (the bind addresses of the frontends that route to it), read in
-// the same netlink round as the server side, filtered by the kernel on the
-// local address and port (a wildcard bind on the port alone). Per client
+// the same dump as the server side, filtered by the kernel on the local
+// address and port (a wildcard bind on the port alone) in the same program. Per client
 // address (no port): what it sends and receives over all its connections,
 // and how many it holds. What pinning chooses its heavy clients from.
 //
@@ -24,7 +24,7 @@ import (
 // connection is new has no rate (NaN). A connection that closed between two
 // reads is lost with what it carried since the read before (its socket
 // leaves ESTABLISHED within a millisecond of its close; the closing states
-// are not asked for).
+// are not counted).
 
 // MaxClients bounds the client addresses a Reader tracks: a backend behind
 // a public frontend can see any number of addresses, and each costs the
@@ -43,12 +43,14 @@ const MaxClients = 100_000
 const ForgetClientAfter = 10 * time.Minute
 
 // sweepEvery spaces the walks of the tracked addresses that forget the
-// stale ones: a walk of 100,000 of them takes about a millisecond.
+// stale ones: a walk of 100,000 of them is a map iteration of 100,000
+// entries, not worth making at every read.
 const sweepEvery = time.Minute
 
-// clientStates are the client connections asked for: open ones. Not the
-// closing states (HAProxy closed it: the client's last bytes are in
-// the reading before), not LISTEN (the listener itself), not SYN_RECV.
+// clientStates are the client connections counted (and asked for, in a
+// dump of its own): open ones. Not the closing states (HAProxy closed it:
+// the client's last bytes are in the reading before), not LISTEN (the
+// listener itself), not SYN_RECV.
 const clientStates = 1<<stateEstablished | 1<<stateCloseWait
 
 // ClientReading is one read of HAProxy's client connections.
