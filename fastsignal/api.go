@@ -3,6 +3,7 @@ package fastsignal
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"os/user"
 	"slices"
 	"strconv"
@@ -18,7 +19,52 @@ import (
 // readers, the kernel's socket table first. master: c is HAProxy's master
 // CLI; dir is the direction weighed by.
 func NewHAProxyChain(hb *haproxy.RuntimeBackend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *Chain {
-	return newChain(hb.Name(), newKernelReader(hb, c, master, dir, log), newLocalReader(hb, dir), &statReader{hb: hb, bytes: dir}, log)
+	return NewHAProxyChainWith(hb, c, master, dir, log, ChainOptions{})
+}
+
+// ChainOptions are what the fast signal reads beyond the servers.
+type ChainOptions struct {
+	// Listeners are the bind addresses of the frontends that route to the
+	// backend alone (haproxycfg's (*File).Listeners): the socket table
+	// reader then lists the backend's clients on each read
+	// (weighter.LocalRead.Clients), in the servers' dump (one kernel filter
+	// for both; a dump of its own only for an address family no server
+	// uses). None: LocalRead.Clients stays nil and no client socket is
+	// asked for.
+	Listeners []netip.AddrPort
+}
+
+// NewHAProxyChainWith is NewHAProxyChain with options.
+func NewHAProxyChainWith(hb *haproxy.RuntimeBackend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger, opts ChainOptions) *Chain {
+	return newChain(hb.Name(), newKernelReader(hb, c, master, dir, log, opts.Listeners...), newLocalReader(hb, dir),
+		&statReader{hb: hb, bytes: dir}, log)
+}
+
+// ClientCounts are what the last socket table read said of the backend's
+// clients, for the daemon to log and expose.
+type ClientCounts struct {
+	// Read: the last read listed the clients (listeners given, and the
+	// socket table read).
+	Read bool
+	// Open is HAProxy's client connections on the listeners; Tracked the
+	// client addresses tracked; Untracked the addresses with a connection
+	// that were not, the tracked ones being sockdiag.MaxClients already
+	// (their clients cannot be pinned: say it once).
+	Open, Tracked, Untracked int
+}
+
+// Clients says what the last read of the socket table found of the
+// backend's clients (zero without listeners, before a read, or while
+// another reader serves: only the socket table lists clients).
+func (c *Chain) Clients() ClientCounts {
+	if c.kernel == nil || c.Reader() != ReaderKernel {
+		return ClientCounts{}
+	}
+	r := c.kernel.local.Last().Clients
+	if r == nil {
+		return ClientCounts{}
+	}
+	return ClientCounts{Read: true, Open: r.Open, Tracked: r.Tracked, Untracked: r.Untracked}
 }
 
 // minAsyncTimeout bounds a background fetch of the calibrating source from

@@ -331,11 +331,12 @@ type streamOf struct {
 	found  time.Time
 }
 
-// newKernelReader builds the socket table reader of an HAProxy backend.
-func newKernelReader(hb *haproxy.RuntimeBackend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger) *kernelReader {
+// newKernelReader builds the socket table reader of an HAProxy backend;
+// with listeners, it reads the backend's clients too.
+func newKernelReader(hb *haproxy.RuntimeBackend, c *haproxy.Client, master bool, dir weighter.Bytes, log *slog.Logger, listeners ...netip.AddrPort) *kernelReader {
 	k := &kernelReader{hb: hb, bytes: dir, log: log, master: master, now: time.Now, old: &oldProcs{log: log},
 		streams: map[uint64]streamOf{}, first: map[uint64]time.Time{}, missed: map[uint64]missedConn{}}
-	k.reader = sockdiag.New(sockdiag.Config{PIDs: k.haproxyPIDs(c, "/proc")})
+	k.reader = sockdiag.New(sockdiag.Config{PIDs: k.haproxyPIDs(c, "/proc"), Listeners: listeners})
 	k.local = sockdiag.NewLocalReader(k.reader, func(servers []weighter.ServerState) (map[string]netip.AddrPort, error) {
 		return haproxy.ServerAddrs(servers), nil
 	}, dir)

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,13 +118,16 @@ func TestMain(m *testing.M) {
 
 // runHelper is a helper process: "listen N" listens on N loopback ports,
 // prints them, and holds every connection it accepts; "dial ADDR N" opens N
-// connections to ADDR and holds them. Either prints "ready" when done and
+// connections to ADDR and holds them; "dialfrom ADDR N M" too, from M
+// loopback source addresses in turn (clientAddr), each writing 5 bytes. Either prints "ready" when done and
 // lives until its stdin closes.
 func runHelper(mode string) {
 	var kind string
-	var n int
+	var n, sources int
 	var addr string
-	if _, err := fmt.Sscanf(mode, "listen %d", &n); err == nil {
+	if _, err := fmt.Sscanf(mode, "dialfrom %s %d %d", &addr, &n, &sources); err == nil {
+		kind = "dialfrom"
+	} else if _, err := fmt.Sscanf(mode, "listen %d", &n); err == nil {
 		kind = "listen"
 	} else if _, err := fmt.Sscanf(mode, "dial %s %d", &addr, &n); err == nil {
 		kind = "dial"
@@ -153,6 +157,20 @@ func runHelper(mode string) {
 					mu.Unlock()
 				}
 			}()
+		}
+	case "dialfrom":
+		for i := range n {
+			src := clientAddr(i % sources)
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}
+			c, err := d.Dial("tcp", addr)
+			if err == nil {
+				_, err = c.Write([]byte("hello"))
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "connection %d from %s: %v\n", i, src, err)
+				os.Exit(1)
+			}
+			held = append(held, c)
 		}
 	case "dial":
 		for i := range n {
@@ -215,5 +233,101 @@ func openConns(b *testing.B, addrs []string, n int) {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { c.Close() })
+	}
+}
+
+// clientAddr is the i-th loopback source address of the clients benchmark:
+// 127.1.0.1 onwards.
+func clientAddr(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, 1, byte(i / 250), byte(i%250 + 1)})
+}
+
+// BenchmarkReadClients measures a read of HAProxy's client side: 10,000
+// client connections from 2,000 addresses (5 each) accepted on one
+// listener, with the server side's dump (one server, no connection) as in
+// every read: the daemon's CPU (cpu-ns/op) and allocations per read. This
+// process listens and holds the accepted sockets (it plays HAProxy: its pid
+// is the Reader's); the clients are a helper process. HAProxy's sockets
+// told by uid, by inode with the descriptors listed once (long-lived
+// clients), or listed at every read (new connections at every read: the
+// worst case); and the same read without listeners, for the difference.
+//
+//	go test -run '^$' -bench BenchmarkReadClients -benchtime 50x ./sockdiag/
+func BenchmarkReadClients(b *testing.B) {
+	const conns, sources = 10_000, 2_000
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	accepted := make(chan net.Conn, conns)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	startHelper(b, fmt.Sprintf("dialfrom %s %d %d", ln.Addr(), conns, sources))
+	for range conns {
+		c := <-accepted
+		b.Cleanup(func() { c.Close() })
+	}
+	listener := netip.MustParseAddrPort(ln.Addr().String())
+	servers := map[string]netip.AddrPort{"s1": netip.MustParseAddrPort("127.0.0.1:1")}
+	pid := func(context.Context) ([]int, error) { return []int{os.Getpid()}, nil }
+	for _, v := range []struct {
+		name      string
+		cfg       Config
+		rescan    bool
+		listeners bool
+	}{
+		{name: "uid", cfg: Config{PIDs: pid, Ownership: OwnerUID}, listeners: true},
+		{name: "inode", cfg: Config{PIDs: pid}, listeners: true},
+		{name: "inode-rescan", cfg: Config{PIDs: pid}, rescan: true, listeners: true},
+		{name: "wildcard-listener/uid", cfg: Config{PIDs: pid, Ownership: OwnerUID}, listeners: true},
+		{name: "no-listeners/uid", cfg: Config{PIDs: pid, Ownership: OwnerUID}},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			if v.listeners {
+				v.cfg.Listeners = []netip.AddrPort{listener}
+				if strings.HasPrefix(v.name, "wildcard") {
+					v.cfg.Listeners = []netip.AddrPort{netip.AddrPortFrom(netip.IPv4Unspecified(), listener.Port())}
+				}
+			}
+			r := New(v.cfg)
+			first, err := r.Read(context.Background(), servers)
+			if err != nil {
+				b.Fatal(err)
+			}
+			// A wildcard listener matches any socket on its port: another
+			// process's on another loopback address too.
+			if v.listeners && (first.Clients.Open < conns || len(first.Clients.Clients) < sources) {
+				b.Fatalf("read %d connections from %d addresses, want %d from %d", first.Clients.Open, len(first.Clients.Clients), conns, sources)
+			}
+			var before, after unix.Rusage
+			_ = unix.Getrusage(unix.RUSAGE_SELF, &before)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if v.rescan {
+					r.ino = newInodeSet()
+				}
+				got, err := r.Read(context.Background(), servers)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if v.listeners && got.Clients.Open < conns {
+					b.Fatalf("read %d client connections", got.Clients.Open)
+				}
+			}
+			b.StopTimer()
+			_ = unix.Getrusage(unix.RUSAGE_SELF, &after)
+			cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(first.Dumped), "dumped")
+		})
 	}
 }

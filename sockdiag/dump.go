@@ -82,10 +82,14 @@ type socket struct {
 	hasInfo         bool
 }
 
-// dumpRequest is one INET_DIAG dump: one address family, its filter.
+// dumpRequest is one INET_DIAG dump: one address family, its filter, the
+// states asked for (0: dumpStates, the server side's), and which sockets
+// it is for: HAProxy's connections to the servers, its clients', or both.
 type dumpRequest struct {
-	family   uint8 // unix.AF_INET or unix.AF_INET6
-	bytecode []byte
+	family           uint8 // unix.AF_INET or unix.AF_INET6
+	bytecode         []byte
+	states           uint32
+	servers, clients bool
 }
 
 // encode returns the request's netlink payload.
@@ -94,7 +98,11 @@ func (r dumpRequest) encode() ([]byte, error) {
 	b[0] = r.family
 	b[1] = unix.IPPROTO_TCP
 	b[2] = 1 << (attrInfo - 1) // idiag_ext: ask for INET_DIAG_INFO
-	binary.NativeEndian.PutUint32(b[4:], dumpStates)
+	states := r.states
+	if states == 0 {
+		states = dumpStates
+	}
+	binary.NativeEndian.PutUint32(b[4:], states)
 	if len(r.bytecode) == 0 {
 		return b, nil
 	}
@@ -130,11 +138,12 @@ type dialer struct {
 var ErrNoSocket = errors.New("open a NETLINK_SOCK_DIAG socket")
 
 // dump sends each request over one netlink socket and returns every socket
-// of the replies to fn. fn must not keep the socket's memory (it is reused).
+// of the replies to fn, with the request it answers. fn must not keep the
+// socket's memory (it is reused).
 // netlink.Conn opens the socket (in another namespace too), numbers and
 // sends the requests and applies the deadline; the replies are read from
 // its raw connection into one reused buffer (see recvBuffer).
-func (d *dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*socket)) error {
+func (d *dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*dumpRequest, *socket)) error {
 	c, err := netlink.Dial(unix.NETLINK_SOCK_DIAG, &netlink.Config{NetNS: d.netNS})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoSocket, err)
@@ -156,7 +165,8 @@ func (d *dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*socket))
 	if len(d.buf) < recvBuffer {
 		d.buf = make([]byte, recvBuffer)
 	}
-	for _, r := range reqs {
+	for i := range reqs {
+		r := &reqs[i]
 		payload, err := r.encode()
 		if err != nil {
 			return err
@@ -166,7 +176,7 @@ func (d *dialer) dump(ctx context.Context, reqs []dumpRequest, fn func(*socket))
 			Data:   payload,
 		})
 		if err == nil {
-			err = d.receive(raw, sent.Header.Sequence, fn)
+			err = d.receive(raw, sent.Header.Sequence, func(s *socket) { fn(r, s) })
 		}
 		if err != nil {
 			if ctx.Err() != nil {

@@ -29,6 +29,7 @@ import (
 
 const (
 	bcJmp   = 1 // INET_DIAG_BC_JMP
+	bcSCond = 7 // INET_DIAG_BC_S_COND: local address/prefix and port
 	bcDCond = 8 // INET_DIAG_BC_D_COND: peer address/prefix and port
 
 	// sizeofOp is struct inet_diag_bc_op; sizeofHostcond struct
@@ -50,35 +51,69 @@ const anyPort = -1
 // filterFor returns the bytecode that keeps the sockets whose peer is one of
 // addrs (all of family), or nil when there are none or they do not fit.
 func filterFor(family uint8, addrs []netip.AddrPort) []byte {
+	return buildFilter(family, addrs, nil)
+}
+
+// buildFilter returns the bytecode that keeps the sockets whose peer is one
+// of peers (D_COND) or whose local address and port are one of locals
+// (S_COND: the connections accepted on those listeners), all of family, in
+// one program: one walk of the kernel's socket table for both. An
+// unspecified address (a wildcard bind) is a hostcond of family AF_UNSPEC
+// with no address, prefix 0: any address on that port (inet_diag_bc_run).
+// nil when there is no address or they do not fit.
+func buildFilter(family uint8, peers, locals []netip.AddrPort) []byte {
 	alen := 4
 	if family == unix.AF_INET6 {
 		alen = 16
 	}
-	condLen := sizeofOp + sizeofHostcond + alen
-	pairLen := condLen + sizeofOp
-	total := len(addrs) * pairLen
-	if len(addrs) == 0 || total > maxBytecode {
+	type cond struct {
+		code byte
+		ap   netip.AddrPort
+		len  int // the D_COND or S_COND op with its hostcond and address
+	}
+	conds := make([]cond, 0, len(peers)+len(locals))
+	total := 0
+	for _, set := range []struct {
+		code  byte
+		addrs []netip.AddrPort
+	}{{bcDCond, peers}, {bcSCond, locals}} {
+		for _, ap := range set.addrs {
+			c := cond{code: set.code, ap: ap, len: sizeofOp + sizeofHostcond + alen}
+			if ap.Addr().IsUnspecified() {
+				c.len = sizeofOp + sizeofHostcond
+			}
+			conds = append(conds, c)
+			total += c.len + sizeofOp
+		}
+	}
+	if len(conds) == 0 || total > maxBytecode {
 		return nil
 	}
 	b := make([]byte, total)
-	for i, ap := range addrs {
-		cond := b[i*pairLen:]
-		no := pairLen // to the next server's D_COND
-		if i == len(addrs)-1 {
+	off := 0
+	for i, c := range conds {
+		pairLen := c.len + sizeofOp
+		no := pairLen // to the next address's cond
+		if i == len(conds)-1 {
 			no = pairLen + 4 // past the end: no match
 		}
-		putOp(cond, bcDCond, condLen, no)
-		hc := cond[sizeofOp:]
-		hc[0] = family
-		hc[1] = byte(alen * 8) // prefix length: the whole address
-		port := int32(ap.Port())
+		putOp(b[off:], c.code, c.len, no)
+		hc := b[off+sizeofOp:]
+		port := int32(c.ap.Port())
 		if port == 0 {
 			port = anyPort
 		}
 		binary.NativeEndian.PutUint32(hc[4:], uint32(port))
-		copy(hc[sizeofHostcond:], ap.Addr().AsSlice())
+		if c.ap.Addr().IsUnspecified() {
+			hc[0], hc[1] = unix.AF_UNSPEC, 0
+		} else {
+			hc[0] = family
+			hc[1] = byte(alen * 8) // prefix length: the whole address
+			copy(hc[sizeofHostcond:], c.ap.Addr().AsSlice())
+		}
 		// JMP is never true: it always moves by no, to the end.
-		putOp(b[i*pairLen+condLen:], bcJmp, sizeofOp, total-(i*pairLen+condLen))
+		putOp(b[off+c.len:], bcJmp, sizeofOp, total-(off+c.len))
+		off += pairLen
 	}
 	return b
 }

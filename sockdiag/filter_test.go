@@ -2,6 +2,7 @@ package sockdiag
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
@@ -83,4 +84,64 @@ func TestFilterLayout(t *testing.T) {
 	}
 	assert.NotNil(t, filterFor(2, many[:3276]))
 	assert.Nil(t, filterFor(2, many), "too many for 16-bit jumps: unfiltered")
+}
+
+// TestFilterServersAndListenersInOneProgram: the servers' conditions (on
+// the peer) and the listeners' (on the socket's own address; a wildcard
+// one on its port alone, a shorter condition) in one program keep exactly
+// HAProxy's connections to the servers and the connections accepted on the
+// listeners, after 3,000 other server addresses: not the client ends of
+// those connections, not the connections of a listener not given. The
+// same reading as an unfiltered dump.
+func TestFilterServersAndListenersInOneProgram(t *testing.T) {
+	srv := startReplyServer(t, "127.0.0.1", 10)
+	listen := func() (netip.AddrPort, string) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		ap := netip.MustParseAddrPort(ln.Addr().String())
+		return ap, ap.String()
+	}
+	wild, wildAddr := listen()
+	exact, exactAddr := listen()
+	_, otherAddr := listen()
+	for range 2 {
+		dial(t, wildAddr, 1)
+	}
+	for range 3 {
+		dial(t, exactAddr, 1)
+		dial(t, srv.String(), 100)
+	}
+	for range 4 {
+		dial(t, otherAddr, 1)
+	}
+	servers := map[string]netip.AddrPort{"zz": srv}
+	for i := range 3000 {
+		servers[fmt.Sprintf("f%d", i)] = netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 80)
+	}
+	listeners := []netip.AddrPort{netip.AddrPortFrom(netip.IPv4Unspecified(), wild.Port()), exact}
+	filtered := New(Config{Listeners: listeners})
+	got := waitRead(t, filtered, servers, func(g TableReading) bool {
+		return g.Servers["zz"].Open == 3 && connIn(g) == 300 && g.Clients.Open == 5
+	})
+	assert.True(t, got.Filtered)
+	assert.Equal(t, 8, got.Dumped, "the kernel returned the server connections and the accepted ones only")
+	assert.Equal(t, 5, got.Clients.Matched)
+	require.Len(t, got.Clients.Clients, 1)
+	assert.Equal(t, netip.MustParseAddr("127.0.0.1"), got.Clients.Clients[0].Addr)
+	assert.Equal(t, 5, got.Clients.Clients[0].Conns)
+	all, err := New(Config{Listeners: listeners, Unfiltered: true}).Read(testenv.Context(t, 10*time.Second), servers)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, all.Dumped, 24, "every end of 12 connections")
+	assert.Equal(t, 5, all.Clients.Open)
+	assert.Equal(t, 3, all.Servers["zz"].Open)
 }

@@ -84,6 +84,9 @@ func (l *LocalReader) ReadLocal(ctx context.Context, servers []weighter.ServerSt
 	for name, s := range got.Servers {
 		out.Servers[name] = l.counter(s)
 	}
+	if got.Clients != nil {
+		out.Clients = l.clients(got.Clients)
+	}
 	for _, s := range servers {
 		c, ok := out.Servers[s.Name]
 		switch {
@@ -124,6 +127,28 @@ func (l *LocalReader) counter(s Server) weighter.LocalCounter {
 		c.Bytes, c.Rate, c.FreshRate = float64(s.In), s.RateIn, s.FreshRateIn
 	}
 	return c
+}
+
+// clients are the read's client addresses with what each sends in the
+// direction weighed by, heaviest first, those without a rate yet (every
+// connection new: NaN) last.
+func (l *LocalReader) clients(r *ClientReading) []weighter.Client {
+	rate := func(c Client) float64 {
+		switch l.bytes {
+		case weighter.BytesOut:
+			return c.RateOut
+		case weighter.BytesBoth:
+			return c.RateIn + c.RateOut
+		}
+		return c.RateIn
+	}
+	byRate := slices.Clone(r.Clients)
+	sortClients(byRate, rate)
+	out := make([]weighter.Client, len(byRate))
+	for i, c := range byRate {
+		out[i] = weighter.Client{Addr: c.Addr.String(), Rate: rate(c), Conns: c.Conns}
+	}
+	return out
 }
 
 // Last returns the newest reading (with its connections), for the
