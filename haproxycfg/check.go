@@ -29,6 +29,10 @@ type Expected struct {
 	// Pin is set when the daemon pins the backend's heavy clients to
 	// servers through its stick table (check_pin.go).
 	Pin bool
+	// PinIfTable is set when the daemon pins the backend's clients if it
+	// has the table (the default): its stick lines are checked when it has
+	// any, and a backend without one is not warned about.
+	PinIfTable bool
 }
 
 // Warning is one thing in the configuration file that keeps the daemon
@@ -105,7 +109,7 @@ func (f *File) checkBackend(b Expected) []Warning {
 	if w, ok := f.checkServerState(s, b.Name); ok {
 		out = append(out, w)
 	}
-	if b.Pin {
+	if b.Pin || (b.PinIfTable && s.hasStick()) {
 		out = append(out, f.checkPins(s, b.Name)...)
 	}
 	return out

@@ -65,6 +65,13 @@ func (f *File) checkPins(s *section, backend string) []Warning {
 	return out
 }
 
+// hasStick reports whether the section has a stick-table or a stick rule:
+// a backend meant to pin (or to stick) whose lines are then checked.
+func (s *section) hasStick() bool {
+	_, ok := s.own(func(w []string) bool { return len(w) > 0 && (w[0] == "stick-table" || w[0] == "stick") })
+	return ok
+}
+
 // isStick reports whether words are a `stick <kind> …` rule.
 func isStick(words []string, kind string) bool {
 	return len(words) >= 3 && words[0] == "stick" && words[1] == kind

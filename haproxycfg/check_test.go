@@ -278,6 +278,19 @@ func TestCheckPinLines(t *testing.T) {
 				unpinned = append(unpinned, w.String())
 			}
 			assert.Empty(t, unpinned, "a backend not pinned is not checked for pins")
+			// Pinned by default (if it has the table): checked as a pinned
+			// one when it has any stick line, not warned about without.
+			auto := append([]Expected(nil), testBackends...)
+			auto[0].PinIfTable = true
+			var gotAuto []string
+			for _, w := range f.Check(auto) {
+				gotAuto = append(gotAuto, w.String())
+			}
+			if name == "none.cfg" {
+				assert.Empty(t, gotAuto, "a backend without a stick line, pinned only if it has the table")
+			} else {
+				assert.Equal(t, expected, gotAuto)
+			}
 		})
 	}
 }
