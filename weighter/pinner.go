@@ -188,6 +188,7 @@ type pinClient struct {
 	pinned  int  // the bin its current pin names; -1 none
 	inTable bool // its pin is in the table as read
 	to      int  // the bin the plan pins it to; -1 none
+	chosen  bool // it has a pin after this plan
 	moved   bool
 	gain    float64
 }
@@ -384,36 +385,33 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	// by weight, within max_pins and the table's room.
 	room := pinRoom(in.Table, inTable, clears)
 	var chosen []*pinClient
-	kept := 0
 	for _, pc := range placed {
-		if pc.inTable && kept < pn.p.MaxPins {
-			kept++
+		if pc.inTable && len(chosen) < pn.p.MaxPins {
+			pc.chosen = true
 			chosen = append(chosen, pc)
 		}
 	}
-	count := kept
-	var limit []string
+	left, leftWhy := 0, ""
 	for _, pc := range placed {
-		if pc.inTable {
-			continue
-		}
 		switch {
-		case count >= pn.p.MaxPins:
-			limit = append(limit, fmt.Sprintf("max_pins %d", pn.p.MaxPins))
+		case pc.inTable:
+			continue
+		case len(chosen) >= pn.p.MaxPins:
+			leftWhy = fmt.Sprintf("max_pins %d", pn.p.MaxPins)
 		case room <= 0:
-			limit = append(limit, fmt.Sprintf("table room %d", in.Table.Size-in.Table.Used))
+			leftWhy = fmt.Sprintf("table room %d", in.Table.Size-in.Table.Used)
 		default:
-			count++
 			room--
+			pc.chosen = true
 			chosen = append(chosen, pc)
 			continue
 		}
+		left++
 	}
 	for _, pc := range placed {
-		if pc.inTable && !slices.Contains(chosen, pc) {
+		if pc.inTable && !pc.chosen {
 			clearOne(pc.addr, PinWhy{Client: pc.addr, From: cur[pc.addr], Rate: finite(pc.rate),
 				Reason: fmt.Sprintf("clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", pc.addr, cur[pc.addr], pn.p.MaxPins)})
-			delete(pn.pins, pc.addr)
 		}
 	}
 
@@ -515,8 +513,8 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		why = append(why, w)
 	}
-	if len(limit) > 0 {
-		plan.Reason = fmt.Sprintf("%d heavy clients not pinned (%s)", len(limit), limit[0])
+	if left > 0 {
+		plan.Reason = fmt.Sprintf("%d heavy clients not pinned (%s)", left, leftWhy)
 	}
 	pn.finish(&plan, clears, inTable, true, why)
 	if plan.Changes.Empty() && plan.Reason == "" {
