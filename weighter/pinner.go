@@ -81,8 +81,9 @@ type PinPlan struct {
 	Projected float64 `json:"projected"`
 
 	// inForce are the pins in the table once Changes are written (as far
-	// as the table was read): where a shed client lands.
-	inForce map[string]string
+	// as the table was read): where a shed client lands. read is the
+	// table as read (client → server).
+	inForce, read map[string]string
 }
 
 // InForce returns the pins in the table once the plan's changes are
@@ -528,6 +529,27 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	return plan
 }
 
+// unwritten takes back what the Pinner took from plan for written: a dry
+// run writes nothing, so its next plan must find the table as it is (and
+// say "would pin" again, not that the table lost a pin it never had).
+func (pn *Pinner) unwritten(plan *PinPlan) {
+	if plan == nil {
+		return
+	}
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	for _, p := range plan.Changes.Set {
+		st := pn.pins[p.Client]
+		switch old, ok := plan.read[p.Client]; {
+		case st == nil:
+		case ok:
+			st.server = old
+		default:
+			delete(pn.pins, p.Client)
+		}
+	}
+}
+
 // pinRoom is how many entries the table can take once clears are written
 // (unbounded for a table of unknown size).
 func pinRoom(t PinTable, inTable map[string]string, clears []string) int {
@@ -560,6 +582,7 @@ func (pn *Pinner) finish(plan *PinPlan, clears []string, inTable map[string]stri
 		}
 	}
 	plan.Why = append(plan.Why, why...)
+	plan.read = inTable
 	plan.inForce = make(map[string]string, len(inTable))
 	for c, s := range inTable {
 		if !cleared[c] {
