@@ -345,3 +345,21 @@ func TestPinnerLocatesClientsByRate(t *testing.T) {
 	assert.Equal(t, "s2", from(p)["10.0.0.1"], "on its pin's server, where a 1,010 connection is")
 	assert.Contains(t, p.Pins, Pin{"10.0.0.1", "s2"})
 }
+
+// A reload's new Pinner takes over the old one's pins: a table emptied at
+// the same time is written again.
+func TestPinnerInheritsPinsOnReload(t *testing.T) {
+	old := mustPinner(t, DefaultPin())
+	first := old.Plan(now, carbon())
+	require.Len(t, first.Pins, 2)
+	pol := DefaultPin()
+	pol.MaxMoves = 1
+	pn := mustPinner(t, pol)
+	pn.Inherit(old)
+	pn.Inherit(pn)
+	pn.Inherit(nil)
+	assert.Equal(t, old.Wanted(), pn.Wanted())
+	p := pn.Plan(now.Add(time.Second), carbon())
+	assert.Equal(t, first.Pins, p.Changes.Set)
+	assert.Contains(t, p.Why[0].Reason, "again: the table lost it")
+}

@@ -936,3 +936,26 @@ func gainText(g float64) string { return shortRatio(g) }
 func shortRatio(r float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", r), "0"), ".")
 }
+
+// Inherit takes over old's pins and when each client was last heavy: a
+// reload that changes a backend's pin policy builds a new Pinner, and
+// without this the pins an HAProxy restart lost at the same time would not
+// be written again, and every pinned client's quiet time would start over.
+func (pn *Pinner) Inherit(old *Pinner) {
+	if old == nil || old == pn {
+		return
+	}
+	old.mu.Lock()
+	pins := make(map[string]pinState, len(old.pins))
+	for c, st := range old.pins {
+		pins[c] = *st
+	}
+	old.mu.Unlock()
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	for c, st := range pins {
+		if _, ok := pn.pins[c]; !ok {
+			pn.pins[c] = &st
+		}
+	}
+}
