@@ -363,3 +363,22 @@ func TestPinnerInheritsPinsOnReload(t *testing.T) {
 	assert.Equal(t, first.Pins, p.Changes.Set)
 	assert.Contains(t, p.Why[0].Reason, "again: the table lost it")
 }
+
+// A new pin goes where the client sits unless the least loaded server is
+// better by min_gain: a pin elsewhere is a move.
+func TestPinnerPinsANewClientWhereItSitsUnlessMuchBetterElsewhere(t *testing.T) {
+	in := PinInput{Servers: pinServers(1500, 1400, 1000, 1000), Table: PinTable{Size: 100}}
+	addClient(&in, "10.0.0.1", "s2", 500) // s2 without it: 900, the least loaded base
+	p := mustPinner(t, DefaultPin()).Plan(now, in)
+	assert.Equal(t, []Pin{{"10.0.0.1", "s2"}}, p.Pins)
+
+	in = PinInput{Servers: pinServers(1600, 1500, 1000, 1000), Table: PinTable{Size: 100}}
+	addClient(&in, "10.0.0.1", "s1", 500) // s1 without it: 1,100, 100 above s3 (0.08 of the mean 1,275)
+	p = mustPinner(t, DefaultPin()).Plan(now, in)
+	assert.Equal(t, []Pin{{"10.0.0.1", "s1"}}, p.Pins, "within min_gain: stays")
+
+	in = PinInput{Servers: pinServers(1900, 1500, 1000, 1000), Table: PinTable{Size: 100}}
+	addClient(&in, "10.0.0.1", "s1", 500) // s1 without it: 1,400, 400 above s3 (0.3 of the mean)
+	p = mustPinner(t, DefaultPin()).Plan(now, in)
+	assert.Equal(t, []Pin{{"10.0.0.1", "s3"}}, p.Pins)
+}

@@ -450,7 +450,8 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	})
 
 	// The pins in force stay; the new ones go, heaviest first, to the
-	// server with the least projected load (LPT).
+	// server with the least projected load (LPT), or stay where they sit
+	// when that is within min_gain of it.
 	for _, pc := range chosen {
 		if pc.pinned >= 0 {
 			pc.to = pc.pinned
@@ -472,8 +473,12 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 			continue
 		}
 		to := h.idx[0]
-		if pc.at >= 0 && bins[pc.at].target && bins[pc.at].proj <= bins[to].proj {
-			to = pc.at // a tie: where it already sits
+		if at := pc.at; at >= 0 && bins[at].target &&
+			bins[at].proj+pc.load/meanFactor*bins[at].factor <= bins[to].proj+pc.load/meanFactor*bins[to].factor+pn.p.MinGain*mean {
+			// Where it sits, unless the least loaded is better by
+			// min_gain: a pin elsewhere is a move, when the client
+			// reconnects or is shed.
+			to = at
 		}
 		pc.to = to
 		bins[to].proj += pc.load / meanFactor * bins[to].factor
