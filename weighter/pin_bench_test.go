@@ -9,7 +9,7 @@ import (
 
 // pinBench is a backend of n servers and c known clients, each with one
 // connection on a server (rates exponential, so a few percent are heavy),
-// and a table holding pins of the first tenth of max_pins' clients, some on
+// and a table holding pins of one client in 1,000, some on
 // servers that cannot take one.
 func pinBench(n, c int) PinInput {
 	rng := rand.New(rand.NewPCG(7, uint64(n)))
@@ -22,7 +22,7 @@ func pinBench(n, c int) PinInput {
 		loads[s] += rate
 		in.Clients = append(in.Clients, Client{Addr: addr, Rate: rate, Conns: 1})
 		in.Sessions = append(in.Sessions, ShedSession{ID: fmt.Sprintf("0x%x", i), Server: fmt.Sprintf("srv%05d", s), Client: addr + ":40000", Rate: rate})
-		if i%100 == 0 {
+		if i%1000 == 0 {
 			in.Table.Pins = append(in.Table.Pins, Pin{Client: addr, Server: fmt.Sprintf("srv%05d", rng.IntN(n))})
 		}
 	}

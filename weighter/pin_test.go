@@ -345,3 +345,40 @@ func TestPinnerLocatesClientsByRate(t *testing.T) {
 	assert.Equal(t, "s2", from(p)["10.0.0.1"], "on its pin's server, where a 1,010 connection is")
 	assert.Contains(t, p.Pins, Pin{"10.0.0.1", "s2"})
 }
+
+// A reload's new Pinner takes over the old one's pins: a table emptied at
+// the same time is written again.
+func TestPinnerInheritsPinsOnReload(t *testing.T) {
+	old := mustPinner(t, DefaultPin())
+	first := old.Plan(now, carbon())
+	require.Len(t, first.Pins, 2)
+	pol := DefaultPin()
+	pol.MaxMoves = 1
+	pn := mustPinner(t, pol)
+	pn.Inherit(old)
+	pn.Inherit(pn)
+	pn.Inherit(nil)
+	assert.Equal(t, old.Wanted(), pn.Wanted())
+	p := pn.Plan(now.Add(time.Second), carbon())
+	assert.Equal(t, first.Pins, p.Changes.Set)
+	assert.Contains(t, p.Why[0].Reason, "again: the table lost it")
+}
+
+// A new pin goes where the client sits unless the least loaded server is
+// better by min_gain: a pin elsewhere is a move.
+func TestPinnerPinsANewClientWhereItSitsUnlessMuchBetterElsewhere(t *testing.T) {
+	in := PinInput{Servers: pinServers(1500, 1400, 1000, 1000), Table: PinTable{Size: 100}}
+	addClient(&in, "10.0.0.1", "s2", 500) // s2 without it: 900, the least loaded base
+	p := mustPinner(t, DefaultPin()).Plan(now, in)
+	assert.Equal(t, []Pin{{"10.0.0.1", "s2"}}, p.Pins)
+
+	in = PinInput{Servers: pinServers(1600, 1500, 1000, 1000), Table: PinTable{Size: 100}}
+	addClient(&in, "10.0.0.1", "s1", 500) // s1 without it: 1,100, 100 above s3 (0.08 of the mean 1,275)
+	p = mustPinner(t, DefaultPin()).Plan(now, in)
+	assert.Equal(t, []Pin{{"10.0.0.1", "s1"}}, p.Pins, "within min_gain: stays")
+
+	in = PinInput{Servers: pinServers(1900, 1500, 1000, 1000), Table: PinTable{Size: 100}}
+	addClient(&in, "10.0.0.1", "s1", 500) // s1 without it: 1,400, 400 above s3 (0.3 of the mean)
+	p = mustPinner(t, DefaultPin()).Plan(now, in)
+	assert.Equal(t, []Pin{{"10.0.0.1", "s3"}}, p.Pins)
+}

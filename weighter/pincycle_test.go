@@ -154,6 +154,15 @@ func TestRunCycleDryRunWritesNoPins(t *testing.T) {
 		"would pin 10.0.0.2 (2,000 B/s, 1.74× mean server load) to s2, now on s1: projected max/mean 1.57 lower",
 		"pins: 2 wanted (projected max/mean 1.91, 3.48 with the clients where they sit)",
 	}, PinLines(c.Plan.Pins, true))
+
+	// The next dry run finds the table as it is and says the same.
+	c = RunCycle(context.Background(), b, now.Add(time.Second), false)
+	assert.Equal(t, []string{
+		"would pin 10.0.0.1 (2,000 B/s, 1.74× mean server load) to s1, where it sits",
+		"would pin 10.0.0.2 (2,000 B/s, 1.74× mean server load) to s2, now on s1: projected max/mean 1.57 lower",
+		"pins: 2 wanted (projected max/mean 1.91, 3.48 with the clients where they sit)",
+	}, PinLines(c.Plan.Pins, true))
+	assert.Empty(t, tgt.events)
 }
 
 // A server an operator drains, or the weight plan drains this cycle, loses

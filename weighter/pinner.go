@@ -81,8 +81,9 @@ type PinPlan struct {
 	Projected float64 `json:"projected"`
 
 	// inForce are the pins in the table once Changes are written (as far
-	// as the table was read): where a shed client lands.
-	inForce map[string]string
+	// as the table was read): where a shed client lands. read is the
+	// table as read (client → server).
+	inForce, read map[string]string
 }
 
 // InForce returns the pins in the table once the plan's changes are
@@ -188,6 +189,7 @@ type pinClient struct {
 	pinned  int  // the bin its current pin names; -1 none
 	inTable bool // its pin is in the table as read
 	to      int  // the bin the plan pins it to; -1 none
+	chosen  bool // it has a pin after this plan
 	moved   bool
 	gain    float64
 }
@@ -384,36 +386,33 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	// by weight, within max_pins and the table's room.
 	room := pinRoom(in.Table, inTable, clears)
 	var chosen []*pinClient
-	kept := 0
 	for _, pc := range placed {
-		if pc.inTable && kept < pn.p.MaxPins {
-			kept++
+		if pc.inTable && len(chosen) < pn.p.MaxPins {
+			pc.chosen = true
 			chosen = append(chosen, pc)
 		}
 	}
-	count := kept
-	var limit []string
+	left, leftWhy := 0, ""
 	for _, pc := range placed {
-		if pc.inTable {
-			continue
-		}
 		switch {
-		case count >= pn.p.MaxPins:
-			limit = append(limit, fmt.Sprintf("max_pins %d", pn.p.MaxPins))
+		case pc.inTable:
+			continue
+		case len(chosen) >= pn.p.MaxPins:
+			leftWhy = fmt.Sprintf("max_pins %d", pn.p.MaxPins)
 		case room <= 0:
-			limit = append(limit, fmt.Sprintf("table room %d", in.Table.Size-in.Table.Used))
+			leftWhy = fmt.Sprintf("table room %d", in.Table.Size-in.Table.Used)
 		default:
-			count++
 			room--
+			pc.chosen = true
 			chosen = append(chosen, pc)
 			continue
 		}
+		left++
 	}
 	for _, pc := range placed {
-		if pc.inTable && !slices.Contains(chosen, pc) {
+		if pc.inTable && !pc.chosen {
 			clearOne(pc.addr, PinWhy{Client: pc.addr, From: cur[pc.addr], Rate: finite(pc.rate),
 				Reason: fmt.Sprintf("clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", pc.addr, cur[pc.addr], pn.p.MaxPins)})
-			delete(pn.pins, pc.addr)
 		}
 	}
 
@@ -451,7 +450,8 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	})
 
 	// The pins in force stay; the new ones go, heaviest first, to the
-	// server with the least projected load (LPT).
+	// server with the least projected load (LPT), or stay where they sit
+	// when that is within min_gain of it.
 	for _, pc := range chosen {
 		if pc.pinned >= 0 {
 			pc.to = pc.pinned
@@ -473,8 +473,12 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 			continue
 		}
 		to := h.idx[0]
-		if pc.at >= 0 && bins[pc.at].target && bins[pc.at].proj <= bins[to].proj {
-			to = pc.at // a tie: where it already sits
+		if at := pc.at; at >= 0 && bins[at].target &&
+			bins[at].proj+pc.load/meanFactor*bins[at].factor <= bins[to].proj+pc.load/meanFactor*bins[to].factor+pn.p.MinGain*mean {
+			// Where it sits, unless the least loaded is better by
+			// min_gain: a pin elsewhere is a move, when the client
+			// reconnects or is shed.
+			to = at
 		}
 		pc.to = to
 		bins[to].proj += pc.load / meanFactor * bins[to].factor
@@ -515,8 +519,8 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		why = append(why, w)
 	}
-	if len(limit) > 0 {
-		plan.Reason = fmt.Sprintf("%d heavy clients not pinned (%s)", len(limit), limit[0])
+	if left > 0 {
+		plan.Reason = fmt.Sprintf("%d heavy clients not pinned (%s)", left, leftWhy)
 	}
 	pn.finish(&plan, clears, inTable, true, why)
 	if plan.Changes.Empty() && plan.Reason == "" {
@@ -528,6 +532,27 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 	}
 	return plan
+}
+
+// unwritten takes back what the Pinner took from plan for written: a dry
+// run writes nothing, so its next plan must find the table as it is (and
+// say "would pin" again, not that the table lost a pin it never had).
+func (pn *Pinner) unwritten(plan *PinPlan) {
+	if plan == nil {
+		return
+	}
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	for _, p := range plan.Changes.Set {
+		st := pn.pins[p.Client]
+		switch old, ok := plan.read[p.Client]; {
+		case st == nil:
+		case ok:
+			st.server = old
+		default:
+			delete(pn.pins, p.Client)
+		}
+	}
 }
 
 // pinRoom is how many entries the table can take once clears are written
@@ -562,6 +587,7 @@ func (pn *Pinner) finish(plan *PinPlan, clears []string, inTable map[string]stri
 		}
 	}
 	plan.Why = append(plan.Why, why...)
+	plan.read = inTable
 	plan.inForce = make(map[string]string, len(inTable))
 	for c, s := range inTable {
 		if !cleared[c] {
@@ -914,4 +940,27 @@ func gainText(g float64) string { return shortRatio(g) }
 
 func shortRatio(r float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", r), "0"), ".")
+}
+
+// Inherit takes over old's pins and when each client was last heavy: a
+// reload that changes a backend's pin policy builds a new Pinner, and
+// without this the pins an HAProxy restart lost at the same time would not
+// be written again, and every pinned client's quiet time would start over.
+func (pn *Pinner) Inherit(old *Pinner) {
+	if old == nil || old == pn {
+		return
+	}
+	old.mu.Lock()
+	pins := make(map[string]pinState, len(old.pins))
+	for c, st := range old.pins {
+		pins[c] = *st
+	}
+	old.mu.Unlock()
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	for c, st := range pins {
+		if _, ok := pn.pins[c]; !ok {
+			pn.pins[c] = &st
+		}
+	}
 }
