@@ -105,6 +105,9 @@ func printTables(w io.Writer, cycles []weighter.Cycle, apply bool) error {
 			return err
 		}
 		printShed(w, c)
+		for _, l := range weighter.PinLines(c.Plan.Pins, !c.Applied) {
+			fmt.Fprintln(w, l)
+		}
 	}
 	return nil
 }

@@ -104,6 +104,9 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*managedBack
 		}
 		bo := o
 		bo.master = client != nil && cfg.SocketOf(&b).Master
+		if client != nil {
+			bo.listeners = pinListeners(b, cfg.SocketOf(&b), log.With("backend", b.Name))
+		}
 		u, err := buildUnit(b, client, log.With("backend", b.Name), bo)
 		if err != nil {
 			closeAll(units)
@@ -152,7 +155,8 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	case hb != nil && !on:
 		u.fastOff = why
 	case hb != nil:
-		chain = fastsignal.NewHAProxyChain(hb, client, o.master, b.FastBytes(), log).Pinned(b.FastSignal)
+		chain = fastsignal.NewHAProxyChainWith(hb, client, o.master, b.FastBytes(), log,
+			fastsignal.ChainOptions{Listeners: o.listeners}).Pinned(b.FastSignal)
 		parts.Fast = chain
 		if o.peers != nil {
 			parts.Peers = func(own weighter.LocalReader) weighter.LocalReader { return peers.NewReader(own, b.Name, o.peers) }

@@ -55,6 +55,9 @@ type cycleLog struct {
 	// gone are the sessions to shed found ended, as last said (shed.go).
 	gone map[string]goneNote
 
+	// pin is what was said of the backend's pins (pins.go).
+	pin pinLog
+
 	rare bool // the run bound's rare-arrivals mode (run_rare), as last logged
 
 	// settling: the configured weights are kept after a reset while the
@@ -161,6 +164,7 @@ func (l *cycleLog) cycle(c weighter.Cycle, end time.Time, ready bool) (would int
 		l.log.Log(context.Background(), ln.level, ln.msg, ln.attrs...)
 	}
 	l.sheds(c)
+	l.pins(c)
 	l.unknownServers(c.Plan.Unknown)
 	return would
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
@@ -55,6 +56,9 @@ type buildOptions struct {
 	// shares: a reload builds new ones while the old ones restore. nil: one
 	// of the build's own.
 	zeroes *ownzero.Record
+	// listeners are where the backend's clients connect (set per backend
+	// by build; pins.go): the fast signal lists them for pinning.
+	listeners []netip.AddrPort
 }
 
 // newFastUnit keeps what the daemon needs of a backend assembled with the

@@ -192,6 +192,9 @@ func keepControllers(old, next []*managedBackend) {
 		if ok {
 			keepShedder(o, u)
 		}
+		if ok && o.socket.Socket == u.socket.Socket {
+			keepPinner(o, u) // the pins it wants are in that HAProxy's table
+		}
 		if ok && sameSource(o, u) {
 			u.Backend.Source, u.fast, u.address = o.Backend.Source, o.fast, o.address
 			askOpenStreams(u) // the kept reader, for the new shed block

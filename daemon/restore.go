@@ -134,6 +134,35 @@ func (t *restoringTarget) CloseSession(ctx context.Context, s weighter.ShedSessi
 	return closer.CloseSession(ctx, s)
 }
 
+// Pins reads the pin table through the target it wraps: keeping the
+// start-up weights must not turn pinning off. A target without a pin table
+// (IPVS) has none.
+func (t *restoringTarget) Pins(ctx context.Context) (weighter.PinTable, error) {
+	pt, ok := t.restorer.(weighter.PinTarget)
+	if !ok {
+		return weighter.PinTable{}, fmt.Errorf("%w: the target has no stick table", weighter.ErrNoPinTable)
+	}
+	return pt.Pins(ctx)
+}
+
+// SetWeightsAndPins keeps the start-up weights, then writes the weights and
+// the pins in one batch through the target it wraps (the weights alone
+// through one without a pin table).
+func (t *restoringTarget) SetWeightsAndPins(ctx context.Context, changes []weighter.Change, pins weighter.PinChanges) error {
+	if err := t.keep(ctx); err != nil {
+		return err
+	}
+	pt, ok := t.restorer.(weighter.PinTarget)
+	if !ok {
+		if !pins.Empty() {
+			return errors.Join(t.restorer.SetWeights(ctx, changes),
+				fmt.Errorf("%w: the target has no stick table", weighter.ErrNoPinTable))
+		}
+		return t.restorer.SetWeights(ctx, changes)
+	}
+	return pt.SetWeightsAndPins(ctx, changes, pins)
+}
+
 // keep snapshots the target unless the backend's start-up weights are kept
 // already (by this target, or by the one a reload replaced).
 func (t *restoringTarget) keep(ctx context.Context) error {

@@ -79,6 +79,13 @@ type PinPlan struct {
 	// plan pins them (0 when undefined).
 	Imbalance float64 `json:"imbalance"`
 	Projected float64 `json:"projected"`
+	// NoTable: the backend has no pin table (ErrNoPinTable): it does not
+	// pin, and weighting goes on as without a Pinner. TableErr is the
+	// table read's error otherwise ("" when it was read).
+	NoTable  bool   `json:"no_table,omitempty"`
+	TableErr string `json:"table_error,omitempty"`
+	// Full: the table has no room for another entry (no new pin is set).
+	Full bool `json:"full,omitempty"`
 
 	// inForce are the pins in the table once Changes are written (as far
 	// as the table was read): where a shed client lands. read is the
@@ -87,13 +94,12 @@ type PinPlan struct {
 }
 
 // InForce returns the pins in the table once the plan's changes are
-// written, client → server (empty when the table could not be read).
+// written, client → server; nil when the backend does not pin (no table)
+// or its table could not be read: its sheds are then a backend's that
+// does not pin.
 func (p *PinPlan) InForce() map[string]string {
 	if p == nil {
 		return nil
-	}
-	if p.inForce == nil {
-		return map[string]string{}
 	}
 	return p.inForce
 }
@@ -207,10 +213,15 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	plan := PinPlan{Time: now, Table: in.Table.Name}
 	if errors.Is(in.TableErr, ErrNoPinTable) {
 		clear(pn.pins)
+		plan.NoTable = true
 		plan.Reason = "no pin table: " + in.TableErr.Error()
 		return plan
 	}
 	full := errors.Is(in.TableErr, ErrPinTableFull) || in.Table.Size > 0 && in.Table.Used >= in.Table.Size
+	plan.Full = full
+	if in.TableErr != nil && !errors.Is(in.TableErr, ErrPinTableFull) {
+		plan.TableErr = in.TableErr.Error()
+	}
 	known := in.TableErr == nil || errors.Is(in.TableErr, ErrPinTableFull)
 
 	bins, index := pinBins(in.Servers)

@@ -1,0 +1,167 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/haproxy-weighter/haproxy-weighter/config"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/haproxycfg"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// defaultHAProxyConfig is where Debian's HAProxy keeps its configuration:
+// read for a pinned backend's listeners when haproxy.config_file is not set.
+const defaultHAProxyConfig = "/etc/haproxy/haproxy.cfg"
+
+// pinListeners returns where backend b's clients connect, which the socket
+// table reader lists them by (the clients pinning chooses from): the
+// backend's pin.listeners, else the binds of the frontends that route to it
+// alone in HAProxy's configuration file (haproxy.config_file, else Debian's
+// default path when it is there). What keeps clients from being measured
+// (no listener found, frontends shared with other backends, binds the
+// socket table cannot read) is said once here, at start and at each reload.
+func pinListeners(b config.Backend, sock haproxy.Config, log *slog.Logger) []netip.AddrPort {
+	mode, _, configured := b.PinSettings()
+	if mode == config.PinOff {
+		return nil
+	}
+	if len(configured) > 0 {
+		var out []netip.AddrPort
+		for _, l := range configured {
+			if ap, err := config.ParseListener(l); err == nil { // validated
+				out = append(out, ap)
+			}
+		}
+		return out
+	}
+	path := sock.ConfigFile
+	if path == "" {
+		if _, err := os.Stat(defaultHAProxyConfig); err != nil {
+			log.Info("clients not measured", "reason", "no listeners: neither pin.listeners nor haproxy.config_file is set",
+				"effect", "heavy clients are not pinned", "fix", "set pin.listeners or haproxy.config_file (pin: false silences this)")
+			return nil
+		}
+		path = defaultHAProxyConfig
+	}
+	f, err := haproxycfg.Read(path)
+	if err != nil {
+		level := slog.LevelWarn
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			level = slog.LevelInfo
+		}
+		log.Log(nil, level, "clients not measured", "reason", "HAProxy's configuration file not read", "file", path, "err", err,
+			"effect", "heavy clients are not pinned", "fix", "set pin.listeners")
+		return nil
+	}
+	ls, err := f.Listeners(b.Name)
+	if err != nil {
+		log.Warn("clients not measured", "reason", "no listener found", "file", path, "err", err,
+			"effect", "heavy clients are not pinned", "fix", "set pin.listeners")
+		return nil
+	}
+	if len(ls.Shared) > 0 {
+		log.Info("clients of shared frontends not measured", "file", path, "frontends", strings.Join(ls.Shared, "; "),
+			"effect", "their clients are not pinned (the socket table cannot tell which backend a connection went to)")
+	}
+	if len(ls.Skipped) > 0 {
+		log.Info("clients of some binds not measured", "file", path, "binds", strings.Join(ls.Skipped, "; "))
+	}
+	if len(ls.Addrs) == 0 {
+		log.Info("clients not measured", "reason", "no TCP bind routes to the backend alone", "file", path,
+			"effect", "heavy clients are not pinned", "fix", "set pin.listeners")
+	}
+	return ls.Addrs
+}
+
+// keepPinner hands the new unit of a backend the old unit's Pinner when a
+// reload left its pin policy as it was (its state: the pins it wants, the
+// clients' quiet times); a changed policy's new Pinner takes them over.
+func keepPinner(old, next *managedBackend) {
+	o, n := old.Backend.Pinner, next.Backend.Pinner
+	switch {
+	case o == nil || n == nil:
+	case o.Policy() == n.Policy():
+		next.Backend.Pinner = o
+	default:
+		n.Inherit(o)
+	}
+}
+
+// pinLog is what a backend's log said of its pins, so that it says each
+// state once.
+type pinLog struct {
+	state     string // the last state logged: "", "pinning", "no table", "full", "error"
+	untracked bool   // untracked clients were said
+	would     string // the dry run's last "would" set, said when it changes
+}
+
+// pins logs the cycle's pins: the table found or missing, once each; every
+// batch of pins written (at info: how many set, cleared and in force; each
+// pin at debug); in a dry run what would be written, when it changes.
+func (l *cycleLog) pins(c weighter.Cycle) {
+	p := c.Plan.Pins
+	if p == nil {
+		return
+	}
+	state := "pinning"
+	switch {
+	case p.NoTable:
+		state = "no table"
+	case p.TableErr != "":
+		state = "error"
+	case p.Full:
+		state = "full"
+	}
+	if state != l.pin.state {
+		switch state {
+		case "no table":
+			l.log.Info("clients not pinned", "reason", p.Reason,
+				"fix", "add `stick-table type ip size 100k expire 2h` and `stick match src` to the backend (pin: false silences this)")
+		case "full":
+			l.log.Warn("pin table full", "table", p.Table, "pins", len(p.Pins),
+				"effect", "no new pin (HAProxy would evict other entries silently)", "fix", "a larger size on the backend's stick-table")
+		case "error":
+			l.log.Warn("pin table not read", "err", p.TableErr, "effect", "pins as they were; weighting goes on")
+		default:
+			l.log.Info("pinning heavy clients", "table", p.Table, "pins", len(p.Pins))
+		}
+		l.pin.state = state
+	}
+	if c.Applied {
+		written := c.Result == weighter.ResultOK || c.Result == weighter.ResultSkippedCoverage
+		if written && !p.Changes.Empty() {
+			// A failed batch is the cycle's failure, logged as such.
+			l.log.Info("pins written", "set", len(p.Changes.Set), "cleared", len(p.Changes.Clear), "pinned", len(p.Pins))
+		}
+		for _, w := range p.Why {
+			l.log.Debug("pin", "client", w.Client, "from", w.From, "to", w.To, "reason", w.Reason)
+		}
+		return
+	}
+	would := strings.Join(weighter.PinLines(p, true), "\n")
+	if !p.Changes.Empty() && would != l.pin.would {
+		for _, w := range p.Why {
+			l.log.Info("would pin", "client", w.Client, "from", w.From, "to", w.To, "reason", w.DryRun())
+		}
+	}
+	l.pin.would = would
+}
+
+// untrackedClients says once, at warn, that the backend has more client
+// addresses than the socket table reader tracks: the ones beyond it are
+// never pinned.
+func (l *cycleLog) untrackedClients(u *managedBackend) {
+	if u.fast == nil || u.fast.chain == nil || u.Backend.Pinner == nil || l.pin.untracked {
+		return
+	}
+	if n := u.fast.chain.Clients(); n.Untracked > 0 {
+		l.pin.untracked = true
+		l.log.Warn("clients not tracked", "tracked", n.Tracked, "untracked", n.Untracked,
+			"effect", "the clients beyond the bound are never pinned", "next", "not said again")
+	}
+}
