@@ -324,8 +324,8 @@ func TestPinnerLocatesClientsByRate(t *testing.T) {
 	in := PinInput{Servers: pinServers(1500, 1500, 2890, 500), Table: PinTable{Size: 100}}
 	addClient(&in, "10.0.0.1", "s1", 1000)
 	in.Sessions = append(in.Sessions, ShedSession{ID: "0xa", Server: "s2", Client: "10.0.0.8:1", Rate: 1010})
-	in.Clients = append(in.Clients, Client{Addr: "10.0.0.3", Rate: 2400, Conns: 2})
-	in.Sessions = append(in.Sessions, ShedSession{ID: "0xb", Server: "s3", Client: "10.0.0.3:1", Rate: 1200}, ShedSession{ID: "0xc", Server: "s3", Client: "10.0.0.3:2", Rate: 1190})
+	in.Clients = append(in.Clients, Client{Addr: "10.0.0.3", Rate: 1400, Conns: 2})
+	in.Sessions = append(in.Sessions, ShedSession{ID: "0xb", Server: "s3", Client: "10.0.0.3:1", Rate: 700}, ShedSession{ID: "0xc", Server: "s3", Client: "10.0.0.3:2", Rate: 695})
 	from := func(p PinPlan) map[string]string {
 		out := map[string]string{}
 		for _, w := range p.Why {
@@ -334,7 +334,7 @@ func TestPinnerLocatesClientsByRate(t *testing.T) {
 		return out
 	}
 	p := mustPinner(t, DefaultPin()).Plan(now, in)
-	assert.Equal(t, "s3", from(p)["10.0.0.3"], "two connections of 1,200 on s3")
+	assert.Equal(t, "s3", from(p)["10.0.0.3"], "two connections of 700 on s3")
 	assert.Equal(t, "s1", from(p)["10.0.0.1"], "the nearest rate (1,000 on s1, 1,010 on s2)")
 
 	pn := mustPinner(t, DefaultPin())
@@ -381,4 +381,27 @@ func TestPinnerPinsANewClientWhereItSitsUnlessMuchBetterElsewhere(t *testing.T) 
 	addClient(&in, "10.0.0.1", "s1", 500) // s1 without it: 1,400, 400 above s3 (0.3 of the mean)
 	p = mustPinner(t, DefaultPin()).Plan(now, in)
 	assert.Equal(t, []Pin{{"10.0.0.1", "s3"}}, p.Pins)
+}
+
+// A client whose several connections together carry more than a server's
+// mean load (a NAT address) is left to the weights, which spread its
+// connections; a pin it had is withdrawn. One heavy connection is pinned.
+func TestPinnerSpreadsAClientOfManyConnections(t *testing.T) {
+	in := PinInput{Servers: pinServers(1500, 1500, 2900, 500), Table: PinTable{Name: "be", Size: 100}}
+	in.Clients = []Client{{Addr: "10.0.0.9", Rate: 2000, Conns: 40}, {Addr: "10.0.0.1", Rate: 2000, Conns: 1}}
+	pn := mustPinner(t, DefaultPin())
+	p := pn.Plan(now, in)
+	var set []string
+	for _, s := range p.Changes.Set {
+		set = append(set, s.Client)
+	}
+	assert.Equal(t, []string{"10.0.0.1"}, set, "the single heavy connection is pinned, the NAT address is not")
+	assert.Contains(t, p.Reason, "1 clients of several connections heavier than the mean server load left to the weights")
+
+	in.Table.Pins, in.Table.Used = []Pin{{"10.0.0.9", "s4"}}, 1
+	p = mustPinner(t, DefaultPin()).Plan(now, in)
+	assert.Contains(t, p.Changes.Clear, "10.0.0.9", "a pin of such a client is withdrawn")
+	for _, s := range p.Changes.Set {
+		assert.NotEqual(t, "10.0.0.9", s.Client)
+	}
 }

@@ -288,7 +288,25 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	heavy := func(c Client) bool {
 		return n > 0 && mean > 0 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor >= pn.p.Heavy*mean
 	}
+	// spread: a client whose several connections together carry more than
+	// a server's mean load (many users behind one NAT address, a client
+	// pool) is better spread by the weights, connection by connection,
+	// than pinned whole to one server it would make the hottest.
+	spread := func(c Client) bool {
+		return c.Conns > 1 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor > mean
+	}
 	clients := pinClients(in.Clients, cur, heavy)
+	nSpread := 0
+	for _, c := range sortedKeys(cur) {
+		if cl, ok := clients[c]; ok && n > 0 && mean > 0 && spread(cl) {
+			if _, ok := inTable[c]; ok || !known {
+				clearOne(c, PinWhy{Client: c, From: cur[c], Rate: cl.Rate, Reason: fmt.Sprintf(
+					"clear the pin of %s on %s: its %d connections carry %s× the mean server load, spread by the weights", c, cur[c], cl.Conns, shortRatio(cl.Rate*meanFactor/mean))})
+			}
+			delete(cur, c)
+			delete(pn.pins, c)
+		}
+	}
 
 	// Quiet clients lose their pins.
 	for _, c := range sortedKeys(cur) {
@@ -376,6 +394,10 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		placed = append(placed, pc)
 	}
 	for _, cl := range clients {
+		if _, ok := cur[cl.Addr]; !ok && heavy(cl) && spread(cl) {
+			nSpread++
+			continue
+		}
 		if _, ok := cur[cl.Addr]; !ok && heavy(cl) {
 			placed = append(placed, &pinClient{addr: cl.Addr, rate: cl.Rate, conns: cl.Conns, at: -1, pinned: -1, to: -1})
 		}
@@ -532,6 +554,13 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	}
 	if left > 0 {
 		plan.Reason = fmt.Sprintf("%d heavy clients not pinned (%s)", left, leftWhy)
+	}
+	if nSpread > 0 {
+		note := fmt.Sprintf("%d clients of several connections heavier than the mean server load left to the weights", nSpread)
+		if plan.Reason != "" {
+			note = plan.Reason + "; " + note
+		}
+		plan.Reason = note
 	}
 	pn.finish(&plan, clears, inTable, true, why)
 	if plan.Changes.Empty() && plan.Reason == "" {
