@@ -1,6 +1,10 @@
 package daemon
 
 import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -164,4 +168,44 @@ func (l *cycleLog) untrackedClients(u *managedBackend) {
 		l.log.Warn("clients not tracked", "tracked", n.Tracked, "untracked", n.Untracked,
 			"effect", "the clients beyond the bound are never pinned", "next", "not said again")
 	}
+}
+
+// unpin withdraws, for restore_on_exit, the pins the daemon wants in each
+// backend it pins: HAProxy is left as the daemon found it, and no pin of a
+// stopped daemon outlives it to beat an operator's drain (a pin does, until
+// its entry expires). Backends side by side, each within timeout.
+func (d *Daemon) unpin(ctx context.Context, timeout time.Duration) error {
+	g := d.current()
+	if g == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	errs := make([]error, len(g.units))
+	var wg sync.WaitGroup
+	for i, u := range g.units {
+		pt, ok := u.target.(weighter.PinTarget)
+		if !ok || u.Backend.Pinner == nil || u.dryRun {
+			continue
+		}
+		wanted := u.Backend.Pinner.Wanted()
+		if len(wanted) == 0 {
+			continue
+		}
+		clear := make([]string, len(wanted))
+		for j, p := range wanted {
+			clear[j] = p.Client
+		}
+		wg.Go(func() {
+			if err := pt.SetWeightsAndPins(ctx, nil, weighter.PinChanges{Clear: clear}); err != nil {
+				d.log.Error("pins not withdrawn", "backend", u.Backend.Name, "pins", len(clear), "err", err,
+					"effect", "they stay until their entries expire", "fix", "clear table "+u.Backend.Name)
+				errs[i] = fmt.Errorf("restore_on_exit: backend %s: withdraw pins: %w", u.Backend.Name, err)
+				return
+			}
+			d.log.Info("pins withdrawn", "backend", u.Backend.Name, "pins", len(clear), "restore", "restore_on_exit")
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -197,7 +197,8 @@ func (d *Daemon) restore(ctx context.Context) error {
 			names = append(names, name)
 		}
 	}
-	return d.startWeights.restore(ctx, cfg.CycleTimeout(), names, "restore_on_exit")
+	unpinErr := d.unpin(ctx, cfg.CycleTimeout())
+	return errors.Join(unpinErr, d.startWeights.restore(ctx, cfg.CycleTimeout(), names, "restore_on_exit"))
 }
 
 // names returns the backends whose start-up weights are kept, sorted.
