@@ -214,7 +214,10 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	if errors.Is(in.TableErr, ErrNoPinTable) {
 		clear(pn.pins)
 		plan.NoTable = true
-		plan.Reason = "no pin table: " + in.TableErr.Error()
+		plan.Reason = in.TableErr.Error()
+		if !strings.HasPrefix(plan.Reason, ErrNoPinTable.Error()) {
+			plan.Reason = ErrNoPinTable.Error() + ": " + plan.Reason
+		}
 		return plan
 	}
 	full := errors.Is(in.TableErr, ErrPinTableFull) || in.Table.Size > 0 && in.Table.Used >= in.Table.Size
