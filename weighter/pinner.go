@@ -336,12 +336,15 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 
 	noSet, again := "", false
 	switch {
-	case in.Hold:
-		noSet = "hold: " + cmp.Or(in.HoldReason, "coverage guard")
 	case !known:
 		noSet = "pin table could not be read: " + in.TableErr.Error()
 	case full:
 		noSet = fmt.Sprintf("pin table %s full (%d of %d entries)", in.Table.Name, in.Table.Used, in.Table.Size)
+	case in.Hold:
+		// No new pin on held loads; the pins the table lost are written
+		// again (an HAProxy restart resets the loads the guard holds on,
+		// and its clients come back in seconds: no time to wait for them).
+		noSet, again = "hold: "+cmp.Or(in.HoldReason, "coverage guard"), true
 	case n == 0 || !(mean > 0):
 		// No new pin without loads; the pins the table lost are
 		// written again all the same (a restart, when loads are short).
