@@ -188,6 +188,8 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	if r.metrics != nil {
 		r.metrics.Observe(c)
 		r.metrics.AddDryRunWrites(c.Backend, would)
+		n, read := r.unit.clients()
+		r.metrics.SetClients(c.Backend, read, n.Tracked, n.Untracked)
 	}
 	if r.after != nil {
 		r.after()

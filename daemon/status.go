@@ -3,6 +3,7 @@ package daemon
 import (
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/fastsignal"
 	"github.com/haproxy-weighter/haproxy-weighter/statuspage"
 )
 
@@ -29,10 +30,25 @@ func (r *runner) status(now time.Time) statuspage.Backend {
 	b := statuspage.Backend{Last: r.last, Plan: r.plan, LastOK: r.lastOK, Ready: r.readyLocked(now), History: r.history}
 	r.mu.Unlock()
 	b.Name, b.Kind, b.DryRun, b.Loads = r.unit.Backend.Name, r.unit.Kind, r.unit.dryRun, r.unit.loads()
+	if n, ok := r.unit.clients(); ok {
+		b.Clients = &statuspage.Clients{Open: n.Open, Tracked: n.Tracked, Untracked: n.Untracked}
+	}
 	if r.unit.client != nil {
 		b.Socket = r.unit.socket.Socket
 	}
 	return b
+}
+
+// clients is what the newest socket table read learnt of a pinning
+// backend's clients; false when the backend does not pin or its clients
+// were not read (no listeners, another reader serving, no read yet): the
+// page and /metrics then say nothing of them.
+func (u *managedBackend) clients() (fastsignal.ClientCounts, bool) {
+	if u.fast == nil || u.fast.chain == nil || u.Backend == nil || u.Backend.Pinner == nil {
+		return fastsignal.ClientCounts{}, false
+	}
+	n := u.fast.chain.Clients()
+	return n, n.Read
 }
 
 // loads says what the backend's loads are made of, for the status page.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -359,4 +361,93 @@ func TestStatusPageHostile(t *testing.T) {
 		assert.NotContains(t, body, bad)
 	}
 	assert.Equal(t, 3+1, strings.Count(body, "<svg "), "one bar per server and the sparkline, no other svg")
+}
+
+// TestStatusPagePinsLive: a daemon pinning on a real HAProxy whose clients
+// connect from distinct addresses (the socket table measures each): the
+// two heavy clients are pinned through the stick table, the page lists
+// them (rate, server, where seen, why) with the table's state and the
+// client addresses tracked, chromium shows that table, and /metrics
+// exports the pins per server and the clients learnt.
+func TestStatusPagePinsLive(t *testing.T) {
+	front := testenv.FreePort(t)
+	srv := func() string { return testenv.StartDiscardServer(t) }
+	h := testenv.StartHAProxy(t, testenv.HAProxyDefaults+fmt.Sprintf(`
+frontend fe
+  bind 127.0.0.1:%d
+  default_backend be
+backend be
+  balance leastconn
+  stick-table type ip size 100 expire 2h
+  stick match src
+  server s1 %s
+  server s2 %s
+  server s3 %s
+`, front, srv(), srv(), srv()))
+	addr := fmt.Sprintf("127.0.0.1:%d", front)
+	for range 3 {
+		testenv.WriteEvery(t, testenv.DialFrom(t, "127.0.0.1", addr, 1), 200, 20*time.Millisecond)
+	}
+	for _, heavy := range []string{"127.0.0.2", "127.0.0.3"} {
+		testenv.WriteEvery(t, testenv.DialFrom(t, heavy, addr, 1), 20_000, 20*time.Millisecond)
+	}
+	reg := prometheus.NewRegistry()
+	var logs testenv.SyncBuffer
+	d := New(kernelConfig(t, h.Socket, fmt.Sprintf("    pin: {listeners: [%q]}\n", addr)), Options{Registry: reg,
+		Log: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	runDaemon(t, d)
+	defer func() {
+		if t.Failed() {
+			t.Log(logs.String())
+		}
+	}()
+	be := map[string]string{"backend": "be"}
+	testenv.WaitWithin(t, 30*time.Second, "two clients pinned", func() bool {
+		v, _ := seriesValue(t, reg, "haproxy_weighter_pins", be)
+		return v == 2
+	})
+	hc, err := haproxy.New(haproxy.Config{Socket: h.Socket})
+	require.NoError(t, err)
+	table, err := hc.Backend("be").Pins(testenv.Context(t, 10*time.Second))
+	require.NoError(t, err)
+	require.Len(t, table.Pins, 2, "HAProxy's table: %+v", table)
+	pinnedOn := map[string]string{}
+	for _, p := range table.Pins {
+		pinnedOn[p.Client] = p.Server
+	}
+	assert.Contains(t, pinnedOn, "127.0.0.2")
+	assert.Contains(t, pinnedOn, "127.0.0.3")
+
+	for state, want := range map[string]float64{"ok": 1, "missing": 0, "full": 0, "error": 0} {
+		v, ok := seriesValue(t, reg, "haproxy_weighter_pin_table", map[string]string{"backend": "be", "state": state})
+		assert.True(t, ok && v == want, "pin_table{state=%s} %v, want %v", state, v, want)
+	}
+	sets, _ := seriesValue(t, reg, "haproxy_weighter_pin_writes_total", map[string]string{"backend": "be", "op": "set"})
+	assert.GreaterOrEqual(t, sets, 2.0, "pin_writes_total{op=set}")
+	pinned, load := 0.0, 0.0
+	for _, s := range []string{"s1", "s2", "s3"} {
+		n, ok := seriesValue(t, reg, "haproxy_weighter_pinned_clients", map[string]string{"backend": "be", "server": s})
+		require.True(t, ok, "pinned_clients{server=%s}", s)
+		l, _ := seriesValue(t, reg, "haproxy_weighter_pinned_load", map[string]string{"backend": "be", "server": s})
+		pinned, load = pinned+n, load+l
+	}
+	assert.Equal(t, 2.0, pinned)
+	t.Logf("pinned load %.0f B/s; HAProxy's table %v", load, pinnedOn)
+	assert.Greater(t, load, 500e3, "the two heavy clients send about 1 MB/s each")
+	tracked, ok := seriesValue(t, reg, "haproxy_weighter_clients", map[string]string{"backend": "be", "state": "tracked"})
+	assert.True(t, ok && tracked == 3, "clients{state=tracked} %v, want 3 (127.0.0.1, .2, .3)", tracked)
+
+	hs := httptest.NewServer(d.handler(reg))
+	defer hs.Close()
+	_, _, body := getPage(t, hs, "/")
+	assert.Contains(t, body, `<table class="pins">`)
+	assert.Contains(t, body, `table <code>be</code>: <span class="ok">ok</span>`)
+	assert.Contains(t, body, "client addresses tracked: 3")
+	for client, server := range pinnedOn {
+		assert.Regexp(t, `<tr><td class="name">`+regexp.QuoteMeta(client)+`</td><td class="n" title="[0-9.]+">[0-9.]+ [kM]B/s</td><td>`+
+			regexp.QuoteMeta(server)+`</td><td>[^<]+</td><td class="n">[^<]+</td><td class="why">pin `+regexp.QuoteMeta(client)+` `, body)
+	}
+	dom := testenv.ChromiumDOM(t, hs.URL+"/")
+	assert.Equal(t, 2, strings.Count(dom, `<tr><td class="name">127.0.0.`), "the pinned clients' rows in chromium's DOM")
+	assert.Contains(t, dom, "Pinned clients")
 }

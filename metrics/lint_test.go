@@ -33,6 +33,10 @@ func TestPromtoolLint(t *testing.T) {
 	m.SetDryRun("be", true)
 	m.AddDryRunWrites("be", 2)
 	m.Observe(shedCycle())
+	m.Observe(weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Applied: true, Plan: weighter.Plan{Servers: []weighter.ServerPlan{{Server: "s1"}},
+		Pins: &weighter.PinPlan{Pins: []weighter.Pin{{Client: "10.0.0.1", Server: "s1"}}, Changes: weighter.PinChanges{Set: []weighter.Pin{{Client: "10.0.0.1", Server: "s1"}}},
+			Projected: 1.1}}, Signal: &weighter.Signal{Clients: []weighter.Client{{Addr: "10.0.0.1", Rate: 2000, Conns: 1}}}})
+	m.SetClients("be", true, 10, 1)
 	m.SetReady(true)
 	m.SetReloadSuccess(true)
 	m.WatchSockets(func() []SocketState {

@@ -43,6 +43,7 @@ type Metrics struct {
 	dryRun       *prometheus.GaugeVec
 	dryRunWrites *prometheus.CounterVec
 	shed         *shedMetrics
+	pins         *pinMetrics
 
 	// sockets exports the HAProxy runtime sockets (socket.go).
 	sockets *socketCollector
@@ -136,6 +137,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		// prometheus/common/version, which the command line fills in.
 		versioncollector.NewCollector("haproxy_weighter"))
 	m.shed = newShedMetrics(reg)
+	m.pins = newPinMetrics(reg)
 	return m
 }
 
@@ -172,6 +174,7 @@ func (m *Metrics) Forget(backend string) {
 		v.DeletePartialMatch(l)
 	}
 	m.shed.forget(backend)
+	m.pins.forget(backend)
 }
 
 // Observe records one cycle. Weights and loads are only updated from a cycle
@@ -181,6 +184,7 @@ func (m *Metrics) Observe(c weighter.Cycle) {
 	m.duration.WithLabelValues(c.Backend).Observe(c.Duration.Seconds())
 	m.writes.WithLabelValues(c.Backend).Add(float64(len(c.Written)))
 	m.shed.observe(c)
+	m.pins.observe(c)
 	if c.Result == weighter.ResultOK {
 		m.lastSuccess.WithLabelValues(c.Backend).Set(float64(c.Plan.Time.Add(c.Duration).UnixNano()) / 1e9)
 	}

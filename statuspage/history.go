@@ -33,6 +33,7 @@ type historyBucket struct {
 type History struct {
 	mu      sync.Mutex
 	buckets [historySlots]historyBucket
+	pins    map[string]pinMemo // client → the line that set its pin in force (pins.go)
 }
 
 // NewHistory is an empty history.
@@ -41,8 +42,9 @@ func NewHistory() *History { return &History{} }
 // slotOf is the historySlot t falls in.
 func slotOf(t time.Time) int64 { return t.UnixNano() / int64(historySlot) }
 
-// Record adds one ended cycle: its plan's imbalance, when it has one, and
-// the sessions it shed (in a dry run, would have shed), per server.
+// Record adds one ended cycle: its plan's imbalance, when it has one, the
+// sessions it shed (in a dry run, would have shed), per server, and why
+// each pin it set was set.
 func (h *History) Record(c Cycle) {
 	if h == nil || c.End.IsZero() {
 		return
@@ -50,6 +52,7 @@ func (h *History) Record(c Cycle) {
 	slot := slotOf(c.End)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.recordPins(c)
 	b := &h.buckets[int(slot%int64(historySlots))]
 	if b.slot != slot {
 		*b = historyBucket{slot: slot, worst: math.NaN()}

@@ -9,7 +9,9 @@
 // and over the last 15 minutes (an inline SVG), then per server a bar of its
 // load against the mean, the load with its unit, the weight now and wanted,
 // its open connections and sheds, and the reason (what every server shares
-// said once); the last cycle's result and error. It is plain HTML from html/template (which escapes every
+// said once); the sessions shed; the pinned clients (the heaviest, where
+// each is pinned, where it was seen and why) and the pin table's state;
+// the last cycle's result and error. It is plain HTML from html/template (which escapes every
 // name and message: server names and errors come from HAProxy and the
 // sources), with no script and no external asset, and it reloads itself.
 package statuspage
@@ -66,6 +68,9 @@ type Backend struct {
 	LastOK     time.Time // the end of the last ok cycle; zero: never
 	History    *History  // the backend's last 15 minutes (nil: none)
 	Loads      Loads
+	// Clients: what the socket table learnt of a pinning backend's
+	// clients (nil: not read, or the backend does not pin).
+	Clients *Clients
 }
 
 // Fast is the fast signal a backend reads, if any.
@@ -163,6 +168,7 @@ type backendView struct {
 	ShedTotal  int    // over the history's span
 	Servers    []serverView
 	Shed       *shedView // nil for a backend that does not shed
+	Pins       *pinsView // nil for a backend that does not pin
 }
 
 // shedView is the plan's session shedding: the sessions closed (or, in a
@@ -258,6 +264,7 @@ func (in Backend) view(now time.Time) backendView {
 		b.Servers[i].Reason = own[i]
 	}
 	b.Shed = shedOf(c)
+	b.Pins = pinsOf(now, c, in.History, in.Clients)
 	return b
 }
 

@@ -1,6 +1,7 @@
 package statuspage
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
 	"net/http"
@@ -307,4 +308,92 @@ func TestHandler(t *testing.T) {
 	assert.Equal(t, "no-store", rec.Header().Get("Cache-Control"))
 	assert.Contains(t, rec.Body.String(), `<span class="ok" id="ready">ready</span>`)
 	assert.True(t, strings.HasSuffix(rec.Body.String(), "</html>\n"), "the whole page")
+}
+
+// TestRenderPins: a backend that pins shows its pins heaviest first, at
+// most maxPinRows and how many more, each with the line of the cycle that
+// set it (remembered while the pin stays, forgotten with it), the pins
+// withdrawn, the clients beyond the bound, and its table's state: missing
+// says the two lines to add. Client addresses are text, never markup.
+func TestRenderPins(t *testing.T) {
+	now := time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC)
+	servers := []weighter.ServerPlan{{Server: "s1", Load: 40, Current: 100, New: 100, Action: weighter.ActionKeep},
+		{Server: "s2", Load: 10, Current: 100, New: 100, Action: weighter.ActionKeep}}
+	cycle := func(at time.Time, applied bool, p weighter.PinPlan, clients ...weighter.Client) Cycle {
+		return Cycle{End: at, Cycle: weighter.Cycle{Result: weighter.ResultOK, Applied: applied, Plan: weighter.Plan{Servers: servers, Pins: &p},
+			Signal: &weighter.Signal{Pipeline: weighter.PipelineFast, Clients: clients}}}
+	}
+	render := func(c Cycle, h *History, clients *Clients) string {
+		var page strings.Builder
+		require.NoError(t, Render(&page, Page{Now: now, Backends: []Backend{{Name: "be", Last: c, Plan: c, History: h, Clients: clients}}}))
+		return page.String()
+	}
+	h := NewHistory()
+	hostile := `<img src=x onerror=alert(1)>`
+	set := weighter.PinWhy{Client: "10.0.0.1", Rate: 2000, From: "s1", To: "s2", Reason: "pin 10.0.0.1 (2 kB/s, 1.6× mean server load) to s2, now on s1: projected max/mean 0.5 lower"}
+	first := cycle(now.Add(-5*time.Minute), true, weighter.PinPlan{Table: "be", Pins: []weighter.Pin{{Client: "10.0.0.1", Server: "s2"}, {Client: hostile, Server: "s2"}},
+		Changes: weighter.PinChanges{Set: []weighter.Pin{{Client: "10.0.0.1", Server: "s2"}}}, Why: []weighter.PinWhy{set}, Imbalance: 1.6, Projected: 1.1})
+	h.Record(first)
+	// Five minutes on, the pin is in place: its plan has no line for it.
+	later := cycle(now.Add(-2*time.Second), true, weighter.PinPlan{Table: "be", Pins: first.Plan.Pins.Pins, Imbalance: 1.1, Projected: 1.1,
+		Changes: weighter.PinChanges{Clear: []string{"10.0.0.7"}},
+		Why:     []weighter.PinWhy{{Client: "10.0.0.7", From: "s1", Reason: "clear the pin of 10.0.0.7 on s1: not heavy for 10m (forget 10m)"}}},
+		weighter.Client{Addr: "10.0.0.1", Rate: 2100, Conns: 1}, weighter.Client{Addr: hostile, Rate: 30, Conns: 1})
+	h.Record(later)
+	body := render(later, h, &Clients{Open: 40, Tracked: 30, Untracked: 4})
+	assert.Contains(t, body, `<tr><td class="name">10.0.0.1</td><td class="n" title="2100">2.1 kB/s</td><td>s2</td><td>s1</td><td class="n">5m0s</td><td class="why">`+set.Reason+`</td></tr>`)
+	assert.Less(t, strings.Index(body, ">10.0.0.1<"), strings.Index(body, "&lt;img src=x"), "heaviest first")
+	assert.Contains(t, body, `<td class="name">&lt;img src=x onerror=alert(1)&gt;</td><td class="n" title="30">30 B/s</td><td>s2</td><td>—</td><td class="n">—</td>`)
+	assert.NotContains(t, body, "<img")
+	assert.Contains(t, body, "this cycle set 0 and cleared 1")
+	assert.Contains(t, body, "<li>clear the pin of 10.0.0.7 on s1: not heavy for 10m (forget 10m)</li>")
+	assert.Contains(t, body, "max/mean with the pinned clients where they sit 1.10×, where pinned 1.10×")
+	assert.Contains(t, body, `client addresses tracked: 30, <span class="bad">untracked: 4</span> (beyond the bound: never pinned)`)
+	assert.Contains(t, body, `table <code>be</code>: <span class="ok">ok</span>`)
+
+	// The pin withdrawn, then set again: the old line is not its reason.
+	h.Record(cycle(now.Add(-time.Second), true, weighter.PinPlan{Table: "be"}))
+	again := cycle(now, true, weighter.PinPlan{Table: "be", Pins: []weighter.Pin{{Client: "10.0.0.1", Server: "s2"}}})
+	h.Record(again)
+	assert.NotContains(t, render(again, h, nil), set.Reason)
+
+	// A thousand pins: the heaviest 50 and how many more; a dry run says would.
+	var many weighter.PinPlan
+	var clients []weighter.Client
+	for i := range 1000 {
+		addr := fmt.Sprintf("10.1.%d.%d", i/250, i%250)
+		many.Pins = append(many.Pins, weighter.Pin{Client: addr, Server: "s2"})
+		clients = append(clients, weighter.Client{Addr: addr, Rate: float64(1000 + i), Conns: 1})
+	}
+	many.Why = []weighter.PinWhy{{Client: "10.1.3.249", To: "s2", Reason: "pin 10.1.3.249 (2 kB/s) to s2, where it sits"}}
+	dry := cycle(now, false, many, clients...)
+	h = NewHistory()
+	h.Record(dry)
+	body = render(dry, h, nil)
+	assert.Equal(t, maxPinRows, strings.Count(body, `<tr><td class="name">10.1.`))
+	assert.Contains(t, body, "and 950 more pinned clients (lighter).")
+	assert.Contains(t, body, ">would pin 10.1.3.249 (2 kB/s) to s2, where it sits<", "the heaviest, in a dry run")
+	assert.NotContains(t, body, ">10.1.0.0<", "the lightest is not listed")
+	assert.Contains(t, body, "dry run: the pins the plan wants; none written")
+
+	// The table's states.
+	for _, tc := range []struct {
+		p    weighter.PinPlan
+		want string
+	}{
+		{weighter.PinPlan{NoTable: true, Reason: "no pin table: backend be has no stick table"},
+			"Clients not pinned: the backend has no pin table. Add these two lines to the backend in HAProxy's configuration and reload it (<code>pin: false</code> silences this):</p>\n" +
+				"<pre class=\"fix\">  stick-table type ip size 100k expire 2h\n  stick match src</pre>"},
+		{weighter.PinPlan{Table: "be", Full: true, Reason: "pin table be full (2 of 2 entries)"},
+			`table <code>be</code>: <span class="bad">full</span>: no new pin (give its stick-table a larger <code>size</code>)`},
+		{weighter.PinPlan{Table: "be", TableErr: "show table be: i/o timeout", Reason: "pin table could not be read: show table be: i/o timeout"},
+			`table <code>be</code>: <span class="bad">not read</span>: show table be: i/o timeout; the pins stay as they were`},
+	} {
+		assert.Contains(t, render(cycle(now, true, tc.p), nil, nil), tc.want)
+	}
+
+	// A backend that does not pin has no section.
+	plain := cycle(now, true, weighter.PinPlan{})
+	plain.Plan.Pins = nil
+	assert.NotContains(t, render(plain, nil, nil), "Pinned clients")
 }
