@@ -50,6 +50,9 @@ type managedBackend struct {
 	fastOff string
 	// dryRun: the backend's cycles plan and export, and apply nothing.
 	dryRun bool
+	// pinNotes say what keeps the backend's clients from being measured
+	// for pinning (pins.go), said once it pins.
+	pinNotes []pinNote
 }
 
 // checker is a target that can verify at start that it exists and accepts
@@ -104,15 +107,21 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*managedBack
 		}
 		bo := o
 		bo.master = client != nil && cfg.SocketOf(&b).Master
+		var notes []pinNote
 		if client != nil {
-			bo.listeners = pinListeners(b, cfg.SocketOf(&b), log.With("backend", b.Name))
+			bo.listeners, notes = pinListeners(b, cfg.SocketOf(&b))
+			if mode, _, _ := b.PinSettings(); mode == config.PinOn {
+				for _, n := range notes { // configured to pin: said at start
+					log.Warn(n.msg, append([]any{"backend", b.Name}, n.attrs...)...)
+				}
+			}
 		}
 		u, err := buildUnit(b, client, log.With("backend", b.Name), bo)
 		if err != nil {
 			closeAll(units)
 			return nil, fmt.Errorf("backend %s: %w", b.Name, err)
 		}
-		u.source, u.dryRun = b.Source, b.DryRun
+		u.source, u.dryRun, u.pinNotes = b.Source, b.DryRun, notes
 		if client != nil {
 			u.socket, u.client = cfg.SocketOf(&b), client
 		}
@@ -172,6 +181,7 @@ func buildUnit(b config.Backend, client *haproxy.Client, log *slog.Logger, o bui
 	u.Backend = a.Backend
 	if a.Fresh != nil {
 		u.fast = newFastUnit(b, a.Fresh, chain, src)
+		u.fast.listeners = o.listeners
 	}
 	askOpenStreams(u)
 	return u, nil

@@ -21,8 +21,11 @@ type fastUnit struct {
 	fresh *weighter.Fresh
 	// chain is an HAProxy backend's readers (package fastsignal); nil for
 	// IPVS's counts.
-	chain    *fastsignal.Chain
-	external weighter.Source // the configured source, which Fresh calibrates with (or falls back to)
+	chain *fastsignal.Chain
+	// listeners are those the chain lists the clients on (pins.go): a
+	// reload that changes them builds a new chain.
+	listeners []netip.AddrPort
+	external  weighter.Source // the configured source, which Fresh calibrates with (or falls back to)
 	// settings is what the Fresh was built from besides the source.
 	settings fastSettings
 	// window is how the calibration window was found.

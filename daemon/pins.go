@@ -2,15 +2,13 @@ package daemon
 
 import (
 	"context"
-	"fmt"
-	"sync"
-	"time"
 	"errors"
-	"io/fs"
-	"log/slog"
+	"fmt"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/config"
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
@@ -22,17 +20,25 @@ import (
 // read for a pinned backend's listeners when haproxy.config_file is not set.
 const defaultHAProxyConfig = "/etc/haproxy/haproxy.cfg"
 
+// pinNote is one thing that keeps a backend's clients from being measured
+// (and pinned): a log line, said once the backend pins (pinLog.notes), or at
+// start for a backend configured with pin.enabled: true.
+type pinNote struct {
+	msg   string
+	attrs []any
+}
+
 // pinListeners returns where backend b's clients connect, which the socket
 // table reader lists them by (the clients pinning chooses from): the
 // backend's pin.listeners, else the binds of the frontends that route to it
 // alone in HAProxy's configuration file (haproxy.config_file, else Debian's
-// default path when it is there). What keeps clients from being measured
-// (no listener found, frontends shared with other backends, binds the
-// socket table cannot read) is said once here, at start and at each reload.
-func pinListeners(b config.Backend, sock haproxy.Config, log *slog.Logger) []netip.AddrPort {
+// default path when it is there), and what keeps clients from being
+// measured (no listener found, frontends shared with other backends, binds
+// the socket table cannot read).
+func pinListeners(b config.Backend, sock haproxy.Config) ([]netip.AddrPort, []pinNote) {
 	mode, _, configured := b.PinSettings()
 	if mode == config.PinOff {
-		return nil
+		return nil, nil
 	}
 	if len(configured) > 0 {
 		var out []netip.AddrPort
@@ -41,45 +47,56 @@ func pinListeners(b config.Backend, sock haproxy.Config, log *slog.Logger) []net
 				out = append(out, ap)
 			}
 		}
-		return out
+		return out, nil
+	}
+	none := func(attrs ...any) []pinNote {
+		return []pinNote{{"clients not measured", append(attrs, "effect", "heavy clients are not pinned", "fix", "set pin.listeners")}}
 	}
 	path := sock.ConfigFile
 	if path == "" {
 		if _, err := os.Stat(defaultHAProxyConfig); err != nil {
-			log.Info("clients not measured", "reason", "no listeners: neither pin.listeners nor haproxy.config_file is set",
-				"effect", "heavy clients are not pinned", "fix", "set pin.listeners or haproxy.config_file (pin: false silences this)")
-			return nil
+			return nil, none("reason", "no listeners: neither pin.listeners nor haproxy.config_file is set")
 		}
 		path = defaultHAProxyConfig
 	}
 	f, err := haproxycfg.Read(path)
 	if err != nil {
-		level := slog.LevelWarn
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			level = slog.LevelInfo
-		}
-		log.Log(nil, level, "clients not measured", "reason", "HAProxy's configuration file not read", "file", path, "err", err,
-			"effect", "heavy clients are not pinned", "fix", "set pin.listeners")
-		return nil
+		return nil, none("reason", "HAProxy's configuration file not read", "file", path, "err", err)
 	}
 	ls, err := f.Listeners(b.Name)
 	if err != nil {
-		log.Warn("clients not measured", "reason", "no listener found", "file", path, "err", err,
-			"effect", "heavy clients are not pinned", "fix", "set pin.listeners")
-		return nil
+		return nil, none("reason", "no listener found", "file", path, "err", err)
 	}
+	var notes []pinNote
 	if len(ls.Shared) > 0 {
-		log.Info("clients of shared frontends not measured", "file", path, "frontends", strings.Join(ls.Shared, "; "),
-			"effect", "their clients are not pinned (the socket table cannot tell which backend a connection went to)")
+		notes = append(notes, pinNote{"clients of shared frontends not measured", []any{"file", path, "frontends", strings.Join(ls.Shared, "; "),
+			"effect", "their clients are not pinned (the socket table cannot tell which backend a connection went to)"}})
 	}
 	if len(ls.Skipped) > 0 {
-		log.Info("clients of some binds not measured", "file", path, "binds", strings.Join(ls.Skipped, "; "))
+		notes = append(notes, pinNote{"clients of some binds not measured", []any{"file", path, "binds", strings.Join(ls.Skipped, "; ")}})
 	}
 	if len(ls.Addrs) == 0 {
-		log.Info("clients not measured", "reason", "no TCP bind routes to the backend alone", "file", path,
-			"effect", "heavy clients are not pinned", "fix", "set pin.listeners")
+		notes = append(notes, none("reason", "no TCP bind routes to the backend alone", "file", path)...)
 	}
-	return ls.Addrs
+	return ls.Addrs, notes
+}
+
+// sayPinNotes logs what keeps the backend's clients from being measured,
+// once the backend pins (its table found), and again only when it changes
+// (a reload): a backend without the table, which may never pin, is not
+// told about its listeners.
+func (l *cycleLog) sayPinNotes(u *managedBackend) {
+	if l.pin.state != "pinning" {
+		return
+	}
+	key := fmt.Sprint(u.pinNotes)
+	if key == l.pin.notes {
+		return
+	}
+	l.pin.notes = key
+	for _, n := range u.pinNotes {
+		l.log.Info(n.msg, n.attrs...)
+	}
 }
 
 // keepPinner hands the new unit of a backend the old unit's Pinner when a
@@ -101,6 +118,7 @@ func keepPinner(old, next *managedBackend) {
 type pinLog struct {
 	state     string // the last state logged: "", "pinning", "no table", "full", "error"
 	untracked bool   // untracked clients were said
+	notes     string // the pin notes said (sayPinNotes)
 	would     string // the dry run's last "would" set, said when it changes
 }
 

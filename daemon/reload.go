@@ -230,7 +230,7 @@ func sameSource(a, b *managedBackend) bool {
 	}
 	// The fast signal and its calibration are part of the source: a unit
 	// that gains or loses it, or changes its settings, starts afresh.
-	if (a.fast == nil) != (b.fast == nil) || (a.fast != nil && a.fast.settings != b.fast.settings) {
+	if (a.fast == nil) != (b.fast == nil) || (a.fast != nil && (a.fast.settings != b.fast.settings || !slices.Equal(a.fast.listeners, b.fast.listeners))) {
 		return false
 	}
 	if a.fast != nil && a.fast.chain == nil {

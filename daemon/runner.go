@@ -176,6 +176,7 @@ func (r *runner) step(ctx context.Context) weighter.Cycle {
 	// Log first: whoever sees the metric or readiness change finds the log line.
 	would := r.cl.cycle(c, end, ready)
 	r.cl.untrackedClients(r.unit)
+	r.cl.sayPinNotes(r.unit)
 	r.last = statuspage.Cycle{Cycle: c, End: end}
 	if r.last.Planned() {
 		r.plan = r.last
