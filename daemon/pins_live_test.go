@@ -609,3 +609,45 @@ func checkPinsFalse(t *testing.T, version string) {
 	t.Logf("HAProxy %s, pin: false: weights %v; %d commands, none about the table", version,
 		testenv.Weights(t, sc.h.Socket, "be"), len(counted.Lines()))
 }
+
+// TestPinsConnsListedWithATable: the socket table reader lists a backend's
+// connections for the Pinner while the backend has a pin table, and stops
+// once a cycle found it has none (every HAProxy backend has a Pinner by
+// default: one without the table would pay the list at every read).
+func TestPinsConnsListedWithATable(t *testing.T) {
+	for _, table := range []bool{true, false} {
+		t.Run(fmt.Sprintf("table %v", table), func(t *testing.T) {
+			sc := startPinScene(t, testenv.DefaultHAProxyVersion, table)
+			on := sc.dial(t, pinHeavies[0], pinHeavyChunk)
+			units, err := Build(sc.config(t, sc.h.Socket, ""), slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			t.Cleanup(func() { closeAll(units) })
+			require.Len(t, units, 1)
+			u := units[0]
+			ctx := testenv.Context(t, 30*time.Second)
+			// Until the heavy's connection is measured (the reader's
+			// second read), then two cycles more.
+			var listed []int
+			testenv.WaitWithin(t, 20*time.Second, "three cycles with the heavy measured", func() bool {
+				time.Sleep(200 * time.Millisecond) // a read spanning some of its traffic
+				c := u.CheckedCycle(ctx, time.Now(), false)
+				require.NoError(t, c.Err)
+				if c.Signal == nil || !(c.Signal.Servers[on].Local > 0) {
+					return false
+				}
+				require.NotNil(t, c.Plan.Pins)
+				require.Equal(t, !table, c.Plan.Pins.NoTable)
+				listed = append(listed, len(c.Signal.Sessions))
+				return len(listed) == 3
+			})
+			t.Logf("table %v: connections listed at each cycle: %v", table, listed)
+			for i, n := range listed[1:] {
+				if table {
+					assert.Equal(t, 1, n, "cycle %d: the heavy's connection listed", i+2)
+				} else {
+					assert.Zero(t, n, "cycle %d: connections listed without a pin table", i+2)
+				}
+			}
+		})
+	}
+}
