@@ -480,9 +480,12 @@ func TestPinsLiveWhereTheySit(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			t.Parallel()
 			sc := startPinScene(t, version, true)
+			// Rates 400 and 250 kB/s: the Pinner tells where a client
+			// sits by its rate, and cannot tell two clients of one rate
+			// apart (they may be taken for each other).
 			sits := map[string]string{}
-			for _, hv := range pinHeavies {
-				sits[hv] = sc.dial(t, hv, pinHeavyChunk)
+			for i, hv := range pinHeavies {
+				sits[hv] = sc.dial(t, hv, pinHeavyChunk-3000*i)
 			}
 			require.NotEqual(t, sits[pinHeavies[0]], sits[pinHeavies[1]], "leastconn placed both heavies on one server")
 			for _, l := range pinLights[:2] {
