@@ -242,14 +242,20 @@ func (sc *pinScene) command(t *testing.T, cmd string) {
 	require.Empty(t, strings.TrimSpace(testenv.Command(t, sc.h.Socket, cmd)), cmd)
 }
 
-// pinConfig is the daemon's configuration of backend be behind the scene's
+// config is the daemon's configuration of backend be behind the scene's
 // HAProxy: its socket (or socket, a CommandCounter in front of it), its
 // configuration file (where the daemon finds the listeners whose clients
 // it measures), a cycle every 500 ms; extra ends the backend.
 func (sc *pinScene) config(t *testing.T, socket, extra string) *config.Config {
 	t.Helper()
-	yml := fmt.Sprintf("listen: \"\"\ninterval: 500ms\ntimeout: 2s\njitter: 0\nhaproxy: {socket: %s, config_file: %s}\n"+
-		"backends:\n  - name: be\n    source: {haproxy: {counter: bytes_in}}\n%s", socket, sc.h.Config, extra)
+	return sc.configWith(t, fmt.Sprintf("{socket: %s, config_file: %s}", socket, sc.h.Config), extra)
+}
+
+// configWith is config with the haproxy block given.
+func (sc *pinScene) configWith(t *testing.T, haproxy, extra string) *config.Config {
+	t.Helper()
+	yml := fmt.Sprintf("listen: \"\"\ninterval: 500ms\ntimeout: 2s\njitter: 0\nhaproxy: %s\n"+
+		"backends:\n  - name: be\n    source: {haproxy: {counter: bytes_in}}\n%s", haproxy, extra)
 	cfg, err := config.Parse("pin.yml", []byte(yml), nil)
 	require.NoError(t, err)
 	return cfg
@@ -469,8 +475,8 @@ func checkPinsLive(t *testing.T, version string) {
 }
 
 // TestPinsLiveWhereTheySit: on every HAProxy version, two heavy clients
-// that leastconn placed on two servers, lights on the others: the daemon
-// pins each where it sits (a pin elsewhere would move it at its next
+// that leastconn placed on two servers, lights on the others, the clients
+// measured on pin.listeners: the daemon pins each where it sits (a pin elsewhere would move it at its next
 // reconnect, for nothing). On the socket table's reader the Pinner learns
 // where a client sits from the connections the reader lists, which it
 // listed for a shedding backend only: every heavy sat nowhere known and
@@ -497,7 +503,9 @@ func TestPinsLiveWhereTheySit(t *testing.T) {
 					t.Logf("daemon's log:\n%s", logs.String())
 				}
 			}()
-			runDaemon(t, New(sc.config(t, sc.h.Socket, ""), Options{Log: pinDebugLog(&logs)}))
+			// The listeners from pin.listeners, not HAProxy's file.
+			cfg := sc.configWith(t, "{socket: "+sc.h.Socket+"}", "    pin: {listeners: [\""+sc.front+"\"]}\n")
+			runDaemon(t, New(cfg, Options{Log: pinDebugLog(&logs)}))
 			var table map[string]string
 			testenv.WaitWithin(t, 30*time.Second, "both heavies pinned", func() bool {
 				table = sc.table(t)
