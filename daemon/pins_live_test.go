@@ -560,8 +560,8 @@ func runPinDaemon(t *testing.T, cfg *config.Config, logs *testenv.SyncBuffer) fu
 	}
 }
 
-// weightsWritten waits until the daemon wrote weights (the heavy client's
-// server below the others), then for five more cycles.
+// weightsWritten waits until the daemon wrote weights (one moved off the
+// configured 100), then for five more cycles.
 func weightsWritten(t *testing.T, sc *pinScene, cycles func() float64) {
 	t.Helper()
 	testenv.WaitWithin(t, 30*time.Second, "weights written", func() bool {
