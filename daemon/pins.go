@@ -113,6 +113,21 @@ func keepPinner(old, next *managedBackend) {
 	}
 }
 
+// listConnsForPins has the socket table reader list the backend's
+// connections for the Pinner (where each heavy client sits) only while the
+// backend has a pin table: every HAProxy backend has a Pinner by default,
+// and one without the table would pay a list of its connections at every
+// read for nothing. Until a cycle has read the table, they are listed; a
+// table that appears (a reload of HAProxy added it) has them listed from
+// the next cycle on. A cycle that planned no pins (it failed before) leaves
+// it as it was.
+func listConnsForPins(u *managedBackend, c weighter.Cycle) {
+	if u.fast == nil || u.fast.chain == nil || u.Backend.Pinner == nil || c.Plan.Pins == nil {
+		return
+	}
+	u.fast.chain.SetPinning(!c.Plan.Pins.NoTable)
+}
+
 // pinLog is what a backend's log said of its pins, so that it says each
 // state once.
 type pinLog struct {

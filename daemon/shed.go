@@ -10,10 +10,14 @@ import (
 )
 
 // askOpenStreams has the unit's HAProxy fast reader list the open streams
-// with their rates only when the backend sheds: nothing else reads them.
+// with their rates only when the backend sheds: nothing else reads them
+// but the Pinner, which learns where each heavy client sits from the
+// socket table's connections (listed when it pins, their streams not
+// looked up).
 func askOpenStreams(u *managedBackend) {
 	if u.fast != nil && u.fast.chain != nil {
 		u.fast.chain.SetShedder(u.Backend.Shedder)
+		u.fast.chain.SetPinning(u.Backend.Pinner != nil)
 	}
 }
 

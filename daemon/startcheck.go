@@ -34,7 +34,9 @@ func (u *managedBackend) CheckedCycle(ctx context.Context, now time.Time, apply 
 	if err := u.StartCheck(ctx); err != nil {
 		return checkFailed(u.Backend.Name, now, apply, err)
 	}
-	return weighter.RunCycle(ctx, u.Backend, now, apply)
+	c := weighter.RunCycle(ctx, u.Backend, now, apply)
+	listConnsForPins(u, c)
+	return c
 }
 
 // checkFailed is the cycle of a backend whose start check failed: a target

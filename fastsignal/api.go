@@ -92,6 +92,20 @@ func (c *Chain) SetShedder(sh *weighter.Shedder) {
 	}
 }
 
+// SetPinning has the socket table reader list the open connections with
+// their rates when the backend pins (on), as it does when it sheds: the
+// Pinner learns where each heavy client sits by matching the client's rate
+// to them. Without, every client sits nowhere known: a heavy client is
+// pinned wherever the projection puts it (not where it sits, within
+// min_gain), and its load counted on its server as well. The connections
+// are in the read already (no stream is looked up, no `show sess` made);
+// the sessions reader, whose listing is costly, is not asked.
+func (c *Chain) SetPinning(on bool) {
+	if c.kernel != nil {
+		c.kernel.pins.Store(on)
+	}
+}
+
 // ListsOpen reports whether the chain's readers list the open streams (the
 // backend sheds: SetShedder).
 func (c *Chain) ListsOpen() bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -257,6 +258,9 @@ type kernelReader struct {
 	log    *slog.Logger
 	// shedder is the unit's Shedder while the backend sheds (askOpenStreams).
 	shedder atomic.Pointer[weighter.Shedder]
+	// pins: the backend pins (SetPinning): without a Shedder, its
+	// connections are listed with their server and rate alone.
+	pins atomic.Bool
 
 	// master: the socket is the master CLI, which reaches every worker,
 	// old ones included (`@!<pid>`).
@@ -358,10 +362,28 @@ func (k *kernelReader) ReadLocal(ctx context.Context, servers []weighter.ServerS
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.visible = last.Matched > 0
-	if sh := k.shedder.Load(); sh != nil {
+	switch sh := k.shedder.Load(); {
+	case sh != nil:
 		out.Open = k.open(ctx, last, sh)
+	case k.pins.Load():
+		out.Open = k.measured(last)
 	}
 	return out, nil
+}
+
+// measured lists the read's measured connections with their server and
+// rate alone, for the Pinner: the kernel does not tie a client socket to a
+// server socket, so it learns where a heavy client sits by matching the
+// client's rate to them. A connection without a rate matches no client;
+// no stream is looked up (that is the shed planner's, to close one).
+func (k *kernelReader) measured(r sockdiag.TableReading) []weighter.ShedSession {
+	out := make([]weighter.ShedSession, 0, len(r.Conns))
+	for _, c := range r.Conns {
+		if rate := k.rate(c); rate > 0 && !math.IsInf(rate, 0) {
+			out = append(out, weighter.ShedSession{Server: c.Server, Rate: rate})
+		}
+	}
+	return out
 }
 
 // sees reports whether r's last read found one of HAProxy's connections

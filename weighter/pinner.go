@@ -288,8 +288,9 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 
 	mean, n := pinMean(bins)
 	meanFactor := pinMeanFactor(bins)
+	heavyMean := pinHeavyMean(bins, n)
 	heavy := func(c Client) bool {
-		return n > 0 && mean > 0 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor >= pn.p.Heavy*mean
+		return n > 0 && mean > 0 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor >= pn.p.Heavy*heavyMean
 	}
 	// spread: a client whose several connections together carry more than
 	// a server's mean load (many users behind one NAT address, a client
@@ -795,6 +796,27 @@ func pinMean(bins []pinBin) (float64, int) {
 		return 0, n
 	}
 	return sum / float64(n), n
+}
+
+// pinHeavyMean is what a client is heavy against: the load of every server
+// with data spread over the n that may take new pins, what each carries
+// once the clients of those that cannot (drained, weight 0) have
+// reconnected elsewhere. It is their mean when every server can take a pin.
+// Against the pinnable servers' own mean, an operator's drain of the server
+// holding the heavy clients made the light clients elsewhere heavy: a
+// backend of 2 kB/s clients beside two of 400 kB/s pinned every light one
+// when the heavies' server was set to weight 0.
+func pinHeavyMean(bins []pinBin, n int) float64 {
+	sum := 0.0
+	for _, b := range bins {
+		if validLoad(b.load) {
+			sum += b.load
+		}
+	}
+	if n == 0 || isInf(sum) {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // pinMeanFactor is the mean calibration factor of the servers that may take
