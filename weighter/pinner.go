@@ -297,15 +297,15 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	// pool) is better spread by the weights, connection by connection,
 	// than pinned whole to one server it would make the hottest.
 	spread := func(c Client) bool {
-		return c.Conns > 1 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor > mean
+		return c.Conns > 1 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor > heavyMean
 	}
 	clients := pinClients(in.Clients, cur, heavy)
 	nSpread := 0
 	for _, c := range sortedKeys(cur) {
-		if cl, ok := clients[c]; ok && n > 0 && mean > 0 && spread(cl) {
+		if cl, ok := clients[c]; ok && n > 0 && heavyMean > 0 && spread(cl) {
 			if _, ok := inTable[c]; ok || !known {
 				clearOne(c, PinWhy{Client: c, From: cur[c], Rate: cl.Rate, Reason: fmt.Sprintf(
-					"clear the pin of %s on %s: its %d connections carry %s× the mean server load, spread by the weights", c, cur[c], cl.Conns, shortRatio(cl.Rate*meanFactor/mean))})
+					"clear the pin of %s on %s: its %d connections carry %s× the mean server load, spread by the weights", c, cur[c], cl.Conns, shortRatio(cl.Rate*meanFactor/heavyMean))})
 			}
 			delete(cur, c)
 			delete(pn.pins, c)
