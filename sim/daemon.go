@@ -49,7 +49,70 @@ type simTarget struct {
 var (
 	_ weighter.Target        = (*simTarget)(nil)
 	_ weighter.SessionCloser = (*simTarget)(nil)
+	_ weighter.PinTarget     = (*simTarget)(nil)
 )
+
+// pinTableSize is the model's stick table's size (`size 100k`, as
+// docs and the reference configuration declare it).
+const pinTableSize = 102400
+
+// Pins reads the backend's stick table, as `show table` lists it: every
+// entry with the server it names, by client address; an error wrapping
+// weighter.ErrNoPinTable when the backend has none.
+func (t *simTarget) Pins(context.Context) (weighter.PinTable, error) {
+	if t.b.pins == nil {
+		return weighter.PinTable{}, fmt.Errorf("backend %s: %w", simBackend, weighter.ErrNoPinTable)
+	}
+	out := weighter.PinTable{Name: simBackend, Size: pinTableSize, Used: len(t.b.pins)}
+	clients := make([]int, 0, len(t.b.pins))
+	for c := range t.b.pins {
+		clients = append(clients, c)
+	}
+	slices.Sort(clients)
+	for _, c := range clients {
+		out.Pins = append(out.Pins, weighter.Pin{Client: clientIP(c), Server: t.b.servers[t.b.pins[c]].name})
+	}
+	return out, nil
+}
+
+// SetWeightsAndPins writes, as HAProxy takes one batch, pins.Clear (`clear
+// table … key`), then the weights, then pins.Set (`set table … data.server_id`):
+// a write HAProxy would refuse fails alone (an unknown client address or
+// server, a full table), the others are written.
+func (t *simTarget) SetWeightsAndPins(ctx context.Context, changes []weighter.Change, pins weighter.PinChanges) error {
+	var errs []error
+	if t.b.pins == nil && !pins.Empty() {
+		errs = append(errs, fmt.Errorf("backend %s: %w", simBackend, weighter.ErrNoPinTable))
+		pins = weighter.PinChanges{}
+	}
+	for _, addr := range pins.Clear {
+		c, ok := parseClientIP(addr)
+		if !ok {
+			errs = append(errs, &weighter.PinError{Client: addr, Err: errors.New("not a client address of the model")})
+			continue
+		}
+		delete(t.b.pins, c) // clearing a missing key is no error, as in HAProxy
+	}
+	if err := t.SetWeights(ctx, changes); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range pins.Set {
+		c, ok := parseClientIP(p.Client)
+		i := serverIndex(t.b.servers, p.Server)
+		_, had := t.b.pins[c]
+		switch {
+		case !ok:
+			errs = append(errs, &weighter.PinError{Client: p.Client, Err: errors.New("not a client address of the model")})
+		case i < 0:
+			errs = append(errs, &weighter.PinError{Client: p.Client, Err: fmt.Errorf("no server %q", p.Server)})
+		case !had && len(t.b.pins) >= pinTableSize:
+			errs = append(errs, &weighter.PinError{Client: p.Client, Err: weighter.ErrPinTableFull})
+		default:
+			t.b.pins[c] = i
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Servers lists every server, as `show servers state` would.
 func (t *simTarget) Servers(context.Context) ([]weighter.ServerState, error) {
@@ -127,10 +190,26 @@ func connID(s weighter.ShedSession) (int, bool) {
 	return int(n) - 1, true
 }
 
-// clientAddress is a client's source address: one IP per client (arrival),
-// so that the shed cooldown, which is per IP, follows the client.
+// clientAddress is a client's source address and port: one IP per client
+// (arrival), so that the shed cooldown, which is per IP, and a pin follow
+// the client.
 func clientAddress(client, id int) string {
-	return fmt.Sprintf("10.%d.%d.%d:%d", client>>16&255, client>>8&255, client&255, 1024+id%60000)
+	return fmt.Sprintf("%s:%d", clientIP(client), 1024+id%60000)
+}
+
+// clientIP is a client's IP address (what a stick table of type ip keys on).
+func clientIP(client int) string {
+	return fmt.Sprintf("10.%d.%d.%d", client>>16&255, client>>8&255, client&255)
+}
+
+// parseClientIP is the client of an address clientIP made.
+func parseClientIP(addr string) (int, bool) {
+	var a, b, c, d int
+	if n, err := fmt.Sscanf(addr, "%d.%d.%d.%d", &a, &b, &c, &d); err != nil || n != 4 || a != 10 ||
+		b < 0 || b > 255 || c < 0 || c > 255 || d < 0 || d > 255 || clientIP(b<<16|c<<8|d) != addr {
+		return 0, false
+	}
+	return b<<16 | c<<8 | d, true
 }
 
 // fastRead is one read of a server's fast signal on one balancer.
@@ -157,6 +236,9 @@ type simReader struct {
 	keep   float64 // reads kept per server, seconds
 	lag    bool    // LagSessions
 	open   bool    // list the open connections (the daemon does with a shed block)
+	// clients lists the clients, each address's rate and connections (the
+	// daemon's kernel reader does for a backend that pins).
+	clients bool
 
 	reads  [][]fastRead // per server, oldest first
 	lastAt float64      // the previous read's time, -1 before the first
@@ -216,6 +298,9 @@ func (r *simReader) ReadLocal(_ context.Context, servers []weighter.ServerState)
 	}
 	if r.open {
 		out.Open = r.openSessions(now)
+	}
+	if r.clients {
+		out.Clients = r.clientRates()
 	}
 	r.lastAt = now
 	r.published = append(r.published, pub)
@@ -335,6 +420,49 @@ func (r *simReader) openSessions(now float64) []weighter.ShedSession {
 		id, serial := sessionOf(d.id)
 		out = append(out, weighter.ShedSession{ID: id, Serial: serial, Server: b.servers[c.server].name,
 			Client: clientAddress(r.lb.client[d.id], d.id), Age: seconds2d(now - r.lb.since[d.id]), Rate: rate})
+	}
+	return out
+}
+
+// clientRates are the balancer's clients with open connections, by
+// address: each one's connections and the sum of their rates in bytes/s as
+// the kernel reader measures them, two reads of a socket's totals apart (a
+// connection new since the previous read has none yet; a client all of whose
+// connections are new has NaN).
+func (r *simReader) clientRates() []weighter.Client {
+	b := r.lb.b
+	type agg struct {
+		rate     float64
+		conns    int
+		measured bool
+	}
+	by := map[int]*agg{}
+	for _, d := range b.departing {
+		c := b.conns[d.id]
+		a := by[c.client]
+		if a == nil {
+			a = &agg{}
+			by[c.client] = a
+		}
+		a.conns++
+		if r.lastAt >= 0 && r.lb.since[d.id] <= r.lastAt+1e-9 {
+			a.rate += c.rate * bytesPerLine
+			a.measured = true
+		}
+	}
+	ids := make([]int, 0, len(by))
+	for c := range by {
+		ids = append(ids, c)
+	}
+	slices.Sort(ids)
+	out := make([]weighter.Client, 0, len(ids))
+	for _, c := range ids {
+		a := by[c]
+		rate := a.rate
+		if !a.measured {
+			rate = math.NaN()
+		}
+		out = append(out, weighter.Client{Addr: clientIP(c), Rate: rate, Conns: a.conns})
 	}
 	return out
 }

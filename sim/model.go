@@ -384,7 +384,11 @@ func (m *model) advance(t float64) error {
 func (m *model) place(k, client int, now, end float64) {
 	a := m.str.arrivals[client]
 	lb := m.lbs[k]
-	lb.b.open(a.rateAt(now), end, now)
+	if a.Server > 0 && now == a.At { // a fixed client, where it was at the start
+		lb.b.openOn(a.Server-1, client, a.rateAt(now), end, now)
+	} else {
+		lb.b.open(client, a.rateAt(now), end, now)
+	}
 	id := len(lb.b.conns) - 1
 	if a.DriftAt > now && a.DriftAt < end {
 		lb.b.scheduleDrift(id, a.DriftAt, a.rateAt(a.DriftAt))
@@ -408,6 +412,9 @@ func (m *model) restart(ev Event, now float64) {
 	lb := m.lbs[ev.Balancer]
 	for i := range lb.b.servers {
 		lb.b.setWeight(i, initialWeight)
+	}
+	if lb.b.pins != nil && !ev.Peers { // the stick table lives in the process
+		clear(lb.b.pins)
 	}
 	var open []int
 	for _, d := range lb.b.departing {

@@ -1,0 +1,148 @@
+package sim
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/haproxy-weighter/haproxy-weighter/internal/testenv"
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
+)
+
+// placeClient opens n connections of client (rate 1, never ending) and
+// returns the servers' names in the order they were picked.
+func placeClient(b *backend, client, n int) []string {
+	var out []string
+	for range n {
+		b.open(client, 1, 1e9, 0)
+		out = append(out, b.servers[b.conns[len(b.conns)-1].server].name)
+	}
+	return out
+}
+
+// TestStickMatchBeatsDrainAndWeightZero: a client with an entry in the
+// stick table goes to its server even drained (weight 0), as HAProxy's
+// persistence rule does (checked by hand on 2.6 and 3.4); a client without
+// one is balanced by leastconn and the weights; an entry naming a server
+// that is down is ignored.
+func TestStickMatchBeatsDrainAndWeightZero(t *testing.T) {
+	b := newBackend(3, initialWeight, pickLeastconn)
+	b.pins = map[int]int{5: 2}
+	b.setWeight(2, 0)
+	assert.Equal(t, []string{"s3", "s3", "s3"}, placeClient(b, 5, 3), "the pinned client, on its drained server")
+	assert.Equal(t, []string{"s1", "s2", "s1", "s2"}, placeClient(b, 7, 4), "another client: leastconn over the weighted servers")
+	assert.Equal(t, 3, b.stuck)
+	b.servers[2].up = false
+	assert.Equal(t, []string{"s1"}, placeClient(b, 5, 1), "the entry names a server that is down: balanced")
+
+	plain := newBackend(3, initialWeight, pickLeastconn)
+	plain.setWeight(2, 0)
+	assert.Equal(t, []string{"s1", "s2"}, placeClient(plain, 5, 2), "no stick table: the weights alone")
+}
+
+// TestSimTargetPins: the model's backend is a weighter.PinTarget; one batch
+// clears, then writes the weights, then sets, and a write HAProxy would
+// refuse fails alone as a *weighter.PinError.
+func TestSimTargetPins(t *testing.T) {
+	ctx := context.Background()
+	b := newBackend(3, initialWeight, pickLeastconn)
+	none := &simTarget{b: b}
+	_, err := none.Pins(ctx)
+	require.ErrorIs(t, err, weighter.ErrNoPinTable)
+	require.ErrorIs(t, none.SetWeightsAndPins(ctx, nil, weighter.PinChanges{Set: []weighter.Pin{{Client: "10.0.0.5", Server: "s1"}}}), weighter.ErrNoPinTable)
+
+	b.pins = map[int]int{}
+	tg := &simTarget{b: b}
+	require.NoError(t, tg.SetWeightsAndPins(ctx, nil, weighter.PinChanges{Set: []weighter.Pin{
+		{Client: "10.0.0.5", Server: "s1"}, {Client: "10.0.1.2", Server: "s2"}}}))
+	err = tg.SetWeightsAndPins(ctx, []weighter.Change{{Server: "s3", Weight: 0}}, weighter.PinChanges{
+		Clear: []string{"10.0.0.5"},
+		Set:   []weighter.Pin{{Client: "10.0.0.9", Server: "s3"}, {Client: "10.0.0.7", Server: "s9"}, {Client: "192.0.2.1", Server: "s1"}},
+	})
+	var pe *weighter.PinError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "10.0.0.7", pe.Client, "the first refused write: an unknown server")
+	assert.ErrorContains(t, err, "192.0.2.1")
+	assert.Equal(t, 0, b.servers[2].weight, "the weights of the batch are written")
+	got, err := tg.Pins(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, weighter.PinTable{Name: simBackend, Size: pinTableSize, Used: 2, Pins: []weighter.Pin{
+		{Client: "10.0.0.9", Server: "s3"}, {Client: "10.0.1.2", Server: "s2"}}}, got)
+	assert.Equal(t, []string{"s3"}, placeClient(b, 9, 1), "pinned in the batch that drained its server")
+}
+
+// TestRestartEmptiesPinTable: a restart of HAProxy empties its stick table
+// (entries live in the process); a reload with a peers section keeps it.
+func TestRestartEmptiesPinTable(t *testing.T) {
+	for _, peers := range []bool{false, true} {
+		sc := LongLivedScenario()
+		sc.Duration, sc.Warmup = 2*time.Minute, 0
+		sc.Events = []Event{{At: time.Minute, Kind: EventRestart, Peers: peers}}
+		str := newStream(sc)
+		m, err := newModel(sc, Pipeline{Name: "leastconn", Kind: KindLeastconn}, str, owners(sc, str))
+		require.NoError(t, err)
+		m.lbs[0].b.pins = map[int]int{3: 1, 4: 2}
+		_, err = m.run()
+		require.NoError(t, err)
+		if peers {
+			assert.Len(t, m.lbs[0].b.pins, 2, "a reload with peers keeps the table")
+		} else {
+			assert.Empty(t, m.lbs[0].b.pins, "a restart starts with an empty table")
+		}
+	}
+}
+
+// TestReaderListsClients: the fast reader lists each client address once,
+// its connections and the sum of their rates in bytes/s; a connection new
+// since the previous read has no rate yet, a client with only new ones NaN.
+func TestReaderListsClients(t *testing.T) {
+	sc := DefaultScenario()
+	lb := &balancer{b: newBackend(2, initialWeight, pickLeastconn)}
+	m := &model{sc: sc, signal: SignalLive}
+	r := newSimReader(m, lb, Pipeline{})
+	r.clients = true
+	open := func(client int, rate float64) {
+		lb.b.open(client, rate, 1e9, m.now)
+		lb.since = append(lb.since, m.now)
+		lb.client = append(lb.client, client)
+	}
+	open(1, 10)
+	open(1, 20)
+	open(258, 5)
+	read := func() []weighter.Client {
+		got, err := r.ReadLocal(context.Background(), testenv.Servers("s1", "s2"))
+		require.NoError(t, err)
+		return got.Clients
+	}
+	first := read()
+	require.Len(t, first, 2)
+	assert.True(t, math.IsNaN(first[0].Rate) && math.IsNaN(first[1].Rate), "nothing measured at the first read")
+	m.now = 2
+	open(1, 40)
+	open(7, 1)
+	got := read()
+	require.Len(t, got, 3)
+	assert.True(t, math.IsNaN(got[1].Rate), "client 7: only a new connection")
+	got[1].Rate = 0
+	assert.Equal(t, []weighter.Client{
+		{Addr: "10.0.0.1", Rate: 30 * bytesPerLine, Conns: 3},
+		{Addr: "10.0.0.7", Conns: 1},
+		{Addr: "10.0.1.2", Rate: 5 * bytesPerLine, Conns: 1},
+	}, got, "client 1: its two older connections' rates, the new one counted but not measured")
+}
+
+func TestClientIPRoundTrip(t *testing.T) {
+	for _, c := range []int{0, 1, 255, 256, 70000, 1<<24 - 1} {
+		got, ok := parseClientIP(clientIP(c))
+		assert.True(t, ok)
+		assert.Equal(t, c, got)
+	}
+	for _, bad := range []string{"", "10.0.0", "10.0.0.256", "11.0.0.1", "10.0.0.01", "10.0.0.1:80", "::1"} {
+		_, ok := parseClientIP(bad)
+		assert.False(t, ok, bad)
+	}
+}
