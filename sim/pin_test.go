@@ -146,3 +146,19 @@ func TestClientIPRoundTrip(t *testing.T) {
 		assert.False(t, ok, bad)
 	}
 }
+
+func TestCarbonScenarioFile(t *testing.T) {
+	sc, err := LoadScenario("../examples/scenarios/pin/carbon.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, CarbonScenario(), sc)
+	str := newStream(sc)
+	require.Len(t, str.arrivals, 8, "the fixed clients alone")
+	m, err := newModel(sc, Pipeline{Name: "leastconn", Kind: KindLeastconn}, str, owners(sc, str))
+	require.NoError(t, err)
+	require.NoError(t, m.advance(0))
+	var loads []float64
+	for _, s := range m.lbs[0].b.servers {
+		loads = append(loads, s.load)
+	}
+	assert.Equal(t, []float64{4000, 260, 190, 140}, loads, "both 2,000/s relays on s1, the others where leastconn left them")
+}

@@ -70,6 +70,9 @@ type ShedFigures struct {
 	// WhaleRecovery is, per whale, the seconds from its arrival until the first
 	// 10 s window (after it) in which its server was under 1.5 × the mean (nil: not while it lived).
 	WhaleRecovery []*float64 `json:"whale_recovery_seconds"`
+	// LinesLost is what was in flight at the sheds (bytesInFlight), in
+	// lines: what a client that does not resend loses.
+	LinesLost float64 `json:"-"`
 }
 
 func (m *model) initShed() {
@@ -182,6 +185,7 @@ func (m *model) shedFigures() *ShedFigures {
 	}
 	out.PerHourPerServer = float64(out.Sheds) / hours / float64(m.sc.Servers)
 	for _, b := range m.shed.bytes {
+		out.LinesLost += b / bytesPerLine
 		out.BytesInFlightMean += b / float64(len(m.shed.bytes))
 		out.BytesInFlightMax = math.Max(out.BytesInFlightMax, b)
 	}
@@ -283,6 +287,8 @@ type ShedCell struct {
 	// it (burstHerd), mean over the bursts and seeds, and the most in any;
 	// NaN without bursts.
 	Herd, HerdWorst float64
+	// LostPerHour is the lines in flight at the sheds, per hour (mean over seeds).
+	LostPerHour float64
 	// SeedP50 and SeedP90 are each seed's figures, in the order of the seeds:
 	// how far one seed is from another is what a few seeds can decide.
 	SeedP50, SeedP90 []float64
@@ -355,6 +361,7 @@ func CompareShed(scenarios []Scenario, seeds []uint64, pipelines []Pipeline) (*S
 					c.MaxPerHour = math.Max(c.MaxPerHour, s.MaxPerHourOneServer)
 					c.BytesMean += s.BytesInFlightMean * w
 					c.BytesMax = math.Max(c.BytesMax, s.BytesInFlightMax)
+					c.LostPerHour += s.LinesLost / (sc.Duration - sc.Warmup).Hours() * w
 				}
 			}
 		}
