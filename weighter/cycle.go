@@ -34,6 +34,9 @@ type Weigher struct {
 	// Shedder, when set, plans session shedding each cycle from the fast
 	// signal's per-session rates; the Target must be a SessionCloser.
 	Shedder *Shedder
+	// Pinner, when set, plans the pins of the backend's heavy clients each
+	// cycle; it acts when the Target is a PinTarget.
+	Pinner *Pinner
 }
 
 // Cycle is the outcome of one RunCycle.
@@ -79,6 +82,15 @@ func runCycle(ctx context.Context, b *Weigher, now time.Time, apply bool, c *Cyc
 		return ResultTargetError, fmt.Errorf("read servers: %w", err)
 	}
 	c.Servers = servers
+	pt, pins := b.Target.(PinTarget)
+	pins = pins && b.Pinner != nil
+	var table PinTable
+	var tableErr error
+	if pins {
+		// After the servers, so that every pin the table names can be
+		// matched to a server of this read.
+		table, tableErr = pt.Pins(ctx)
+	}
 	fetchCtx, cancel := keepForWrite(ctx)
 	var loads Loads
 	if ss, ok := b.Source.(SignalSource); ok {
@@ -98,11 +110,21 @@ func runCycle(ctx context.Context, b *Weigher, now time.Time, apply bool, c *Cyc
 		// The plan (every server without data, held) stays for once to print.
 		return ResultSourceError, err
 	}
+	if pins {
+		c.Plan.Pins = planPins(b, now, c.Plan, servers, c.Signal, table, tableErr)
+	}
 	if b.Shedder != nil {
 		c.Plan.Shed = planSheds(b, now, c.Plan, c.Signal)
 	}
 	if c.Plan.Hold {
-		// A held plan changes nothing; the Controller already said why.
+		// A held plan changes no weight; the Controller already said why.
+		// Its pins' withdrawals still happen: a drained server must lose
+		// its pins whatever the loads.
+		if apply && c.Plan.Pins != nil && !c.Plan.Pins.Changes.Empty() {
+			if err := pt.SetWeightsAndPins(ctx, nil, c.Plan.Pins.Changes); err != nil {
+				return ResultTargetError, fmt.Errorf("write pins: %w", err)
+			}
+		}
 		return ResultSkippedCoverage, nil
 	}
 	if !apply {
@@ -111,11 +133,22 @@ func runCycle(ctx context.Context, b *Weigher, now time.Time, apply bool, c *Cyc
 		return ResultOK, nil
 	}
 	changes := c.Plan.Changes()
-	if len(changes) == 0 {
+	var pinChanges PinChanges
+	if c.Plan.Pins != nil {
+		pinChanges = c.Plan.Pins.Changes
+	}
+	if len(changes) == 0 && pinChanges.Empty() {
 		b.Controller.Commit(nil)
 		return closeSheds(ctx, b, c)
 	}
-	err = b.Target.SetWeights(ctx, changes)
+	what := "weights"
+	if pins {
+		// One batch: the pins cleared, the weights, the pins set.
+		err = pt.SetWeightsAndPins(ctx, changes, pinChanges)
+		what = "weights and pins"
+	} else {
+		err = b.Target.SetWeights(ctx, changes)
+	}
 	c.Written = accepted(changes, err)
 	b.Controller.Commit(c.Written)
 	var unconfirmed *UnconfirmedError
@@ -123,8 +156,8 @@ func runCycle(ctx context.Context, b *Weigher, now time.Time, apply bool, c *Cyc
 		b.Controller.Sent(unconfirmed.Sent)
 	}
 	if err != nil {
-		c.Plan.Shed.cancel("the weights were not all written")
-		return ResultTargetError, fmt.Errorf("write weights: %w", err)
+		c.Plan.Shed.cancel("the " + what + " were not all written")
+		return ResultTargetError, fmt.Errorf("write %s: %w", what, err)
 	}
 	return closeSheds(ctx, b, c)
 }
@@ -270,6 +303,8 @@ func perServer(err error, failed map[string]bool) bool {
 	case *ServerError:
 		failed[e.Server] = true
 		return true
+	case *PinError:
+		return true // a pin's write, which fails no weight
 	case interface{ Unwrap() []error }:
 		all := true
 		for _, leaf := range e.Unwrap() {

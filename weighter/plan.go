@@ -52,6 +52,9 @@ type Plan struct {
 	// Shed is the cycle's session shedding, for a backend that sheds: the
 	// sessions to close after the weights are written, or why none.
 	Shed *ShedPlan `json:"shed,omitempty"`
+	// Pins is the cycle's pinning of heavy clients, for a backend that
+	// pins: the pins wanted, the table writes, and why.
+	Pins *PinPlan `json:"pins,omitempty"`
 }
 
 // ServerPlan is one server's line of a Plan.

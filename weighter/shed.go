@@ -137,6 +137,14 @@ type ShedInput struct {
 	DataAge, MaxAge time.Duration
 	// Unit names the rates in reasons ("bytes/s"); "" = "/s".
 	Unit string
+	// Pins, for a backend that pins its heavy clients, are the pins in
+	// force once this cycle's batch is written: client IP → server (nil
+	// when the backend does not pin). A close of a session whose client is
+	// pinned elsewhere is a move to a chosen server, not a lottery: the
+	// guards that keep a shed from moving the problem (max_share, the
+	// room on the least loaded server, the per-address cooldown) give way
+	// to one check, that the move lowers the busier of the two servers.
+	Pins map[string]string
 }
 
 // Shed is one session to close.
@@ -146,6 +154,9 @@ type Shed struct {
 	After   float64     `json:"after"`  // … and after the planned sheds, as predicted
 	Cycles  int         `json:"cycles"` // cycles the server was hot
 	Reason  string      `json:"reason"`
+	// To is the server the client's pin sends it to ("" when not pinned:
+	// it lands by the weights).
+	To string `json:"to,omitempty"`
 }
 
 // DryRun is the shed's reason as a dry run reports it.
@@ -259,20 +270,26 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 		plan.Reason = strings.Join(why, "; ")
 		return plan
 	}
-	budget := s.p.MaxPerMinute - len(s.recent)
+	budget, pinnedOnly := s.p.MaxPerMinute-len(s.recent), false
 	if budget <= 0 {
 		plan.Reason = fmt.Sprintf("%d sessions closed in the last minute (max_per_minute %d)", len(s.recent), s.p.MaxPerMinute)
 		return plan
 	}
 	if share := int(math.Floor(s.p.MaxShare * float64(len(in.Sessions)) * (1 + 1e-12))); share < budget {
 		budget = share
+		if budget <= 0 && in.Pins != nil {
+			// A backend of a handful of connections (carbon relays):
+			// with the landing chosen by a pin, one close is one move,
+			// which max_share does not refuse.
+			budget, pinnedOnly = 1, true
+		}
 		if budget <= 0 {
 			plan.Reason = fmt.Sprintf("%d sessions × max_share %g < 1", len(in.Sessions), s.p.MaxShare)
 			return plan
 		}
 	}
 	for _, h := range ready {
-		picked, note := s.choose(now, h, mean, s.p.Above*mean-lowest, landings(in.Servers, h.name), in.Sessions, budget)
+		picked, note := s.choose(now, h, mean, s.p.Above*mean-lowest, landings(in.Servers, h.name), in.Sessions, budget, in.Pins, pinnedOnly)
 		if len(picked) == 0 {
 			why = append(why, h.name+": "+note)
 			continue
@@ -284,11 +301,16 @@ func (s *Shedder) Plan(now time.Time, in ShedInput) ShedPlan {
 		}
 		plan.Server = h.name
 		for _, c := range picked {
-			plan.Sheds = append(plan.Sheds, Shed{
+			sh := Shed{
 				Session: c, Ratio: h.ratio, After: after / mean, Cycles: st.cycles,
 				Reason: fmt.Sprintf("shed session %s (client %s, %s %s, age %s) from %s: %s× mean for %d cycles",
 					c.ID, c.Client, RateText(c.Rate), unitText(in.Unit), AgeText(c.Age), h.name, ratioText(h.ratio), st.cycles),
-			})
+			}
+			if to := pinnedElsewhere(in.Pins, c, h.name); to != "" {
+				sh.To = to
+				sh.Reason += "; pinned to " + to
+			}
+			plan.Sheds = append(plan.Sheds, sh)
 		}
 		delete(s.streaks, h.name) // it must stay hot For more cycles before the next
 		return plan
@@ -401,9 +423,16 @@ func (s *Shedder) falling(st *shedStreak) bool {
 // load): a session no server can take without going hot would only move the
 // problem; nor is one taken that its predicted landing server could not take
 // without going above above × mean.
-func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []landing, sessions []ShedSession, budget int) ([]ShedSession, string) {
+//
+// A session whose client is pinned to another server (pins) lands there:
+// neither the cooldown nor room applies to it (the landing is chosen, so
+// the client is not bounced by lottery), and it is taken when its move
+// lowers the busier of the hot server and its pin's server. A session
+// whose client is pinned to the hot server itself would come back to it:
+// never taken. pinnedOnly: max_share allows no close but a move to a pin.
+func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []landing, sessions []ShedSession, budget int, pins map[string]string, pinnedOnly bool) ([]ShedSession, string) {
 	var cands []ShedSession
-	young, cooling, unmeasured, heavy, total := 0, 0, 0, 0, 0
+	young, cooling, unmeasured, heavy, total, pinnedHere, share := 0, 0, 0, 0, 0, 0, 0
 	ids := map[string]bool{}
 	for _, c := range sessions {
 		if c.Server != h.name || ids[c.ID] {
@@ -412,11 +441,18 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []
 		ids[c.ID] = true
 		total++
 		addr, ok := clientAddr(c.Client)
+		pinned := pinnedElsewhere(pins, c, h.name) != ""
 		switch {
 		case !(c.Rate > 0) || isInf(c.Rate):
 			unmeasured++
 		case c.Age < time.Duration(s.p.MinAge):
 			young++
+		case ok && pins[addr] == h.name:
+			pinnedHere++
+		case pinned:
+			cands = append(cands, c)
+		case pinnedOnly:
+			share++
 		case !ok || s.cooling(now, addr):
 			cooling++
 		case !(h.factor*c.Rate < room):
@@ -450,7 +486,7 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []
 				rest = l.load
 			}
 		}
-		best, bestMax, bestDist := -1, math.Inf(1), math.Inf(1)
+		best, bestTo, bestMax, bestDist := -1, -1, math.Inf(1), math.Inf(1)
 		for i, c := range cands {
 			addr, _ := clientAddr(c.Client)
 			if used[addr] {
@@ -461,13 +497,29 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []
 			if !(dist < math.Abs(load-mean)-shedMinGain*mean) {
 				continue
 			}
-			landed := land[to].load + land[to].factor*c.Rate
-			if !(landed < s.p.Above*mean) {
+			lands, others := to, rest
+			if p := pinnedElsewhere(pins, c, h.name); p != "" {
+				lands = slices.IndexFunc(land, func(l landing) bool { return l.name == p })
+				if lands < 0 {
+					continue // its pin's server has no data: no telling
+				}
+				landed := land[lands].load + land[lands].factor*c.Rate
+				if !(max(after, landed) < load) {
+					continue
+				}
+				others = math.Inf(-1)
+				for j, l := range land {
+					if j != lands {
+						others = max(others, l.load)
+					}
+				}
+			} else if landed := land[to].load + land[to].factor*c.Rate; !(landed < s.p.Above*mean) {
 				continue
 			}
-			busiest := max(after, landed, rest)
+			landed := land[lands].load + land[lands].factor*c.Rate
+			busiest := max(after, landed, others)
 			if busiest < bestMax || busiest == bestMax && dist < bestDist {
-				best, bestMax, bestDist = i, busiest, dist
+				best, bestTo, bestMax, bestDist = i, lands, busiest, dist
 			}
 		}
 		if best < 0 {
@@ -478,19 +530,29 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []
 		addr, _ := clientAddr(c.Client)
 		used[addr] = true
 		load -= h.factor * c.Rate
-		land[to].load += land[to].factor * c.Rate
+		land[bestTo].load += land[bestTo].factor * c.Rate
 		cands = slices.Delete(cands, best, best+1)
 	}
 	if len(picked) > 0 {
 		return picked, ""
 	}
-	return nil, fmt.Sprintf("no session to close (%d sessions: %d eligible, none brings it %s× mean closer to the mean; %d younger than min_age, %d client in cooldown or unknown, %d not measured, %d too heavy for any server)",
-		total, total-young-cooling-unmeasured-heavy, ratioText(shedMinGain), young, cooling, unmeasured, heavy)
+	why := fmt.Sprintf("no session to close (%d sessions: %d eligible, none brings it %s× mean closer to the mean; %d younger than min_age, %d client in cooldown or unknown, %d not measured, %d too heavy for any server",
+		total, total-young-cooling-unmeasured-heavy-pinnedHere-share, ratioText(shedMinGain), young, cooling, unmeasured, heavy)
+	if pins != nil {
+		why += fmt.Sprintf(", %d pinned to it", pinnedHere)
+	}
+	if pinnedOnly {
+		why += fmt.Sprintf(", %d not pinned elsewhere (max_share allows none)", share)
+	}
+	return nil, why + ")"
 }
 
 // landing is a server a shed session may land on: its load and the load one
 // unit of session rate adds to it.
-type landing struct{ load, factor float64 }
+type landing struct {
+	name         string
+	load, factor float64
+}
 
 // landings are the servers with valid data other than hot (first entry per
 // name), in input order.
@@ -503,10 +565,26 @@ func landings(servers []ShedServer, hot string) []landing {
 		}
 		seen[sv.Name] = true
 		if validLoad(sv.Load) {
-			out = append(out, landing{sv.Load, sv.factor()})
+			out = append(out, landing{sv.Name, sv.Load, sv.factor()})
 		}
 	}
 	return out
+}
+
+// pinnedElsewhere is the server the session's client is pinned to when it
+// is not from ("" otherwise).
+func pinnedElsewhere(pins map[string]string, c ShedSession, from string) string {
+	if pins == nil {
+		return ""
+	}
+	addr, ok := clientAddr(c.Client)
+	if !ok {
+		return ""
+	}
+	if to := pins[addr]; to != from {
+		return to
+	}
+	return ""
 }
 
 // cooling reports whether a session of addr was closed within the cooldown.

@@ -64,7 +64,8 @@ func planSheds(b *Weigher, now time.Time, p Plan, sig *Signal) *ShedPlan {
 		return &ShedPlan{Time: now, Reason: "no new show sess dump since the last cycle"}
 	}
 	in := ShedInput{Hold: p.Hold, HoldReason: p.Reason, DataAge: sig.FastAge,
-		MaxAge: time.Duration(b.Controller.Policy().MaxAge), Unit: ShedUnit, Sessions: sig.Sessions}
+		MaxAge: time.Duration(b.Controller.Policy().MaxAge), Unit: ShedUnit, Sessions: sig.Sessions,
+		Pins: p.Pins.InForce()}
 	if p.Settling {
 		// The clients are still reconnecting after a reset: a server
 		// looks hot or cold by who came back first, and a read that
