@@ -629,7 +629,11 @@ func (m *model) newDaemons() error {
 	if pl.Input != InputExternal {
 		for _, lb := range m.lbs {
 			lb.reader = newSimReader(m, lb, pl)
-			lb.reader.open = pl.Shed != nil
+			// The daemon lists the open connections for shedding and for
+			// pinning (where a client sits is matched from them), and the
+			// clients for pinning.
+			lb.reader.open = pl.Shed != nil || pl.Pin != nil
+			lb.reader.clients = pl.Pin != nil
 		}
 	}
 	for _, lb := range m.lbs {
@@ -652,6 +656,13 @@ func (m *model) newDaemons() error {
 			return err
 		}
 		lb.daemon = a.Backend
+		if pl.Pin != nil {
+			// Until assemble builds the Pinner from the configuration
+			// (assemble.Research.Pin), the simulator adds it here.
+			if lb.daemon.Pinner, err = weighter.NewPinner(*pl.Pin); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -189,7 +189,11 @@ func newModel(sc Scenario, pl Pipeline, str *stream, owner []int) (*model, error
 	}
 	slices.SortStableFunc(m.events, func(a, b Event) int { return cmpFloat(a.At.Seconds(), b.At.Seconds()) })
 	for k := range sc.shares() {
-		m.lbs = append(m.lbs, &balancer{b: newBackend(sc.Servers, initialWeight, m.picker(k))})
+		lb := &balancer{b: newBackend(sc.Servers, initialWeight, m.picker(k))}
+		if pl.Pin != nil && pl.Kind == KindWeighter { // the HAProxy of a daemon that pins has a stick table
+			lb.b.pins = map[int]int{}
+		}
+		m.lbs = append(m.lbs, lb)
 	}
 	if pl.Kind == KindWeighter {
 		if err := m.newDaemons(); err != nil {
