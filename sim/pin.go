@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
 // Pinning heavy clients through HAProxy's stick table (weighter/pin.go):
@@ -30,6 +32,16 @@ func CarbonScenario() Scenario {
 		{2000, "s1"}, {2000, "s1"}, {200, "s2"}, {150, "s3"}, {120, "s4"}, {60, "s2"}, {40, "s3"}, {20, "s4"},
 	}
 	return sc
+}
+
+// CarbonShedPipeline is the shipped daemon shedding with
+// weighter.DefaultShed but max_share 0.25: DefaultShed's 2 % of 8
+// connections is none, so shedding alone never acts on the carbon scenario;
+// this row shows what it does when it may.
+func CarbonShedPipeline() Pipeline {
+	p := weighter.DefaultShed()
+	p.MaxShare = 0.25
+	return ShippedShedPipeline(ShippedShedName+" max_share=0.25", p)
 }
 
 // WritePin writes the pin comparison as Markdown: per scenario, per

@@ -17,8 +17,9 @@ var carbonMoments = []float64{10, 30, 60, 120, 180, 300, 600, 1200, 1800}
 const carbonLimit = 2.0
 
 // runPin runs the pin comparison (--pin): sim.PinArms over --world's
-// scenarios (all by default) or --scenario alone with --seeds seeds, then,
-// over the worlds, the carbon scenario's max/mean over time.
+// scenarios (all by default) or --scenario alone with --seeds seeds, then
+// the carbon scenario's max/mean over time (or --scenario's, when it lists
+// its clients).
 func runPin(cmd *cobra.Command, f *simulateFlags) error {
 	if f.world == "" {
 		f.world = sim.WorldAll
@@ -44,11 +45,14 @@ func runPin(cmd *cobra.Command, f *simulateFlags) error {
 	if err := res.WriteWorld(out); err != nil {
 		return err
 	}
-	if f.scenario != "" {
-		return nil
-	}
 	sc := sim.CarbonScenario()
-	s, err := sim.RunSeries(sc, plan.pipelines)
+	if f.scenario != "" {
+		if len(plan.scenarios[0].Clients) == 0 {
+			return nil
+		}
+		sc = plan.scenarios[0] // a scenario of fixed clients: its own series
+	}
+	s, err := sim.RunSeries(sc, append(plan.pipelines, sim.CarbonShedPipeline()))
 	if err != nil {
 		return err
 	}
