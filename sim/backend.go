@@ -124,14 +124,18 @@ func (b *backend) connSeconds(i int, now float64) float64 {
 	return s.connSec + float64(s.active)*(now-s.last)
 }
 
-// closeUntil closes every connection that ends at or before t.
-func (b *backend) closeUntil(t float64) {
+// closeUntil closes every connection that ends at or before t, and
+// returns them.
+func (b *backend) closeUntil(t float64) []int {
+	var out []int
 	for b.departing.Len() > 0 && b.departing[0].end <= t {
 		d := heap.Pop(&b.departing).(departure)
 		c := &b.conns[d.id]
 		c.open = false
 		b.detach(c.server, c.rate, d.end)
+		out = append(out, d.id)
 	}
+	return out
 }
 
 // nextEnd is when the next connection closes (+Inf when none is open).

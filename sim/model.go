@@ -166,6 +166,7 @@ type model struct {
 	// restarted), by time; restartRng draws a restart's reconnect times.
 	pending    []reconnect
 	restartRng *rand.Rand
+	returns    map[int]uint64 // per client, its returns so far (Scenario.Returning)
 }
 
 func newModel(sc Scenario, pl Pipeline, str *stream, owner []int) (*model, error) {
@@ -367,7 +368,12 @@ func (m *model) advance(t float64) error {
 			}
 			m.events = m.events[1:]
 		case dep <= t && dep <= arr && dep <= rec && dep <= drift:
-			m.lbs[which].b.closeUntil(dep)
+			ended := m.lbs[which].b.closeUntil(dep)
+			if m.sc.Returning {
+				for _, id := range ended {
+					m.comeBack(m.lbs[which], id, dep)
+				}
+			}
 		case drift <= t && drift <= arr && drift <= rec:
 			m.lbs[drifting].b.applyDrift()
 		case rec <= t && rec <= arr:
@@ -435,6 +441,21 @@ func (m *model) restart(ev Event, now float64) {
 		}
 		m.queueReconnect(lb, id, now+over*m.restartRng.Float64(), now)
 	}
+}
+
+// comeBack queues the return of the client of lb's connection id, which
+// ended at now (Scenario.Returning): after 0.1-2 s, for a new lifetime. The
+// draws are the client's own (its index and how often it came back), so
+// that every pipeline sees the same returns whatever it sheds.
+func (m *model) comeBack(lb *balancer, id int, now float64) {
+	client := lb.client[id]
+	if m.returns == nil {
+		m.returns = map[int]uint64{}
+	}
+	m.returns[client]++
+	rng := rand.New(rand.NewPCG(m.sc.Seed^0x2e7022, uint64(client)<<24|m.returns[client]))
+	at := now + reconnectMin + (reconnectMax-reconnectMin)*rng.Float64()
+	m.queueReturn(reconnect{at: at, remaining: rng.ExpFloat64() * m.sc.MeanLife.Seconds(), lb: slices.Index(m.lbs, lb), client: client})
 }
 
 // defaultRestartOver is the span a restarted balancer's clients reconnect

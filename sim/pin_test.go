@@ -260,3 +260,36 @@ func TestPinArmsRepinAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestReturningClients: with returning on, no client arrives after the
+// initial ones, and each whose connection ends comes back from the same
+// address at its rate within 2 s, the same in every pipeline.
+func TestReturningClients(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Duration, sc.Warmup, sc.Events, sc.Returning = 3*time.Minute, time.Minute, nil, true
+	str := newStream(sc)
+	require.Len(t, str.arrivals, sc.Connections, "the initial clients alone")
+	var backs [][]float64
+	for _, pl := range []Pipeline{{Name: "leastconn", Kind: KindLeastconn}, {Name: "oracle", Kind: KindOracle}} {
+		m, err := newModel(sc, pl, str, owners(sc, str))
+		require.NoError(t, err)
+		_, err = m.run()
+		require.NoError(t, err)
+		lb := m.lbs[0]
+		last := map[int]int{} // client → its previous connection
+		var at []float64
+		for id, c := range lb.b.conns {
+			if prev, ok := last[c.client]; ok {
+				p := lb.b.conns[prev]
+				assert.Equal(t, p.rate, c.rate, "client %d back at its rate", c.client)
+				gap := lb.since[id] - p.end
+				assert.True(t, gap >= reconnectMin && gap <= reconnectMax, "client %d back %.2f s after its end", c.client, gap)
+				at = append(at, lb.since[id])
+			}
+			last[c.client] = id
+		}
+		require.NotEmpty(t, at, "clients came back")
+		backs = append(backs, at)
+	}
+	assert.Equal(t, backs[0], backs[1], "the returns are the same whatever the placement")
+}

@@ -66,6 +66,13 @@ type Scenario struct {
 	// but a shed or restarted client coming back (a few carbon-relays, each
 	// with one connection to a cache).
 	Clients []FixedClient `yaml:"clients,omitempty"`
+	// Returning makes every client come back when its connection ends, from
+	// the same address and at its rate, after 0.1-2 s, for a new lifetime
+	// drawn from mean_life; no other client arrives (the clients are the
+	// initial population and the events'). A relay or an agent reconnects
+	// when its connection ends; by default an ended client is gone and
+	// Poisson arrivals bring new ones.
+	Returning bool `yaml:"returning,omitempty"`
 }
 
 // FixedClient is one client of Scenario.Clients: its rate (datapoints/s)

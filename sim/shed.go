@@ -145,7 +145,11 @@ func (m *model) closeConn(lb *balancer, id int, now float64) {
 // queueReconnect brings the client of lb's closed connection id back at
 // at, with the rest of its lifetime (counted from now, when it was closed).
 func (m *model) queueReconnect(lb *balancer, id int, at, now float64) {
-	r := reconnect{at: at, remaining: lb.b.conns[id].end - now, lb: slices.Index(m.lbs, lb), client: lb.client[id]}
+	m.queueReturn(reconnect{at: at, remaining: lb.b.conns[id].end - now, lb: slices.Index(m.lbs, lb), client: lb.client[id]})
+}
+
+// queueReturn queues r in time order.
+func (m *model) queueReturn(r reconnect) {
 	i, _ := slices.BinarySearchFunc(m.pending, r.at, func(p reconnect, at float64) int {
 		if p.at <= at { // equal times keep the order they were queued in
 			return -1

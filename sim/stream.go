@@ -63,6 +63,9 @@ func newStream(sc Scenario) *stream {
 	base := float64(sc.Connections) / life
 	peak := maxRampFactor(sc.Events)
 	end := sc.Duration.Seconds()
+	if sc.Returning { // the initial clients come back; nobody else arrives
+		end = 0
+	}
 	for t := rng.ExpFloat64() / (base * peak); t < end; t += rng.ExpFloat64() / (base * peak) {
 		if rng.Float64()*peak < rampFactor(sc.Events, t) { // thinning
 			add(t)

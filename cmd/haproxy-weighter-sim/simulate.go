@@ -67,6 +67,7 @@ func addScenarioFlags(fl *pflag.FlagSet, sc *sim.Scenario) {
 	fl.DurationVar(&sc.Interval, "interval", sc.Interval, "weighter interval")
 	fl.DurationVar(&sc.Delay, "delay", sc.Delay, "ingestion delay before a metric point is visible to the weighter")
 	fl.StringVar(&sc.FastSignal, "fast-signal", sc.FastSignal, "fresh-data model: fast signal read every cycle: live (show sess all), contstats or closed (show stat)")
+	fl.BoolVar(&sc.Returning, "returning", sc.Returning, "every client comes back from the same address when its connection ends (after 0.1-2 s, for a new lifetime), and no other client arrives: what makes a pin find a heavy client again")
 }
 
 func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
