@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math"
 	"testing"
@@ -138,6 +139,7 @@ func TestReaderListsClients(t *testing.T) {
 
 func TestClientIPRoundTrip(t *testing.T) {
 	for _, c := range []int{0, 1, 255, 256, 70000, 1<<24 - 1} {
+		assert.Equal(t, fmt.Sprintf("10.%d.%d.%d", c>>16&255, c>>8&255, c&255), clientIP(c), "the address the shed cooldown has always keyed on")
 		got, ok := parseClientIP(clientIP(c))
 		assert.True(t, ok)
 		assert.Equal(t, c, got)
