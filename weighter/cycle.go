@@ -120,6 +120,9 @@ func runCycle(ctx context.Context, b *Weigher, now time.Time, apply bool, c *Cyc
 		// A held plan changes no weight; the Controller already said why.
 		// Its pins' withdrawals still happen: a drained server must lose
 		// its pins whatever the loads.
+		if !apply && pins {
+			b.Pinner.unwritten(c.Plan.Pins)
+		}
 		if apply && c.Plan.Pins != nil && !c.Plan.Pins.Changes.Empty() {
 			if err := pt.SetWeightsAndPins(ctx, nil, c.Plan.Pins.Changes); err != nil {
 				return ResultTargetError, fmt.Errorf("write pins: %w", err)
@@ -130,6 +133,9 @@ func runCycle(ctx context.Context, b *Weigher, now time.Time, apply bool, c *Cyc
 	if !apply {
 		// A dry run: everything from here on is the plan taking effect.
 		dryRunSheds(b, c.Plan.Shed)
+		if pins {
+			b.Pinner.unwritten(c.Plan.Pins)
+		}
 		return ResultOK, nil
 	}
 	changes := c.Plan.Changes()

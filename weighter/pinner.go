@@ -81,8 +81,9 @@ type PinPlan struct {
 	Projected float64 `json:"projected"`
 
 	// inForce are the pins in the table once Changes are written (as far
-	// as the table was read): where a shed client lands.
-	inForce map[string]string
+	// as the table was read): where a shed client lands. read is the
+	// table as read (client → server).
+	inForce, read map[string]string
 }
 
 // InForce returns the pins in the table once the plan's changes are
@@ -111,8 +112,8 @@ type PinWhy struct {
 	Reason string  `json:"reason"`
 }
 
-// Text is the line a dry run prints for it.
-func (w PinWhy) Text() string { return w.Reason }
+// DryRun is the line a dry run prints for it.
+func (w PinWhy) DryRun() string { return "would " + w.Reason }
 
 // pinState is what the Pinner remembers of one pin it wants.
 type pinState struct {
@@ -188,6 +189,7 @@ type pinClient struct {
 	pinned  int  // the bin its current pin names; -1 none
 	inTable bool // its pin is in the table as read
 	to      int  // the bin the plan pins it to; -1 none
+	chosen  bool // it has a pin after this plan
 	moved   bool
 	gain    float64
 }
@@ -240,7 +242,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		for _, c := range in.Table.Stray {
 			if c != "" {
 				if _, ok := inTable[c]; !ok {
-					clearOne(c, PinWhy{Client: c, Reason: fmt.Sprintf("would clear the pin of %s: its server id is no server of the backend", c)})
+					clearOne(c, PinWhy{Client: c, Reason: fmt.Sprintf("clear the pin of %s: its server id is no server of the backend", c)})
 				}
 			}
 		}
@@ -264,18 +266,18 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		_, wasInTable := inTable[c]
 		if wasInTable || !known {
-			clearOne(c, PinWhy{Client: c, From: s, Reason: fmt.Sprintf("would clear the pin of %s on %s: %s", c, s, why)})
+			clearOne(c, PinWhy{Client: c, From: s, Reason: fmt.Sprintf("clear the pin of %s on %s: %s", c, s, why)})
 		}
 		delete(cur, c)
 		delete(pn.pins, c)
 	}
 
-	clients := pinClients(in.Clients)
 	mean, n := pinMean(bins)
 	meanFactor := pinMeanFactor(bins)
 	heavy := func(c Client) bool {
 		return n > 0 && mean > 0 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor >= pn.p.Heavy*mean
 	}
+	clients := pinClients(in.Clients, cur, heavy)
 
 	// Quiet clients lose their pins.
 	for _, c := range sortedKeys(cur) {
@@ -293,14 +295,14 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		if quiet := now.Sub(st.heavy); quiet >= time.Duration(pn.p.Forget) {
 			if _, ok := inTable[c]; ok || !known {
-				clearOne(c, PinWhy{Client: c, From: cur[c], Reason: fmt.Sprintf("would clear the pin of %s on %s: not heavy for %s (forget %s)", c, cur[c], AgeText(quiet), pn.p.Forget)})
+				clearOne(c, PinWhy{Client: c, From: cur[c], Reason: fmt.Sprintf("clear the pin of %s on %s: not heavy for %s (forget %s)", c, cur[c], AgeText(quiet), pn.p.Forget)})
 			}
 			delete(cur, c)
 			delete(pn.pins, c)
 		}
 	}
 
-	noSet := ""
+	noSet, again := "", false
 	switch {
 	case in.Hold:
 		noSet = "hold: " + cmp.Or(in.HoldReason, "coverage guard")
@@ -309,15 +311,46 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	case full:
 		noSet = fmt.Sprintf("pin table %s full (%d of %d entries)", in.Table.Name, in.Table.Used, in.Table.Size)
 	case n == 0 || !(mean > 0):
-		noSet = fmt.Sprintf("servers with data: %d, mean load %s (needs one and a positive mean)", n, LoadText(mean))
+		// No new pin without loads; the pins the table lost are
+		// written again all the same (a restart, when loads are short).
+		noSet, again = fmt.Sprintf("servers with data: %d, mean load %s (needs one and a positive mean)", n, LoadText(mean)), true
 	}
 	if noSet != "" {
-		// Nothing set: the pins in force stay as they are.
+		// Nothing set: the pins in force stay as they are, within
+		// max_pins (the heaviest, a table written under another policy).
 		plan.Reason = noSet
 		for c, s := range cur {
 			plan.Pins = append(plan.Pins, Pin{Client: c, Server: s})
 		}
-		pn.finish(&plan, clears, inTable, false, nil)
+		rate := func(c string) float64 { return finite(clients[c].Rate) }
+		slices.SortFunc(plan.Pins, func(a, b Pin) int {
+			return cmp.Or(cmp.Compare(rate(b.Client), rate(a.Client)), strings.Compare(a.Client, b.Client))
+		})
+		for _, p := range plan.Pins[min(len(plan.Pins), pn.p.MaxPins):] {
+			if _, ok := inTable[p.Client]; ok || !known {
+				clearOne(p.Client, PinWhy{Client: p.Client, From: p.Server, Rate: rate(p.Client),
+					Reason: fmt.Sprintf("clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", p.Client, p.Server, pn.p.MaxPins)})
+			}
+		}
+		plan.Pins = plan.Pins[:min(len(plan.Pins), pn.p.MaxPins)]
+		if again {
+			room := pinRoom(in.Table, inTable, clears)
+			plan.Pins = slices.DeleteFunc(plan.Pins, func(p Pin) bool {
+				if _, ok := inTable[p.Client]; ok && !cleared[p.Client] {
+					return false
+				}
+				room--
+				return room < 0
+			})
+		}
+		var why []PinWhy
+		for _, p := range plan.Pins {
+			if _, ok := inTable[p.Client]; again && (!ok || cleared[p.Client]) {
+				why = append(why, PinWhy{Client: p.Client, To: p.Server, Rate: rate(p.Client),
+					Reason: fmt.Sprintf("pin %s to %s again: the table lost it", p.Client, p.Server)})
+			}
+		}
+		pn.finish(&plan, clears, inTable, again, why)
 		return plan
 	}
 
@@ -351,50 +384,52 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 
 	// Which to pin: the pins in the table first (they need no room), then
 	// by weight, within max_pins and the table's room.
-	room := math.MaxInt
-	if in.Table.Size > 0 {
-		room = in.Table.Size - in.Table.Used
-		for _, c := range clears {
-			if _, ok := inTable[c]; ok {
-				room++
-			}
-		}
-	}
+	room := pinRoom(in.Table, inTable, clears)
 	var chosen []*pinClient
-	kept := 0
 	for _, pc := range placed {
-		if pc.inTable && kept < pn.p.MaxPins {
-			kept++
+		if pc.inTable && len(chosen) < pn.p.MaxPins {
+			pc.chosen = true
 			chosen = append(chosen, pc)
 		}
 	}
-	count := kept
-	var limit []string
+	left, leftWhy := 0, ""
 	for _, pc := range placed {
-		if pc.inTable {
-			continue
-		}
 		switch {
-		case count >= pn.p.MaxPins:
-			limit = append(limit, fmt.Sprintf("max_pins %d", pn.p.MaxPins))
+		case pc.inTable:
+			continue
+		case len(chosen) >= pn.p.MaxPins:
+			leftWhy = fmt.Sprintf("max_pins %d", pn.p.MaxPins)
 		case room <= 0:
-			limit = append(limit, fmt.Sprintf("table room %d", in.Table.Size-in.Table.Used))
+			leftWhy = fmt.Sprintf("table room %d", in.Table.Size-in.Table.Used)
 		default:
-			count++
 			room--
+			pc.chosen = true
 			chosen = append(chosen, pc)
 			continue
 		}
+		left++
 	}
 	for _, pc := range placed {
-		if pc.inTable && !slices.Contains(chosen, pc) {
+		if pc.inTable && !pc.chosen {
 			clearOne(pc.addr, PinWhy{Client: pc.addr, From: cur[pc.addr], Rate: finite(pc.rate),
-				Reason: fmt.Sprintf("would clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", pc.addr, cur[pc.addr], pn.p.MaxPins)})
-			delete(pn.pins, pc.addr)
+				Reason: fmt.Sprintf("clear the pin of %s on %s: lighter than the %d heaviest (max_pins)", pc.addr, cur[pc.addr], pn.p.MaxPins)})
 		}
 	}
 
-	locate(chosen, index, in.Sessions)
+	// Where the heavy ones sit; a pinned client not found (light now, or
+	// reconnecting) is taken to sit where its pin sends it.
+	var heavies []*pinClient
+	for _, pc := range chosen {
+		if pc.load >= pn.p.Heavy*mean {
+			heavies = append(heavies, pc)
+		}
+	}
+	locate(heavies, index, in.Sessions)
+	for _, pc := range chosen {
+		if pc.on == nil && pc.pinned >= 0 && pc.rate > 0 && !isInf(pc.rate) {
+			pc.on = []pinShare{{bin: pc.pinned, rate: pc.rate}}
+		}
+	}
 	for i := range bins {
 		bins[i].base = bins[i].load
 	}
@@ -415,7 +450,8 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	})
 
 	// The pins in force stay; the new ones go, heaviest first, to the
-	// server with the least projected load (LPT).
+	// server with the least projected load (LPT), or stay where they sit
+	// when that is within min_gain of it.
 	for _, pc := range chosen {
 		if pc.pinned >= 0 {
 			pc.to = pc.pinned
@@ -437,8 +473,12 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 			continue
 		}
 		to := h.idx[0]
-		if pc.at >= 0 && bins[pc.at].target && bins[pc.at].proj <= bins[to].proj {
-			to = pc.at // a tie: where it already sits
+		if at := pc.at; at >= 0 && bins[at].target &&
+			bins[at].proj+pc.load/meanFactor*bins[at].factor <= bins[to].proj+pc.load/meanFactor*bins[to].factor+pn.p.MinGain*mean {
+			// Where it sits, unless the least loaded is better by
+			// min_gain: a pin elsewhere is a move, when the client
+			// reconnects or is shed.
+			to = at
 		}
 		pc.to = to
 		bins[to].proj += pc.load / meanFactor * bins[to].factor
@@ -467,29 +507,67 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		switch {
 		case pc.moved:
-			w.Reason = fmt.Sprintf("would move the pin of %s (%s) from %s to %s: projected max/mean %s lower",
+			w.Reason = fmt.Sprintf("move the pin of %s (%s) from %s to %s: projected max/mean %s lower",
 				pc.addr, rate, bins[pc.pinned].name, w.To, gainText(pc.gain))
 		case pc.pinned >= 0:
-			w.Reason = fmt.Sprintf("would pin %s (%s) to %s again: the table lost it", pc.addr, rate, w.To)
+			w.Reason = fmt.Sprintf("pin %s (%s) to %s again: the table lost it", pc.addr, rate, w.To)
+		case pc.at == pc.to:
+			w.Reason = fmt.Sprintf("pin %s (%s, %s× mean server load) to %s, where it sits", pc.addr, rate, shortRatio(pc.load/mean), w.To)
 		default:
-			w.Reason = fmt.Sprintf("would pin %s (%s, %s× mean server load) to %s, now on %s: projected max/mean %s lower",
-				pc.addr, rate, ratioText2(pc.load/mean), w.To, cmp.Or(w.From, "unknown"), gainText(pc.gain))
+			w.Reason = fmt.Sprintf("pin %s (%s, %s× mean server load) to %s, now on %s: projected max/mean %s lower",
+				pc.addr, rate, shortRatio(pc.load/mean), w.To, cmp.Or(w.From, "unknown"), gainText(pc.gain))
 		}
 		why = append(why, w)
 	}
-	if len(limit) > 0 {
-		plan.Reason = fmt.Sprintf("%d heavy clients not pinned (%s)", len(limit), limit[0])
+	if left > 0 {
+		plan.Reason = fmt.Sprintf("%d heavy clients not pinned (%s)", left, leftWhy)
 	}
 	pn.finish(&plan, clears, inTable, true, why)
 	if plan.Changes.Empty() && plan.Reason == "" {
 		switch {
 		case len(plan.Pins) == 0:
-			plan.Reason = fmt.Sprintf("no heavy client (none sends %s× the mean server load)", ratioText2(pn.p.Heavy))
+			plan.Reason = fmt.Sprintf("no heavy client (none sends %s× the mean server load)", shortRatio(pn.p.Heavy))
 		default:
 			plan.Reason = fmt.Sprintf("%d pins in place", len(plan.Pins))
 		}
 	}
 	return plan
+}
+
+// unwritten takes back what the Pinner took from plan for written: a dry
+// run writes nothing, so its next plan must find the table as it is (and
+// say "would pin" again, not that the table lost a pin it never had).
+func (pn *Pinner) unwritten(plan *PinPlan) {
+	if plan == nil {
+		return
+	}
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	for _, p := range plan.Changes.Set {
+		st := pn.pins[p.Client]
+		switch old, ok := plan.read[p.Client]; {
+		case st == nil:
+		case ok:
+			st.server = old
+		default:
+			delete(pn.pins, p.Client)
+		}
+	}
+}
+
+// pinRoom is how many entries the table can take once clears are written
+// (unbounded for a table of unknown size).
+func pinRoom(t PinTable, inTable map[string]string, clears []string) int {
+	if t.Size <= 0 {
+		return math.MaxInt
+	}
+	room := t.Size - t.Used
+	for _, c := range clears {
+		if _, ok := inTable[c]; ok {
+			room++
+		}
+	}
+	return room
 }
 
 // finish sorts the plan's pins, writes the changes against the table as
@@ -509,6 +587,7 @@ func (pn *Pinner) finish(plan *PinPlan, clears []string, inTable map[string]stri
 		}
 	}
 	plan.Why = append(plan.Why, why...)
+	plan.read = inTable
 	plan.inForce = make(map[string]string, len(inTable))
 	for c, s := range inTable {
 		if !cleared[c] {
@@ -688,14 +767,21 @@ func pinMeanFactor(bins []pinBin) float64 {
 	return sum / float64(n)
 }
 
-// pinClients are the clients by address, first per address.
-func pinClients(in []Client) map[string]Client {
-	out := make(map[string]Client, len(in))
+// pinClients are the clients the plan looks at, by address: the pinned
+// ones and the heavy ones (of 100,000 clients, a few hundred). An address
+// listed twice counts with its heaviest entry.
+func pinClients(in []Client, pinned map[string]string, heavy func(Client) bool) map[string]Client {
+	out := map[string]Client{}
 	for _, c := range in {
 		if c.Addr == "" {
 			continue
 		}
-		if _, dup := out[c.Addr]; !dup {
+		if !heavy(c) {
+			if _, ok := pinned[c.Addr]; !ok {
+				continue
+			}
+		}
+		if old, ok := out[c.Addr]; !ok || finite(c.Rate) > finite(old.Rate) {
 			out[c.Addr] = c
 		}
 	}
@@ -712,10 +798,21 @@ func locate(clients []*pinClient, index map[string]int, sessions []ShedSession) 
 		rate float64
 		bin  int
 	}
-	conns := make([]conn, 0, len(sessions))
+	// Only a connection near some client's per-connection rate can be
+	// matched: the lighter ones (most of them) are not sorted.
+	least := math.Inf(1)
+	for _, pc := range clients {
+		if pc.rate > 0 && !isInf(pc.rate) {
+			least = min(least, pc.rate/float64(max(pc.conns, 1)))
+		}
+	}
+	floor := (1 - pinRateTolerance) * least
+	var conns []conn
 	for _, s := range sessions {
-		if i, ok := index[s.Server]; ok && s.Rate > 0 && !isInf(s.Rate) {
-			conns = append(conns, conn{s.Rate, i})
+		if s.Rate >= floor && !isInf(s.Rate) {
+			if i, ok := index[s.Server]; ok {
+				conns = append(conns, conn{s.Rate, i})
+			}
 		}
 	}
 	slices.SortFunc(conns, func(a, b conn) int { return cmp.Compare(a.rate, b.rate) })
@@ -839,8 +936,31 @@ func finite(x float64) float64 {
 	return x
 }
 
-func gainText(g float64) string { return ratioText2(g) }
+func gainText(g float64) string { return shortRatio(g) }
 
-func ratioText2(r float64) string {
+func shortRatio(r float64) string {
 	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", r), "0"), ".")
+}
+
+// Inherit takes over old's pins and when each client was last heavy: a
+// reload that changes a backend's pin policy builds a new Pinner, and
+// without this the pins an HAProxy restart lost at the same time would not
+// be written again, and every pinned client's quiet time would start over.
+func (pn *Pinner) Inherit(old *Pinner) {
+	if old == nil || old == pn {
+		return
+	}
+	old.mu.Lock()
+	pins := make(map[string]pinState, len(old.pins))
+	for c, st := range old.pins {
+		pins[c] = *st
+	}
+	old.mu.Unlock()
+	pn.mu.Lock()
+	defer pn.mu.Unlock()
+	for c, st := range pins {
+		if _, ok := pn.pins[c]; !ok {
+			pn.pins[c] = &st
+		}
+	}
 }

@@ -115,3 +115,31 @@ func QuantityText(v float64, unit string) string {
 	}
 	return m + " " + p + unit
 }
+
+// PinLines are the lines that say what a plan's pins write: one per pin
+// set or cleared ("would pin …" in a dry run), then the pins kept or why
+// none. Nil for a backend that does not pin.
+func PinLines(p *PinPlan, dryRun bool) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, w := range p.Why {
+		if dryRun {
+			out = append(out, w.DryRun())
+		} else {
+			out = append(out, w.Reason)
+		}
+	}
+	switch {
+	case p.Reason != "" && p.Changes.Empty():
+		out = append(out, fmt.Sprintf("pins: none written (%s)", p.Reason))
+	case p.Reason != "":
+		out = append(out, "pins: "+p.Reason)
+	}
+	if len(p.Pins) > 0 {
+		out = append(out, fmt.Sprintf("pins: %d wanted (projected max/mean %s, %s with the clients where they sit)",
+			len(p.Pins), shortRatio(p.Projected), shortRatio(p.Imbalance)))
+	}
+	return out
+}
