@@ -231,7 +231,7 @@ func TestPinArmsRepinAfterRestart(t *testing.T) {
 			switch {
 			case now < restart:
 				before = maps.Clone(b.pins)
-			case now < restart+0.15:
+			case now < restart+0.05: // the step of the restart, before its cycle
 				emptied = len(b.pins) == 0
 			}
 		}
