@@ -20,7 +20,7 @@ import (
 // configuration from the settings) is an assembly by hand, which the
 // simulator's figures would then no longer measure.
 func TestNoHandMadeAssembly(t *testing.T) {
-	forbidden := map[string]bool{"NewController": true, "NewFresh": true, "NewShedder": true}
+	forbidden := map[string]bool{"NewController": true, "NewFresh": true, "NewShedder": true, "NewPinner": true}
 	for _, dir := range []string{"../daemon", "../sim"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		require.NoError(t, err)

@@ -7,12 +7,14 @@ import (
 	"slices"
 )
 
-// conn is one open (or closed) connection.
+// conn is one open (or closed) connection of a client (an address: the
+// index of the arrival that brought it, kept when it reconnects).
 type conn struct {
 	rate   float64
 	end    float64
 	server int
 	open   bool
+	client int
 }
 
 // picker chooses the server for a new connection, -1 when none is eligible.
@@ -27,6 +29,12 @@ type backend struct {
 	seq       uint64  // leastconn requeue order
 	fallbacks int     // connections placed while no server had a weight
 	drifts    []drift // changes of rate to come, by time
+	// pins is the backend's stick table (`stick-table type ip` with `stick
+	// match src`): client → server index; nil when the backend has none.
+	// HAProxy creates no entry itself (match only): the daemon writes them.
+	pins map[int]int
+	// stuck counts the connections a pin placed (stick match hits).
+	stuck int
 }
 
 func newBackend(n, weight int, pick picker) *backend {
@@ -62,14 +70,14 @@ func (b *backend) setWeight(i, w int) {
 	s.queued = b.seq
 }
 
-// open places a new connection living until end.
-func (b *backend) open(rate, end, now float64) {
-	i := b.pick(b.servers)
-	if i < 0 { // every weight is 0: HAProxy would queue; the model falls back to leastconn
-		b.fallbacks++
-		i = pickUnweighted(b.servers)
-	}
-	b.conns = append(b.conns, conn{rate: rate, end: end, server: i, open: true})
+// open places a new connection of client living until end.
+func (b *backend) open(client int, rate, end, now float64) {
+	b.openOn(b.choose(client), client, rate, end, now)
+}
+
+// openOn opens a connection of client on server i.
+func (b *backend) openOn(i, client int, rate, end, now float64) {
+	b.conns = append(b.conns, conn{rate: rate, end: end, server: i, open: true, client: client})
 	heap.Push(&b.departing, departure{end: end, id: len(b.conns) - 1})
 	b.servers[i].picked++
 	b.attach(i, rate, now)
@@ -116,14 +124,18 @@ func (b *backend) connSeconds(i int, now float64) float64 {
 	return s.connSec + float64(s.active)*(now-s.last)
 }
 
-// closeUntil closes every connection that ends at or before t.
-func (b *backend) closeUntil(t float64) {
+// closeUntil closes every connection that ends at or before t, and
+// returns them.
+func (b *backend) closeUntil(t float64) []int {
+	var out []int
 	for b.departing.Len() > 0 && b.departing[0].end <= t {
 		d := heap.Pop(&b.departing).(departure)
 		c := &b.conns[d.id]
 		c.open = false
 		b.detach(c.server, c.rate, d.end)
+		out = append(out, d.id)
 	}
+	return out
 }
 
 // nextEnd is when the next connection closes (+Inf when none is open).
@@ -144,15 +156,28 @@ func (b *backend) remove(i int, now float64) {
 			continue
 		}
 		b.detach(i, c.rate, now)
-		j := b.pick(b.servers)
-		if j < 0 {
-			b.fallbacks++
-			j = pickUnweighted(b.servers)
-		}
+		j := b.choose(c.client)
 		c.server = j
 		b.servers[j].picked++
 		b.attach(j, c.rate, now)
 	}
+}
+
+// choose is the server a new connection of client goes to, as HAProxy
+// chooses it: the server its stick-table entry names when there is one and
+// that server is up, EVEN IF drained or at weight 0 (HAProxy's persistence
+// rule: a stick match beats the weights); else the balancing algorithm.
+func (b *backend) choose(client int) int {
+	if s, ok := b.pins[client]; ok && s < len(b.servers) && b.servers[s].up {
+		b.stuck++
+		return s
+	}
+	i := b.pick(b.servers)
+	if i < 0 { // every weight is 0: HAProxy would queue; the model falls back to leastconn
+		b.fallbacks++
+		i = pickUnweighted(b.servers)
+	}
+	return i
 }
 
 // pickUnweighted is leastconn ignoring weights, for when every weight is 0.

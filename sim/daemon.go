@@ -49,7 +49,70 @@ type simTarget struct {
 var (
 	_ weighter.Target        = (*simTarget)(nil)
 	_ weighter.SessionCloser = (*simTarget)(nil)
+	_ weighter.PinTarget     = (*simTarget)(nil)
 )
+
+// pinTableSize is the model's stick table's size (`size 100k`, as
+// docs and the reference configuration declare it).
+const pinTableSize = 102400
+
+// Pins reads the backend's stick table, as `show table` lists it: every
+// entry with the server it names, by client address; an error wrapping
+// weighter.ErrNoPinTable when the backend has none.
+func (t *simTarget) Pins(context.Context) (weighter.PinTable, error) {
+	if t.b.pins == nil {
+		return weighter.PinTable{}, fmt.Errorf("backend %s: %w", simBackend, weighter.ErrNoPinTable)
+	}
+	out := weighter.PinTable{Name: simBackend, Size: pinTableSize, Used: len(t.b.pins)}
+	clients := make([]int, 0, len(t.b.pins))
+	for c := range t.b.pins {
+		clients = append(clients, c)
+	}
+	slices.Sort(clients)
+	for _, c := range clients {
+		out.Pins = append(out.Pins, weighter.Pin{Client: clientIP(c), Server: t.b.servers[t.b.pins[c]].name})
+	}
+	return out, nil
+}
+
+// SetWeightsAndPins writes, as HAProxy takes one batch, pins.Clear (`clear
+// table … key`), then the weights, then pins.Set (`set table … data.server_id`):
+// a write HAProxy would refuse fails alone (an unknown client address or
+// server, a full table), the others are written.
+func (t *simTarget) SetWeightsAndPins(ctx context.Context, changes []weighter.Change, pins weighter.PinChanges) error {
+	var errs []error
+	if t.b.pins == nil && !pins.Empty() {
+		errs = append(errs, fmt.Errorf("backend %s: %w", simBackend, weighter.ErrNoPinTable))
+		pins = weighter.PinChanges{}
+	}
+	for _, addr := range pins.Clear {
+		c, ok := parseClientIP(addr)
+		if !ok {
+			errs = append(errs, &weighter.PinError{Client: addr, Err: errors.New("not a client address of the model")})
+			continue
+		}
+		delete(t.b.pins, c) // clearing a missing key is no error, as in HAProxy
+	}
+	if err := t.SetWeights(ctx, changes); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range pins.Set {
+		c, ok := parseClientIP(p.Client)
+		i := serverIndex(t.b.servers, p.Server)
+		_, had := t.b.pins[c]
+		switch {
+		case !ok:
+			errs = append(errs, &weighter.PinError{Client: p.Client, Err: errors.New("not a client address of the model")})
+		case i < 0:
+			errs = append(errs, &weighter.PinError{Client: p.Client, Err: fmt.Errorf("no server %q", p.Server)})
+		case !had && len(t.b.pins) >= pinTableSize:
+			errs = append(errs, &weighter.PinError{Client: p.Client, Err: weighter.ErrPinTableFull})
+		default:
+			t.b.pins[c] = i
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Servers lists every server, as `show servers state` would.
 func (t *simTarget) Servers(context.Context) ([]weighter.ServerState, error) {
@@ -127,10 +190,30 @@ func connID(s weighter.ShedSession) (int, bool) {
 	return int(n) - 1, true
 }
 
-// clientAddress is a client's source address: one IP per client (arrival),
-// so that the shed cooldown, which is per IP, follows the client.
-func clientAddress(client, id int) string {
-	return fmt.Sprintf("10.%d.%d.%d:%d", client>>16&255, client>>8&255, client&255, 1024+id%60000)
+// clientIP is a client's IP address (what a stick table of type ip keys
+// on): one per client (arrival), so that the shed cooldown, which is per
+// IP, and a pin follow the client; a session's client address adds a port.
+// Built without fmt: a reader that lists 20,000 sessions every cycle calls
+// it for each.
+func clientIP(client int) string {
+	b := make([]byte, 0, 15)
+	b = append(b, "10."...)
+	b = strconv.AppendInt(b, int64(client>>16&255), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(client>>8&255), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(client&255), 10)
+	return string(b)
+}
+
+// parseClientIP is the client of an address clientIP made.
+func parseClientIP(addr string) (int, bool) {
+	var a, b, c, d int
+	if n, err := fmt.Sscanf(addr, "%d.%d.%d.%d", &a, &b, &c, &d); err != nil || n != 4 || a != 10 ||
+		b < 0 || b > 255 || c < 0 || c > 255 || d < 0 || d > 255 || clientIP(b<<16|c<<8|d) != addr {
+		return 0, false
+	}
+	return b<<16 | c<<8 | d, true
 }
 
 // fastRead is one read of a server's fast signal on one balancer.
@@ -157,6 +240,10 @@ type simReader struct {
 	keep   float64 // reads kept per server, seconds
 	lag    bool    // LagSessions
 	open   bool    // list the open connections (the daemon does with a shed block)
+	// clients lists the clients, each address's rate and connections (the
+	// daemon's kernel reader does for a backend that pins).
+	clients bool
+	ips     map[int]string // the clients' addresses, made once (ip)
 
 	reads  [][]fastRead // per server, oldest first
 	lastAt float64      // the previous read's time, -1 before the first
@@ -216,6 +303,9 @@ func (r *simReader) ReadLocal(_ context.Context, servers []weighter.ServerState)
 	}
 	if r.open {
 		out.Open = r.openSessions(now)
+	}
+	if r.clients {
+		out.Clients = r.clientRates()
 	}
 	r.lastAt = now
 	r.published = append(r.published, pub)
@@ -334,9 +424,62 @@ func (r *simReader) openSessions(now float64) []weighter.ShedSession {
 		}
 		id, serial := sessionOf(d.id)
 		out = append(out, weighter.ShedSession{ID: id, Serial: serial, Server: b.servers[c.server].name,
-			Client: clientAddress(r.lb.client[d.id], d.id), Age: seconds2d(now - r.lb.since[d.id]), Rate: rate})
+			Client: r.ip(r.lb.client[d.id]) + ":" + strconv.Itoa(1024+d.id%60000), // one IP per client, a port per connection
+			Age:    seconds2d(now - r.lb.since[d.id]), Rate: rate})
 	}
 	return out
+}
+
+// clientRates are the balancer's clients with open connections, by
+// address: each one's connections and the sum of their rates in bytes/s as
+// the kernel reader measures them, two reads of a socket's totals apart (a
+// connection new since the previous read has none yet; a client all of whose
+// connections are new has NaN).
+func (r *simReader) clientRates() []weighter.Client {
+	b := r.lb.b
+	type one struct {
+		client   int
+		rate     float64
+		measured bool
+	}
+	conns := make([]one, 0, b.departing.Len())
+	for _, d := range b.departing {
+		c := b.conns[d.id]
+		o := one{client: c.client}
+		if r.lastAt >= 0 && r.lb.since[d.id] <= r.lastAt+1e-9 {
+			o.rate, o.measured = c.rate*bytesPerLine, true
+		}
+		conns = append(conns, o)
+	}
+	slices.SortFunc(conns, func(a, b one) int { return a.client - b.client })
+	var out []weighter.Client
+	for k := 0; k < len(conns); {
+		cl := weighter.Client{Addr: r.ip(conns[k].client)}
+		measured := false
+		for at := conns[k].client; k < len(conns) && conns[k].client == at; k++ {
+			cl.Rate += conns[k].rate
+			cl.Conns++
+			measured = measured || conns[k].measured
+		}
+		if !measured {
+			cl.Rate = math.NaN()
+		}
+		out = append(out, cl)
+	}
+	return out
+}
+
+// ip is a client's address, made once per client and reader.
+func (r *simReader) ip(client int) string {
+	if r.ips == nil {
+		r.ips = map[int]string{}
+	}
+	a, ok := r.ips[client]
+	if !ok {
+		a = clientIP(client)
+		r.ips[client] = a
+	}
+	return a
 }
 
 func seconds2d(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -501,7 +644,11 @@ func (m *model) newDaemons() error {
 	if pl.Input != InputExternal {
 		for _, lb := range m.lbs {
 			lb.reader = newSimReader(m, lb, pl)
-			lb.reader.open = pl.Shed != nil
+			// The daemon lists the open connections for shedding and for
+			// pinning (where a client sits is matched from them), and the
+			// clients for pinning.
+			lb.reader.open = pl.Shed != nil || pl.Pin != nil
+			lb.reader.clients = pl.Pin != nil
 		}
 	}
 	for _, lb := range m.lbs {
@@ -560,7 +707,7 @@ func (pl Pipeline) daemonCandidate(sc Scenario) (config.Backend, assemble.Resear
 	if pl.Adjust != nil {
 		pl.Adjust(&policy)
 	}
-	return b, assemble.Research{Policy: &policy, Shed: pl.Shed, Settings: func(s *weighter.FreshSettings) {
+	return b, assemble.Research{Policy: &policy, Shed: pl.Shed, Pin: pl.Pin, Settings: func(s *weighter.FreshSettings) {
 		s.Calibrate = pl.Input == InputCalibrated
 		if pl.Calibration.Mode != "" {
 			cp := pl.Calibration

@@ -137,7 +137,7 @@ func TestContstatsLumps(t *testing.T) {
 		SignalClosed:    {0, 0, 0, 0, 0},
 	} {
 		lb := &balancer{b: newBackend(1, initialWeight, pickLeastconn)}
-		lb.b.open(10000, 100, 0)
+		lb.b.open(0, 10000, 100, 0)
 		lb.since = append(lb.since, 0)
 		m := &model{sc: sc, signal: sig}
 		r := newSimReader(m, lb, Pipeline{})

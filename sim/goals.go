@@ -39,6 +39,7 @@ var flagFields = map[string]func(dst *Scenario, src Scenario){
 	"interval":    func(d *Scenario, s Scenario) { d.Interval = s.Interval },
 	"delay":       func(d *Scenario, s Scenario) { d.Delay = s.Delay },
 	"fast-signal": func(d *Scenario, s Scenario) { d.FastSignal = s.FastSignal },
+	"returning":   func(d *Scenario, s Scenario) { d.Returning = s.Returning },
 }
 
 // Override copies the field behind the named haproxy-weighter-sim flag from src to dst (a

@@ -166,6 +166,7 @@ type model struct {
 	// restarted), by time; restartRng draws a restart's reconnect times.
 	pending    []reconnect
 	restartRng *rand.Rand
+	returns    map[int]uint64 // per client, its returns so far (Scenario.Returning)
 }
 
 func newModel(sc Scenario, pl Pipeline, str *stream, owner []int) (*model, error) {
@@ -189,7 +190,11 @@ func newModel(sc Scenario, pl Pipeline, str *stream, owner []int) (*model, error
 	}
 	slices.SortStableFunc(m.events, func(a, b Event) int { return cmpFloat(a.At.Seconds(), b.At.Seconds()) })
 	for k := range sc.shares() {
-		m.lbs = append(m.lbs, &balancer{b: newBackend(sc.Servers, initialWeight, m.picker(k))})
+		lb := &balancer{b: newBackend(sc.Servers, initialWeight, m.picker(k))}
+		if pl.Pin != nil && pl.Kind == KindWeighter { // the HAProxy of a daemon that pins has a stick table
+			lb.b.pins = map[int]int{}
+		}
+		m.lbs = append(m.lbs, lb)
 	}
 	if pl.Kind == KindWeighter {
 		if err := m.newDaemons(); err != nil {
@@ -363,7 +368,12 @@ func (m *model) advance(t float64) error {
 			}
 			m.events = m.events[1:]
 		case dep <= t && dep <= arr && dep <= rec && dep <= drift:
-			m.lbs[which].b.closeUntil(dep)
+			ended := m.lbs[which].b.closeUntil(dep)
+			if m.sc.Returning {
+				for _, id := range ended {
+					m.comeBack(m.lbs[which], id, dep)
+				}
+			}
 		case drift <= t && drift <= arr && drift <= rec:
 			m.lbs[drifting].b.applyDrift()
 		case rec <= t && rec <= arr:
@@ -384,7 +394,11 @@ func (m *model) advance(t float64) error {
 func (m *model) place(k, client int, now, end float64) {
 	a := m.str.arrivals[client]
 	lb := m.lbs[k]
-	lb.b.open(a.rateAt(now), end, now)
+	if a.Server > 0 && now == a.At { // a fixed client, where it was at the start
+		lb.b.openOn(a.Server-1, client, a.rateAt(now), end, now)
+	} else {
+		lb.b.open(client, a.rateAt(now), end, now)
+	}
 	id := len(lb.b.conns) - 1
 	if a.DriftAt > now && a.DriftAt < end {
 		lb.b.scheduleDrift(id, a.DriftAt, a.rateAt(a.DriftAt))
@@ -409,6 +423,9 @@ func (m *model) restart(ev Event, now float64) {
 	for i := range lb.b.servers {
 		lb.b.setWeight(i, initialWeight)
 	}
+	if lb.b.pins != nil && !ev.Peers { // the stick table lives in the process
+		clear(lb.b.pins)
+	}
 	var open []int
 	for _, d := range lb.b.departing {
 		open = append(open, d.id)
@@ -424,6 +441,21 @@ func (m *model) restart(ev Event, now float64) {
 		}
 		m.queueReconnect(lb, id, now+over*m.restartRng.Float64(), now)
 	}
+}
+
+// comeBack queues the return of the client of lb's connection id, which
+// ended at now (Scenario.Returning): after 0.1-2 s, for a new lifetime. The
+// draws are the client's own (its index and how often it came back), so
+// that every pipeline sees the same returns whatever it sheds.
+func (m *model) comeBack(lb *balancer, id int, now float64) {
+	client := lb.client[id]
+	if m.returns == nil {
+		m.returns = map[int]uint64{}
+	}
+	m.returns[client]++
+	rng := rand.New(rand.NewPCG(m.sc.Seed^0x2e7022, uint64(client)<<24|m.returns[client]))
+	at := now + reconnectMin + (reconnectMax-reconnectMin)*rng.Float64()
+	m.queueReturn(reconnect{at: at, remaining: rng.ExpFloat64() * m.sc.MeanLife.Seconds(), lb: slices.Index(m.lbs, lb), client: client})
 }
 
 // defaultRestartOver is the span a restarted balancer's clients reconnect

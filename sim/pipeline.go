@@ -62,6 +62,11 @@ type Pipeline struct {
 	// Shed, when set, makes every daemon close the heaviest long-lived
 	// sessions of a hot server (weighter.Shedder); clients reconnect.
 	Shed *weighter.ShedPolicy
+	// Pin, when set, gives every balancer's HAProxy a stick table matched
+	// on the client's address and every daemon a weighter.Pinner with this
+	// policy: the daemon pins the heavy clients it learns from its fast
+	// reader's clients, and a pinned client's new connections go to its pin.
+	Pin *weighter.PinPolicy
 	// Omni, when set, adds an omniscient shedder (OmniShed) to the
 	// placement: the reference for what shedding could do, not a daemon.
 	Omni *OmniShed

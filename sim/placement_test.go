@@ -18,7 +18,7 @@ func place(b *backend, n int) string {
 		for i, s := range b.servers {
 			before[i] = s.picked
 		}
-		b.open(1, 1e9, 0)
+		b.open(0, 1, 1e9, 0)
 		for i, s := range b.servers {
 			if s.picked != before[i] {
 				seq = append(seq, s.name)

@@ -173,6 +173,30 @@ func ProductionArms() []Pipeline {
 	}
 }
 
+// Names of the pin arms: the shipped daemon pinning heavy clients
+// (weighter.DefaultPin), without and with shedding (weighter.DefaultShed).
+const (
+	ShippedPinName     = ShippedName + " + pin"
+	ShippedPinShedName = ShippedName + " + pin + shed"
+)
+
+// ShippedPinPipeline is the shipped daemon pinning by pin, shedding by shed
+// when not nil.
+func ShippedPinPipeline(name string, pin weighter.PinPolicy, shed *weighter.ShedPolicy) Pipeline {
+	pl := ShippedPipeline()
+	pl.Name, pl.Default, pl.Pin, pl.Shed = name, false, &pin, shed
+	return pl
+}
+
+// PinArms are the production world's arms and the shipped daemon pinning,
+// without and with shedding (docs/research/pinning-simulator.md).
+func PinArms() []Pipeline {
+	shed := weighter.DefaultShed()
+	return append(ProductionArms(),
+		ShippedPinPipeline(ShippedPinName, weighter.DefaultPin(), nil),
+		ShippedPinPipeline(ShippedPinShedName, weighter.DefaultPin(), &shed))
+}
+
 // Random2Arms are HAProxy's `balance random(2)` without weights and under
 // the shipped daemon's weights.
 func Random2Arms() []Pipeline {
@@ -311,7 +335,8 @@ func (r *ShedResult) neverAboveLeastconn(i int) (ok, judged bool) {
 // arms: random(2) (Random2Arms), the anti-herding candidates
 // (HerdCandidates) and the fresh-data candidates (CandidatePipelines).
 func WorldPipelines() []Pipeline {
-	out := append(Random2Arms(), HerdCandidates()...)
+	out := append(Random2Arms(), PinArms()[len(ProductionArms()):]...)
+	out = append(out, HerdCandidates()...)
 	out = append(out, RefreshCandidates()...)
 	out = append(out, worldShedRows("%s + shed above %g for %d at %d/min")...) // --pipelines splits on commas
 	return append(out, CandidatePipelines()...)

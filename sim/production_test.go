@@ -70,7 +70,9 @@ func TestProductionEventsKeepTheBooks(t *testing.T) {
 	}
 	assert.InDelta(t, 0.5, float64(drifting)/float64(len(str.arrivals)), 0.05)
 
-	pipelines := []Pipeline{{Name: "leastconn", Kind: KindLeastconn}, ShippedShedPipeline("eager", eager())}
+	eagerShed := eager()
+	pipelines := []Pipeline{{Name: "leastconn", Kind: KindLeastconn}, ShippedShedPipeline("eager", eager()),
+		ShippedPinPipeline("eager pin", weighter.DefaultPin(), &eagerShed)}
 	pipelines = append(pipelines, Random2Arms()...)
 	for _, st := range append(modelStrategies(), PerConnStrategy(weighter.DefaultPolicy())) {
 		if st.Kind != KindLeastconn { // Run's strategies: roundrobin, agent-check, oracle, weighing by the source

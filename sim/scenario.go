@@ -59,6 +59,27 @@ type Scenario struct {
 	// Ramp of the run, each placed by the weights of its moment, as the bench's
 	// -ramp does (a balancer whose clients arrived over hours); 0 = all at 0.
 	Ramp time.Duration `yaml:"ramp,omitempty"`
+	// Clients, when set, are the scenario's only clients instead of
+	// connections drawn from rate and mean_life: each holds one connection
+	// from its own address from the start to the end of the run, on the
+	// server it names (where it was when the run starts); nothing connects
+	// but a shed or restarted client coming back (a few carbon-relays, each
+	// with one connection to a cache).
+	Clients []FixedClient `yaml:"clients,omitempty"`
+	// Returning makes every client come back when its connection ends, from
+	// the same address and at its rate, after 0.1-2 s, for a new lifetime
+	// drawn from mean_life; no other client arrives (the clients are the
+	// initial population and the events'). A relay or an agent reconnects
+	// when its connection ends; by default an ended client is gone and
+	// Poisson arrivals bring new ones.
+	Returning bool `yaml:"returning,omitempty"`
+}
+
+// FixedClient is one client of Scenario.Clients: its rate (datapoints/s)
+// and the server its connection is on at the start (s1, s2, …).
+type FixedClient struct {
+	Rate   float64 `yaml:"rate"`
+	Server string  `yaml:"server"`
 }
 
 // Drift is a change of rate in mid-life: each client, with probability
@@ -119,6 +140,10 @@ type Event struct {
 	Over   time.Duration `yaml:"over"`   // ramp, burst, restart
 	// Balancer is the restarting balancer's index (0: the first).
 	Balancer int `yaml:"balancer,omitempty"`
+	// Peers: the restart keeps the balancer's stick table (pins), as a
+	// reload does with a `peers` section naming the local host; without
+	// it the table starts empty, as after a restart.
+	Peers bool `yaml:"peers,omitempty"`
 }
 
 // DefaultScenario is the scenario haproxy-weighter-sim runs without arguments:

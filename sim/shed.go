@@ -70,6 +70,9 @@ type ShedFigures struct {
 	// WhaleRecovery is, per whale, the seconds from its arrival until the first
 	// 10 s window (after it) in which its server was under 1.5 × the mean (nil: not while it lived).
 	WhaleRecovery []*float64 `json:"whale_recovery_seconds"`
+	// LinesLost is what was in flight at the sheds (bytesInFlight), in
+	// lines: what a client that does not resend loses.
+	LinesLost float64 `json:"-"`
 }
 
 func (m *model) initShed() {
@@ -142,7 +145,11 @@ func (m *model) closeConn(lb *balancer, id int, now float64) {
 // queueReconnect brings the client of lb's closed connection id back at
 // at, with the rest of its lifetime (counted from now, when it was closed).
 func (m *model) queueReconnect(lb *balancer, id int, at, now float64) {
-	r := reconnect{at: at, remaining: lb.b.conns[id].end - now, lb: slices.Index(m.lbs, lb), client: lb.client[id]}
+	m.queueReturn(reconnect{at: at, remaining: lb.b.conns[id].end - now, lb: slices.Index(m.lbs, lb), client: lb.client[id]})
+}
+
+// queueReturn queues r in time order.
+func (m *model) queueReturn(r reconnect) {
 	i, _ := slices.BinarySearchFunc(m.pending, r.at, func(p reconnect, at float64) int {
 		if p.at <= at { // equal times keep the order they were queued in
 			return -1
@@ -182,6 +189,7 @@ func (m *model) shedFigures() *ShedFigures {
 	}
 	out.PerHourPerServer = float64(out.Sheds) / hours / float64(m.sc.Servers)
 	for _, b := range m.shed.bytes {
+		out.LinesLost += b / bytesPerLine
 		out.BytesInFlightMean += b / float64(len(m.shed.bytes))
 		out.BytesInFlightMax = math.Max(out.BytesInFlightMax, b)
 	}
@@ -283,6 +291,8 @@ type ShedCell struct {
 	// it (burstHerd), mean over the bursts and seeds, and the most in any;
 	// NaN without bursts.
 	Herd, HerdWorst float64
+	// LostPerHour is the lines in flight at the sheds, per hour (mean over seeds).
+	LostPerHour float64
 	// SeedP50 and SeedP90 are each seed's figures, in the order of the seeds:
 	// how far one seed is from another is what a few seeds can decide.
 	SeedP50, SeedP90 []float64
@@ -355,6 +365,7 @@ func CompareShed(scenarios []Scenario, seeds []uint64, pipelines []Pipeline) (*S
 					c.MaxPerHour = math.Max(c.MaxPerHour, s.MaxPerHourOneServer)
 					c.BytesMean += s.BytesInFlightMean * w
 					c.BytesMax = math.Max(c.BytesMax, s.BytesInFlightMax)
+					c.LostPerHour += s.LinesLost / (sc.Duration - sc.Warmup).Hours() * w
 				}
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // arrival is one connection of the stream: when it opens, its rate and how long it lives.
@@ -13,6 +15,9 @@ type arrival struct {
 	Rate  float64
 	Life  float64
 	Whale bool // one of a whale (or burst) event's connections
+	// Server is, plus one, the server a client of Scenario.Clients is on at
+	// the start (0: the balancer places it).
+	Server int
 	// DriftAt is when the client's rate changes to Rate × DriftFactor
 	// (Scenario.Drift); 0 = never.
 	DriftAt, DriftFactor float64
@@ -37,6 +42,9 @@ type stream struct {
 // Connections at time 0 (lifetimes are memoryless, so it starts in steady state), then
 // Poisson arrivals at Connections/MeanLife per second times the ramp factor, plus whales.
 func newStream(sc Scenario) *stream {
+	if len(sc.Clients) > 0 {
+		return fixedStream(sc)
+	}
 	rng := rand.New(rand.NewPCG(sc.Seed, 0x5eed))
 	life := sc.MeanLife.Seconds()
 	s := &stream{}
@@ -55,12 +63,31 @@ func newStream(sc Scenario) *stream {
 	base := float64(sc.Connections) / life
 	peak := maxRampFactor(sc.Events)
 	end := sc.Duration.Seconds()
+	if sc.Returning { // the initial clients come back; nobody else arrives
+		end = 0
+	}
 	for t := rng.ExpFloat64() / (base * peak); t < end; t += rng.ExpFloat64() / (base * peak) {
 		if rng.Float64()*peak < rampFactor(sc.Events, t) { // thinning
 			add(t)
 		}
 	}
 	s.meanRate = sum / float64(len(s.arrivals))
+	s.addEventClients(sc)
+	slices.SortStableFunc(s.arrivals, func(a, b arrival) int { return cmpFloat(a.At, b.At) })
+	s.drift(sc)
+	return s
+}
+
+// fixedStream is the stream of a scenario of fixed clients
+// (Scenario.Clients): each connected at 0 on its server until the end, then
+// the event clients; drifts as any.
+func fixedStream(sc Scenario) *stream {
+	s := &stream{}
+	for _, c := range sc.Clients {
+		n, _ := strconv.Atoi(strings.TrimPrefix(c.Server, "s"))
+		s.arrivals = append(s.arrivals, arrival{Rate: c.Rate, Life: 2 * sc.Duration.Seconds(), Server: n})
+		s.meanRate += c.Rate / float64(len(sc.Clients))
+	}
 	s.addEventClients(sc)
 	slices.SortStableFunc(s.arrivals, func(a, b arrival) int { return cmpFloat(a.At, b.At) })
 	s.drift(sc)

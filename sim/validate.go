@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -46,6 +48,12 @@ func (sc Scenario) Validate() error {
 	}
 	if sc.Ramp < 0 || sc.Ramp >= sc.Duration {
 		return errors.New("scenario: ramp must not be negative and shorter than duration")
+	}
+	for i, c := range sc.Clients {
+		n, err := strconv.Atoi(strings.TrimPrefix(c.Server, "s"))
+		if !(c.Rate > 0) || math.IsInf(c.Rate, 0) || !strings.HasPrefix(c.Server, "s") || err != nil || n < 1 || n > sc.Servers {
+			return fmt.Errorf("scenario: clients[%d]: want a positive rate and a server s1..s%d (got %g on %q)", i, sc.Servers, c.Rate, c.Server)
+		}
 	}
 	for i, ev := range sc.Events {
 		if err := ev.validate(sc); err != nil {

@@ -27,6 +27,7 @@ type simulateFlags struct {
 	shed, shedSweep        bool                // the shedding comparison and sweep over sim.ShedScenarios
 	shedPolicy             weighter.ShedPolicy // the factors of the "… shed" pipeline
 	world                  string              // the world comparison: production, lab or all
+	pin                    bool                // the pin comparison over --world's scenarios (default all)
 }
 
 func newSimulateFlags() *simulateFlags {
@@ -46,6 +47,7 @@ func addSimulateFlags(fl *pflag.FlagSet, f *simulateFlags) {
 	fl.BoolVar(&f.fresh, "fresh", false, "compare the shipped daemon (*) and --pipelines (default all) over the lab and production worlds' twelve scenarios (--world lab or production: one world; --scenario: that one) with --seeds seeds; print Markdown (docs/research/fresh-by-default.md; minutes: --world lab is the quick one)")
 	fl.StringVar(&f.external, "external", "", "external metric of the fresh-data model: prometheus-15s-30s, prometheus-15s-1m, graphite-10s-delay-20s, graphite-10s-delay-30s or graphite-60s-delay-60s (sets resolution, rate window and delay)")
 	fl.StringVar(&f.world, "world", "", "compare leastconn, the oracle, the shipped daemon (*) and the shipped daemon with shedding over a world's scenarios with --seeds seeds: production (long-lived, burst-6m, burst, restart, drift, many), lab (the six fresh-data scenarios) or all (what the run without flags prints after the default scenario); --pipelines adds rows; with --shed-sweep, the shipped daemon with each point of a grid of shed factors (production: over long-lived, burst and drift); with --fresh, the scenarios it compares over; print Markdown, or JSON with -o json (docs/research/production-world.md)")
+	fl.BoolVar(&f.pin, "pin", false, "compare leastconn, the oracle, the shipped daemon (*) without and with shedding and pinning heavy clients (+ pin, + pin + shed) over --world's scenarios (default all) or --scenario alone with --seeds seeds, then the carbon scenario's max/mean over time; print Markdown, or the world's JSON with -o json (docs/research/pinning-simulator.md)")
 	addScenarioFlags(fl, &f.sc)
 	addPolicyFlags(fl, &f.policy)
 	addShedFlags(fl, f)
@@ -65,6 +67,7 @@ func addScenarioFlags(fl *pflag.FlagSet, sc *sim.Scenario) {
 	fl.DurationVar(&sc.Interval, "interval", sc.Interval, "weighter interval")
 	fl.DurationVar(&sc.Delay, "delay", sc.Delay, "ingestion delay before a metric point is visible to the weighter")
 	fl.StringVar(&sc.FastSignal, "fast-signal", sc.FastSignal, "fresh-data model: fast signal read every cycle: live (show sess all), contstats or closed (show stat)")
+	fl.BoolVar(&sc.Returning, "returning", sc.Returning, "every client comes back from the same address when its connection ends (after 0.1-2 s, for a new lifetime), and no other client arrives: what makes a pin find a heavy client again")
 }
 
 func addPolicyFlags(fl *pflag.FlagSet, p *weighter.Policy) {
@@ -82,6 +85,9 @@ func runSimulate(cmd *cobra.Command, f *simulateFlags) error {
 	out := cmd.OutOrStdout()
 	if f.output != "table" && f.output != "json" {
 		return cli.Usage(fmt.Errorf("unknown --output %q (want table or json)", f.output))
+	}
+	if f.pin {
+		return runPin(cmd, f)
 	}
 	if f.world != "" && !f.fresh {
 		return runWorld(cmd, f)

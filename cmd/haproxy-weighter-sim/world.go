@@ -59,6 +59,9 @@ func worldPlanFromFlags(fl *pflag.FlagSet, f *simulateFlags) (*worldPlan, error)
 	}
 	applyScenarioFlags(fl, f, ext, scenarios)
 	pipelines := sim.ProductionArms()
+	if f.pin {
+		pipelines = sim.PinArms()
+	}
 	if f.shedSweep {
 		pipelines = sim.WorldShedSweep()
 		if f.scenario == "" && f.world == sim.WorldProduction {
