@@ -104,7 +104,8 @@ func TestGraphiteCarbonExample(t *testing.T) {
 
 // carbonConfig writes the example with this test's HAProxy socket, Graphite,
 // window, carbon's agents as HAProxy's servers, and its target changed by
-// target; fast_signal off, so that once shows the source's loads.
+// target; fast_signal off, so that once shows the source's loads (and
+// shed, which needs the fast signal, left out).
 func carbonConfig(t *testing.T, example []byte, socket, graphiteURL string, from int64, agents map[string]string, target func(string) string) string {
 	t.Helper()
 	var cfg map[string]any
@@ -115,6 +116,7 @@ func carbonConfig(t *testing.T, example []byte, socket, graphiteURL string, from
 	cfg["haproxy"] = map[string]any{"socket": socket}
 	b := cfg["backends"].([]any)[0].(map[string]any)
 	b["fast_signal"] = "off"
+	delete(b, "shed")
 	b["max_step"] = 0
 	gr := b["source"].(map[string]any)["graphite"].(map[string]any)
 	gr["url"], gr["from"], gr["server_map"] = graphiteURL, strconv.FormatInt(from, 10), agents

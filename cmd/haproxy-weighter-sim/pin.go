@@ -11,7 +11,7 @@ import (
 
 // carbonMoments are the moments of the carbon scenario's max/mean the pin
 // comparison prints, seconds.
-var carbonMoments = []float64{10, 30, 60, 120, 180, 300, 600, 1200, 1800}
+func carbonMoments() []float64 { return []float64{10, 30, 60, 120, 180, 300, 600, 1200, 1800} }
 
 // carbonLimit is the carbon scenario's goal: max/mean at most 2 within a few minutes.
 const carbonLimit = 2.0
@@ -59,5 +59,5 @@ func runPin(cmd *cobra.Command, f *simulateFlags) error {
 	if _, err := fmt.Fprintf(out, "\nThe %s scenario (seed %d): max/mean of the servers' loads in the 10 s window ending at each moment\n\n", sc.Name, sc.Seed); err != nil {
 		return err
 	}
-	return s.WriteMarkdown(out, carbonMoments, carbonLimit)
+	return s.WriteMarkdown(out, carbonMoments(), carbonLimit)
 }
