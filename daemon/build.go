@@ -112,7 +112,7 @@ func build(cfg *config.Config, log *slog.Logger, o buildOptions) ([]*managedBack
 			bo.listeners, notes = pinListeners(b, cfg.SocketOf(&b))
 			if mode, _, _ := b.PinSettings(); mode == config.PinOn {
 				for _, n := range notes { // configured to pin: said at start
-					log.Warn(n.msg, append([]any{"backend", b.Name}, n.attrs...)...)
+					n.say(log, slog.LevelWarn, "backend", b.Name)
 				}
 			}
 		}

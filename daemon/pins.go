@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"os"
 	"strings"
@@ -24,8 +25,31 @@ const defaultHAProxyConfig = "/etc/haproxy/haproxy.cfg"
 // (and pinned): a log line, said once the backend pins (pinLog.notes), or at
 // start for a backend configured with pin.enabled: true.
 type pinNote struct {
-	msg   string
+	kind  pinNoteKind
 	attrs []any
+}
+
+// pinNoteKind is which of the fixed log messages a pinNote is.
+type pinNoteKind int
+
+const (
+	noListener pinNoteKind = iota
+	sharedFrontends
+	skippedBinds
+)
+
+// say logs the note at level, each kind under its fixed message.
+func (n pinNote) say(log *slog.Logger, level slog.Level, attrs ...any) {
+	attrs = append(attrs, n.attrs...)
+	ctx := context.Background()
+	switch n.kind {
+	case noListener:
+		log.Log(ctx, level, "clients not measured", attrs...)
+	case sharedFrontends:
+		log.Log(ctx, level, "clients of shared frontends not measured", attrs...)
+	case skippedBinds:
+		log.Log(ctx, level, "clients of some binds not measured", attrs...)
+	}
 }
 
 // pinListeners returns where backend b's clients connect, which the socket
@@ -50,7 +74,7 @@ func pinListeners(b config.Backend, sock haproxy.Config) ([]netip.AddrPort, []pi
 		return out, nil
 	}
 	none := func(attrs ...any) []pinNote {
-		return []pinNote{{"clients not measured", append(attrs, "effect", "heavy clients are not pinned", "fix", "set pin.listeners")}}
+		return []pinNote{{noListener, append(attrs, "effect", "heavy clients are not pinned", "fix", "set pin.listeners")}}
 	}
 	path := sock.ConfigFile
 	if path == "" {
@@ -69,11 +93,11 @@ func pinListeners(b config.Backend, sock haproxy.Config) ([]netip.AddrPort, []pi
 	}
 	var notes []pinNote
 	if len(ls.Shared) > 0 {
-		notes = append(notes, pinNote{"clients of shared frontends not measured", []any{"file", path, "frontends", strings.Join(ls.Shared, "; "),
+		notes = append(notes, pinNote{sharedFrontends, []any{"file", path, "frontends", strings.Join(ls.Shared, "; "),
 			"effect", "their clients are not pinned (the socket table cannot tell which backend a connection went to)"}})
 	}
 	if len(ls.Skipped) > 0 {
-		notes = append(notes, pinNote{"clients of some binds not measured", []any{"file", path, "binds", strings.Join(ls.Skipped, "; ")}})
+		notes = append(notes, pinNote{skippedBinds, []any{"file", path, "binds", strings.Join(ls.Skipped, "; ")}})
 	}
 	if len(ls.Addrs) == 0 {
 		notes = append(notes, none("reason", "no TCP bind routes to the backend alone", "file", path)...)
@@ -95,7 +119,7 @@ func (l *cycleLog) sayPinNotes(u *managedBackend) {
 	}
 	l.pin.notes = key
 	for _, n := range u.pinNotes {
-		l.log.Info(n.msg, n.attrs...)
+		n.say(l.log, slog.LevelInfo)
 	}
 }
 

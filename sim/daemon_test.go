@@ -28,6 +28,15 @@ func (r *recordingTarget) SetWeights(ctx context.Context, changes []weighter.Cha
 	return r.simTarget.SetWeights(ctx, changes)
 }
 
+// SetWeightsAndPins records the weights of a batch that may carry pins: a
+// backend with a Pinner (every shipped one) writes through it.
+func (r *recordingTarget) SetWeightsAndPins(ctx context.Context, changes []weighter.Change, pins weighter.PinChanges) error {
+	if len(changes) > 0 {
+		r.batches = append(r.batches, changes)
+	}
+	return r.simTarget.SetWeightsAndPins(ctx, changes, pins)
+}
+
 // TestDaemonsRunTheDaemonsCycle: every weight a simulated daemon writes,
 // and every session it sheds, comes out of weighter.RunCycle: the target
 // receives exactly each cycle's plan's changes, and the closes are the
