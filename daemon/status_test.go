@@ -444,7 +444,7 @@ backend be
 	assert.Contains(t, body, `table <code>be</code>: <span class="ok">ok</span>`)
 	assert.Contains(t, body, "client addresses tracked: 3")
 	for client, server := range pinnedOn {
-		assert.Regexp(t, `<tr><td class="name">`+regexp.QuoteMeta(client)+`</td><td class="n" title="[0-9.]+">[0-9.]+ [kM]B/s</td><td>`+
+		assert.Regexp(t, `<tr><td class="name">`+regexp.QuoteMeta(client)+`</td><td class="n" title="[^"]+">[0-9.]+ [kM]B/s</td><td>`+
 			regexp.QuoteMeta(server)+`</td><td>[^<]+</td><td class="n">[^<]+</td><td class="why">pin `+regexp.QuoteMeta(client)+` `, body)
 	}
 	dom := testenv.ChromiumDOM(t, hs.URL+"/")
