@@ -279,7 +279,10 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			note += "; fast signal reader " + res.Reader
 		}
 		if len(res.ShedLog) > 0 {
-			note += fmt.Sprintf("\n  sheds (time after the traffic started, server, client, datapoints/s): %s", strings.Join(res.ShedLog, "; "))
+			note += fmt.Sprintf("\n  sheds (time after the traffic started, server, client, datapoints/s): %s", strings.Join(res.ShedLog, "\n    "))
+		}
+		for _, p := range res.PinLog {
+			note += "\n  pins, " + p
 		}
 		if res.Changes == 0 {
 			note += "\n  the weighter's last log lines:\n" + res.LogTail
@@ -365,6 +368,8 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 	fmt.Fprintf(w, "  from %s's Quick start: %s\n", filepath.Base(o.Readme), qs.Line)
 	fmt.Fprintf(w, "shed: %s run --config <file> --listen <free port>: %s's minimal config (Quick start) with its socket and Prometheus, and its commented shed line on: %s\n",
 		o.Weighter, filepath.Base(o.Readme), shedLine)
+	fmt.Fprintf(w, "pin: default + --haproxy-config <the arm's haproxy.cfg>, whose backend has the two lines %q (the daemon pins heavy clients by default when it has the table and finds the listeners)\n", pinTableLines)
+	fmt.Fprintf(w, "pin+shed: shed + --haproxy-config <the arm's haproxy.cfg>, the same two lines in its backend\n")
 	fmt.Fprintf(w, "%s (leastconn, no weights set, no contstats, timeouts %s) ×%d; one %s per weighted arm, scraping its sinks every %s\n",
 		hap, o.sc.haproxyTimeout, len(o.arms), prom, o.Scrape)
 	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.3g datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (a client that leaves is replaced by a new one from a new address)\n",
@@ -381,7 +386,7 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 	}
 	if o.Scenario == scenarioRestart {
 		fmt.Fprintf(w, "restart: at %s every arm's HAProxy is stopped (SIGTERM: every connection closed) and started again on the same config and socket, no server-state file "+
-			"(runtime weights back to the config's); each client reconnects after a uniform delay within %s (the oracle's placed again by the oracle)\n", o.RestartAt, o.RestartWithin)
+			"(runtime weights back to the config's) and no peers section (a pin arm's table starts empty: its weighter writes the pins again); each client reconnects after a uniform delay within %s (the oracle's placed again by the oracle)\n", o.RestartAt, o.RestartWithin)
 	}
 	if o.manyWhy != "" {
 		fmt.Fprintf(w, "many: %s\n", o.manyWhy)

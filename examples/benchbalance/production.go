@@ -32,12 +32,16 @@ type scenario struct {
 }
 
 // prodArms are the production scenarios' arms: leastconn, the quick start as shipped,
-// the same with the README's recommended shedding for the production world, and the
-// oracle (last: the clients' placed connection).
+// the same with the README's recommended shedding for the production world, each of
+// those two again with the pin table's two lines in its HAProxy backend and the
+// weighter given that HAProxy's configuration file (pin, pin+shed), and the oracle
+// (last: the clients' placed connection).
 var prodArms = []armSpec{
 	{Name: "leastconn", Kind: kindControl},
 	{Name: "default", Kind: kindWeighted},
 	{Name: "shed", Kind: kindWeighted, Shed: true},
+	{Name: "pin", Kind: kindWeighted, Pin: true},
+	{Name: "pin+shed", Kind: kindWeighted, Shed: true, Pin: true},
 	{Name: "oracle", Kind: kindOracle},
 }
 
@@ -83,7 +87,12 @@ func (l *lab) finish(ctx context.Context, prod *prodTraffic, res *seedResult) er
 	res.Received = l.drain(ctx)
 	for _, a := range l.arms {
 		if a.spec.Shed {
-			res.ShedLog = append(res.ShedLog, shedsLogged(a.logPath, prod.start)...)
+			if sheds := shedsLogged(a.logPath, prod.start); len(sheds) > 0 {
+				res.ShedLog = append(res.ShedLog, a.spec.Name+": "+strings.Join(sheds, "; "))
+			}
+		}
+		if a.spec.Pin {
+			res.PinLog = append(res.PinLog, a.spec.Name+": "+pinsLogged(a.logPath, prod.start))
 		}
 	}
 	return nil
@@ -194,6 +203,70 @@ func shedsLogged(path string, start time.Time) []string {
 		out = append(out, fmt.Sprintf("%.0fs %s %s %.0f/s", at.Sub(start).Seconds(), kv["server"], client, rate/float64(len(datapoint))))
 	}
 	return out
+}
+
+// pinsLogged sums up the pins a weighter logged: whether it said it pins ("pinning
+// heavy clients", or why not: "clients not pinned", "clients not measured"), each batch
+// written ("pins written": when after the traffic started at start, how many set and
+// cleared) and the pins in force after the last one.
+func pinsLogged(path string, start time.Time) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "no log"
+	}
+	var state string
+	var batches []string
+	set, cleared, pinned := 0, 0, "0"
+	for _, line := range strings.Split(string(b), "\n") {
+		kv := logFields(line)
+		switch kv["msg"] {
+		case "pinning heavy clients", "clients not pinned", "clients not measured", "pin table full", "pin table not read":
+			if state == "" || kv["msg"] != "pinning heavy clients" {
+				state = kv["msg"]
+				if r := kv["reason"]; r != "" {
+					state += " (" + r + ")"
+				}
+			}
+		case "pins written":
+			at, err := time.Parse(time.RFC3339Nano, kv["time"])
+			if err != nil {
+				continue
+			}
+			s, _ := strconv.Atoi(kv["set"])
+			c, _ := strconv.Atoi(kv["cleared"])
+			set, cleared, pinned = set+s, cleared+c, kv["pinned"]
+			batches = append(batches, fmt.Sprintf("%.0fs +%d-%d", at.Sub(start).Seconds(), s, c))
+		}
+	}
+	if state == "" {
+		state = "said nothing of pins"
+	}
+	out := fmt.Sprintf("%s; %d pins set, %d cleared, %s in force at the end", state, set, cleared, pinned)
+	if len(batches) > 0 {
+		out += " (writes: " + strings.Join(batches, ", ") + ")"
+	}
+	return out
+}
+
+// logFields are a logfmt line's key=value pairs ("…" values unquoted).
+func logFields(line string) map[string]string {
+	kv := map[string]string{}
+	for rest := strings.TrimSpace(line); rest != ""; rest = strings.TrimLeft(rest, " ") {
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok || strings.Contains(k, " ") {
+			break
+		}
+		if strings.HasPrefix(v, `"`) {
+			if q, err := strconv.QuotedPrefix(v); err == nil {
+				rest = v[len(q):]
+				kv[k], _ = strconv.Unquote(q)
+				continue
+			}
+		}
+		v, rest, _ = strings.Cut(v, " ")
+		kv[k] = v
+	}
+	return kv
 }
 
 // weighterFigures is what a weighter's /metrics says at the end of a run.
