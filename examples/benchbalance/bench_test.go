@@ -335,3 +335,35 @@ func TestWriteWindows(t *testing.T) {
 		t.Errorf("windows:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// A pinning arm's note says whether its weighter pinned, what it wrote and when, from
+// its log's "pinning heavy clients" and "pins written" lines.
+func TestPinsLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	log := `time=2026-12-02T07:22:03.000Z level=INFO msg="pinning heavy clients" backend=be_ingest table=be_ingest pins=0
+time=2026-12-02T07:22:03.100Z level=INFO msg="pins written" backend=be_ingest set=6 cleared=0 pinned=6
+time=2026-12-02T07:25:01.900Z level=INFO msg="pins written" backend=be_ingest set=3 cleared=1 pinned=8
+`
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o644))
+	start := time.Date(2026, 12, 2, 7, 22, 0, 0, time.UTC)
+	assert.Equal(t, "pinning heavy clients; 9 pins set, 1 cleared, 8 in force at the end (writes: 3s +6-0, 182s +3-1)", pinsLogged(path, start))
+	none := filepath.Join(t.TempDir(), "none.log")
+	require.NoError(t, os.WriteFile(none, []byte(`time=2026-12-02T07:22:03.000Z level=INFO msg="clients not pinned" backend=be_ingest reason="no stick table"`+"\n"), 0o644))
+	assert.Equal(t, "clients not pinned (no stick table); 0 pins set, 0 cleared, 0 in force at the end", pinsLogged(none, start))
+}
+
+// The pin arms' HAProxy backends have the table's two lines; the others do not.
+func TestPinArmsConfig(t *testing.T) {
+	var pins []string
+	for _, a := range prodArms {
+		if a.Pin {
+			pins = append(pins, a.Name)
+		}
+	}
+	assert.Equal(t, []string{"pin", "pin+shed"}, pins)
+	for _, pin := range []bool{false, true} {
+		var b strings.Builder
+		require.NoError(t, haproxyCfg.Execute(&b, haproxyConf{Socket: "/s", Backend: "be_ingest", Pin: pin, Servers: []haproxyServer{{"s1", "127.0.0.1:1"}}}))
+		assert.Equal(t, pin, strings.Contains(b.String(), "\n    stick-table type ip size 100k expire 2h\n    stick match src\n"), b.String())
+	}
+}

@@ -17,8 +17,10 @@
 //
 // -scenario long-lived-burst is the production world instead: clients living an
 // hour on average, each from its own loopback address, three heavy clients connecting
-// within a second at 180 s, and four arms: leastconn, the quick start as shipped
-// (default), the README's minimal config with its shed line on (shed), and the oracle.
+// within a second at 180 s, and six arms: leastconn, the quick start as shipped
+// (default), the README's minimal config with its shed line on (shed), each of those two
+// with the pin table's two lines in its HAProxy backend and the weighter given that
+// HAProxy's configuration file (pin, pin+shed), and the oracle.
 // It prints the same figures per arm, and the lines lost, sheds per hour per server and
 // heavy clients on one server; -scenario drift has 30 % of the clients change rate ×10
 // or ÷10 once during the run instead of the burst; -scenario many has as many clients as
@@ -104,7 +106,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates")
 	fs.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
 	fs.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential); production scenarios: 1h unless given")
-	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (the production world: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) many (1 h clients, as many as the open-file limit allows, 16 servers, no burst) or restart (1 h clients; every HAProxy restarts at -restart-at, its clients reconnect within -restart-within)")
+	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (the production world: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, pin, pin + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) many (1 h clients, as many as the open-file limit allows, 16 servers, no burst) or restart (1 h clients; every HAProxy restarts at -restart-at, its clients reconnect within -restart-within)")
 	fs.DurationVar(&o.RestartAt, "restart-at", 180*time.Second, "restart: when every arm's HAProxy restarts")
 	fs.DurationVar(&o.RestartWithin, "restart-within", 5*time.Second, "restart: each client reconnects after a uniform delay within this")
 	fs.IntVar(&o.HeavyClients, "heavy", 3, "long-lived-burst: heavy clients connecting together")

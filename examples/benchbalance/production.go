@@ -218,7 +218,7 @@ func pinsLogged(path string, start time.Time) string {
 	var batches []string
 	set, cleared, pinned := 0, 0, "0"
 	for _, line := range strings.Split(string(b), "\n") {
-		kv := logFields(line)
+		kv := loadlab.LogFields(line)
 		switch kv["msg"] {
 		case "pinning heavy clients", "clients not pinned", "clients not measured", "pin table full", "pin table not read":
 			if state == "" || kv["msg"] != "pinning heavy clients" {
@@ -246,27 +246,6 @@ func pinsLogged(path string, start time.Time) string {
 		out += " (writes: " + strings.Join(batches, ", ") + ")"
 	}
 	return out
-}
-
-// logFields are a logfmt line's key=value pairs ("…" values unquoted).
-func logFields(line string) map[string]string {
-	kv := map[string]string{}
-	for rest := strings.TrimSpace(line); rest != ""; rest = strings.TrimLeft(rest, " ") {
-		k, v, ok := strings.Cut(rest, "=")
-		if !ok || strings.Contains(k, " ") {
-			break
-		}
-		if strings.HasPrefix(v, `"`) {
-			if q, err := strconv.QuotedPrefix(v); err == nil {
-				rest = v[len(q):]
-				kv[k], _ = strconv.Unquote(q)
-				continue
-			}
-		}
-		v, rest, _ = strings.Cut(v, " ")
-		kv[k] = v
-	}
-	return kv
 }
 
 // weighterFigures is what a weighter's /metrics says at the end of a run.
