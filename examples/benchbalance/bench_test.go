@@ -367,3 +367,16 @@ func TestPinArmsConfig(t *testing.T) {
 		assert.Equal(t, pin, strings.Contains(b.String(), "\n    stick-table type ip size 100k expire 2h\n    stick match src\n"), b.String())
 	}
 }
+
+// A pinning arm's note counts its pins against where their clients' connections are.
+func TestComparePins(t *testing.T) {
+	table := "# table: be_ingest, type: ip, size:102400, used:3\n" +
+		"0x1: key=127.1.0.2 use=0 exp=7100794 server_id=2 server_key=-\n" +
+		"0x2: key=127.1.0.3 use=0 exp=7110989 server_id=1 server_key=-\n" +
+		"0x3: key=127.1.0.9 use=0 exp=7110989 server_id=2 server_key=-\n"
+	sess := "0x7f: proto=tcpv4 src=127.1.0.2:4000 fe=fe_ingest be=be_ingest srv=s2 ts=00 epoch=0 age=1m calls=2 rate=0\n" +
+		"0x7e: proto=tcpv4 src=127.1.0.3:4001 fe=fe_ingest be=be_ingest srv=s2 ts=00 epoch=0 age=1m calls=2 rate=0\n"
+	state := "1\n# be_id be_name srv_id srv_name srv_addr\n3 be_ingest 1 s1 127.0.0.1\n3 be_ingest 2 s2 127.0.0.1\n"
+	assert.Equal(t, "3 pins: 1 clients on their pin's server, 1 connected elsewhere, 1 not connected; pins per server s1=1 s2=2",
+		comparePins(table, sess, state))
+}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +69,12 @@ func (l *lab) finish(ctx context.Context, prod *prodTraffic, res *seedResult) er
 	if l.o.HeavyClients > 0 {
 		res.HeavyEnd = l.heavyPerArm(ctx)
 	}
+	where := map[string]string{} // per pinning arm: its pins against where their clients are
+	for _, a := range l.arms {
+		if a.spec.Pin {
+			where[a.spec.Name] = pinsWhere(ctx, a.socket, l.backend)
+		}
+	}
 	res.Sheds = make([]float64, len(l.arms))
 	res.Readers = make([]string, len(l.arms))
 	for i, a := range l.arms {
@@ -92,7 +100,7 @@ func (l *lab) finish(ctx context.Context, prod *prodTraffic, res *seedResult) er
 			}
 		}
 		if a.spec.Pin {
-			res.PinLog = append(res.PinLog, a.spec.Name+": "+pinsLogged(a.logPath, prod.start))
+			res.PinLog = append(res.PinLog, a.spec.Name+": "+pinsLogged(a.logPath, prod.start)+"; at the end "+where[a.spec.Name])
 		}
 	}
 	return nil
@@ -246,6 +254,82 @@ func pinsLogged(path string, start time.Time) string {
 		out += " (writes: " + strings.Join(batches, ", ") + ")"
 	}
 	return out
+}
+
+// pinsWhere compares, at the end of a run, a pinning arm's pin table (`show table`: client
+// address → server_id) with where each pinned client's connection is (`show sess`): how
+// many pinned clients sit on their pin's server, how many elsewhere (a pin only steers a
+// client's next connection), and how many pins each server has.
+func pinsWhere(ctx context.Context, socket, backend string) string {
+	table, err := loadlab.RuntimeCommand(ctx, socket, "show table "+backend)
+	if err != nil {
+		return "pin table not read: " + err.Error()
+	}
+	sess, err := loadlab.RuntimeCommand(ctx, socket, "show sess")
+	if err != nil {
+		return "sessions not read: " + err.Error()
+	}
+	state, err := loadlab.RuntimeCommand(ctx, socket, "show servers state "+backend)
+	if err != nil {
+		return "servers not read: " + err.Error()
+	}
+	return comparePins(table, sess, state)
+}
+
+// comparePins is pinsWhere's count from the three replies.
+func comparePins(table, sess, state string) string {
+	names := map[string]string{} // srv_id → srv_name, from `show servers state`
+	for _, l := range strings.Split(state, "\n") {
+		if f := strings.Fields(l); len(f) > 3 && !strings.HasPrefix(l, "#") {
+			names[f[2]] = f[3]
+		}
+	}
+	on := map[string]string{} // client address → server of its connection
+	for _, l := range strings.Split(sess, "\n") {
+		var src, srv string
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "src="); ok {
+				src, _, _ = strings.Cut(v, ":")
+			} else if v, ok := strings.CutPrefix(f, "srv="); ok {
+				srv = v
+			}
+		}
+		if src != "" && srv != "" && srv != "<none>" {
+			on[src] = srv
+		}
+	}
+	pins, sits, away, gone := 0, 0, 0, 0
+	per := map[string]int{}
+	for _, l := range strings.Split(table, "\n") {
+		var key, id string
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "key="); ok {
+				key = v
+			} else if v, ok := strings.CutPrefix(f, "server_id="); ok {
+				id = v
+			}
+		}
+		if key == "" || id == "" {
+			continue
+		}
+		pins++
+		srv := names[id]
+		per[srv]++
+		switch on[key] {
+		case "":
+			gone++
+		case srv:
+			sits++
+		default:
+			away++
+		}
+	}
+	var counts []string
+	for _, s := range slices.Sorted(maps.Keys(per)) {
+		counts = append(counts, fmt.Sprintf("%s=%d", s, per[s]))
+	}
+	return fmt.Sprintf("%d pins: %d clients on their pin's server, %d connected elsewhere, %d not connected; pins per server %s",
+		pins, sits, away, gone, strings.Join(counts, " "))
 }
 
 // weighterFigures is what a weighter's /metrics says at the end of a run.
