@@ -57,11 +57,23 @@ demo: build
 # with real HAProxy and Prometheus (3 seeds × 5 min, ~16 min; not part of make test).
 # BENCH_ARGS="-scenario long-lived-burst -seeds 1,2,3,4": the production world (hour-long
 # clients from their own addresses, three heavy ones at 180 s; leastconn, the quick start, the
-# quick start + shed, oracle; ~7 min a seed). Prints the figures and writes them to
+# quick start + shed, each of those two pinning (the stick table in their HAProxy), oracle; ~7 min
+# a seed). Prints the figures and writes them to
 # bin/bench-balance.txt; see docs/research/bench-balance.md.
 .PHONY: bench-balance
 bench-balance: build
 	GO=$(GO) bash examples/benchbalance/bench.sh $(BENCH_ARGS)
+
+# bench-carbon: the README's Graphite config (examples/config/graphite-carbon.yaml) against 8 real
+# carbon-relays, each one long-lived connection from its own address, two heavy ones (2,000
+# datapoints/s) starting on one of 4 real carbon-caches behind HAProxy 2.6 with the pin table;
+# leastconn, default, default + shed, default + pin + shed one after the other (~6.5 min each,
+# ~27 min; not part of make test). Needs graphite-carbon, graphite-web, python3-gunicorn.
+# Prints max/mean per minute and datapoints lost; writes bin/bench-carbon.txt;
+# see docs/research/pinning-bench.md. CARBON_ARGS passes flags (e.g. -arms pin+shed -duration 3m).
+.PHONY: bench-carbon
+bench-carbon: build
+	$(GO) run ./examples/carbonbench -weighter $(BIN) -out bin/bench-carbon.txt $(CARBON_ARGS)
 
 # bench-fastsignal: what each fast-signal read (kernel socket table, `show sess all`, `show stat`)
 # costs a real HAProxy 2.6 and the reader at 1,000, 5,000 and ~10,000 connections (~13 min; not

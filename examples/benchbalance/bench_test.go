@@ -149,7 +149,9 @@ func TestSmokeRun(t *testing.T) {
 			[]string{"control p50 / p90", "gap closed p50 / p90", "\n1      ", "run --socket", "--query 'rate(datapoints_received_total", "fast signal reader kernel"}},
 		{scenarioBurst, []string{"-conns", "40", "-burst-at", "5s", "-heavy-rate", "600"},
 			[]string{"leastconn p50 / p90", "shed p50 / p90", "gap closed shed", "lines lost", "sheds/h/server",
-				"shed: {above: 1.5}", "\n1      default ", "\n1      shed  ", "kernel", "run --socket", "--query 'rate(datapoints_received_total"}},
+				"shed: {above: 1.5}", "\n1      default ", "\n1      shed  ", "kernel", "run --socket", "--query 'rate(datapoints_received_total",
+				"pin+shed p50 / p90", "gap closed pin+shed", "\n1      pin  ", "\n1      pin+shed ", "--haproxy-config <the arm's haproxy.cfg>",
+				"pins, pin: ", "pins, pin+shed: ", "pins per server"}},
 		{scenarioMany, []string{"-conns", "40"},
 			[]string{"scenario many", "many: 40 clients: -conns", "leastconn p50 / p90", "gap closed shed", "sheds/h/server", "over 16s × 16 servers"}},
 		{scenarioRestart, []string{"-conns", "40", "-restart-at", "9s", "-restart-within", "2s", "-window", "2s", "-ramp", "3s"},
@@ -257,7 +259,7 @@ func TestScenarioFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, time.Hour, o.Traffic.Lifetime)
 	assert.Equal(t, 6*time.Minute, o.Duration)
-	assert.Len(t, o.arms, 4)
+	assert.Len(t, o.arms, 6)
 	assert.Equal(t, 190*time.Second, o.heavyReadAt())
 	o, err = parseFlags([]string{"-scenario", scenarioBurst, "-duration", "7m", "-lifetime", "2h"})
 	require.NoError(t, err)
@@ -284,7 +286,7 @@ func TestManyFlags(t *testing.T) {
 	require.NoError(t, err)
 	soft, _, err := raiseNoFile()
 	require.NoError(t, err)
-	want, _ := manyConns(soft, 4)
+	want, _ := manyConns(soft, len(prodArms))
 	assert.Equal(t, want, o.Traffic.Conns)
 	assert.Equal(t, 16, o.Servers)
 	assert.Equal(t, 0, o.HeavyClients)
@@ -334,4 +336,49 @@ func TestWriteWindows(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("windows:\n%s\nwant:\n%s", b.String(), want)
 	}
+}
+
+// A pinning arm's note says whether its weighter pinned, what it wrote and when, from
+// its log's "pinning heavy clients" and "pins written" lines.
+func TestPinsLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "w.log")
+	log := `time=2026-12-02T07:22:03.000Z level=INFO msg="pinning heavy clients" backend=be_ingest table=be_ingest pins=0
+time=2026-12-02T07:22:03.100Z level=INFO msg="pins written" backend=be_ingest set=6 cleared=0 pinned=6
+time=2026-12-02T07:25:01.900Z level=INFO msg="pins written" backend=be_ingest set=3 cleared=1 pinned=8
+`
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o644))
+	start := time.Date(2026, 12, 2, 7, 22, 0, 0, time.UTC)
+	assert.Equal(t, "pinning heavy clients; 9 pins set, 1 cleared, 8 in force at the end (writes: 3s +6-0, 182s +3-1)", pinsLogged(path, start))
+	none := filepath.Join(t.TempDir(), "none.log")
+	require.NoError(t, os.WriteFile(none, []byte(`time=2026-12-02T07:22:03.000Z level=INFO msg="clients not pinned" backend=be_ingest reason="no stick table"`+"\n"), 0o644))
+	assert.Equal(t, "clients not pinned (no stick table); 0 pins set, 0 cleared, 0 in force at the end", pinsLogged(none, start))
+}
+
+// The pin arms' HAProxy backends have the table's two lines; the others do not.
+func TestPinArmsConfig(t *testing.T) {
+	var pins []string
+	for _, a := range prodArms {
+		if a.Pin {
+			pins = append(pins, a.Name)
+		}
+	}
+	assert.Equal(t, []string{"pin", "pin+shed"}, pins)
+	for _, pin := range []bool{false, true} {
+		var b strings.Builder
+		require.NoError(t, haproxyCfg.Execute(&b, haproxyConf{Socket: "/s", Backend: "be_ingest", Pin: pin, Servers: []haproxyServer{{"s1", "127.0.0.1:1"}}}))
+		assert.Equal(t, pin, strings.Contains(b.String(), "\n    stick-table type ip size 100k expire 2h\n    stick match src\n"), b.String())
+	}
+}
+
+// A pinning arm's note counts its pins against where their clients' connections are.
+func TestComparePins(t *testing.T) {
+	table := "# table: be_ingest, type: ip, size:102400, used:3\n" +
+		"0x1: key=127.1.0.2 use=0 exp=7100794 server_id=2 server_key=-\n" +
+		"0x2: key=127.1.0.3 use=0 exp=7110989 server_id=1 server_key=-\n" +
+		"0x3: key=127.1.0.9 use=0 exp=7110989 server_id=2 server_key=-\n"
+	sess := "0x7f: proto=tcpv4 src=127.1.0.2:4000 fe=fe_ingest be=be_ingest srv=s2 ts=00 epoch=0 age=1m calls=2 rate=0\n" +
+		"0x7e: proto=tcpv4 src=127.1.0.3:4001 fe=fe_ingest be=be_ingest srv=s2 ts=00 epoch=0 age=1m calls=2 rate=0\n"
+	state := "1\n# be_id be_name srv_id srv_name srv_addr\n3 be_ingest 1 s1 127.0.0.1\n3 be_ingest 2 s2 127.0.0.1\n"
+	assert.Equal(t, "3 pins: 1 clients on their pin's server, 1 connected elsewhere, 1 not connected; pins per server s1=1 s2=2",
+		comparePins(table, sess, state))
 }

@@ -27,6 +27,11 @@ type armSpec struct {
 	// Shed: the weighter runs the README's minimal config with its commented shed line
 	// on, instead of the quick start's flags.
 	Shed bool
+	// Pin: the arm's HAProxy backend has the stick table and `stick match src`
+	// (pinTableLines), and its weighter is given that HAProxy's configuration file
+	// (--haproxy-config), where it finds the listeners whose clients it measures: the
+	// daemon pins heavy clients by default when it has both.
+	Pin bool
 }
 
 // The lab scenario's three arms, at fixed indices (its table is written by index).

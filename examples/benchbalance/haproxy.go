@@ -35,6 +35,10 @@ frontend fe_ingest
 
 backend {{.Backend}}
     balance leastconn
+{{- if .Pin}}
+    stick-table type ip size 100k expire 2h
+    stick match src
+{{- end}}
 {{- if .Placed}}
 {{- range $i, $s := .Servers}}
     use-server {{$s.Name}} if { dst_port {{index $.Ports $i}} }
@@ -47,6 +51,11 @@ backend {{.Backend}}
 
 type haproxyServer struct{ Name, Addr string }
 
+// pinTableLines are what a pin arm's backend has beyond the others' (docs/pinning.md):
+// a stick table keyed by client address whose entries only the weighter writes
+// (`stick match`, not `stick on`: HAProxy itself creates none). Printed in the header.
+const pinTableLines = "stick-table type ip size 100k expire 2h; stick match src"
+
 type haproxyConf struct {
 	Socket  string
 	Backend string
@@ -57,6 +66,7 @@ type haproxyConf struct {
 	Maxconn int // global maxconn (haproxyMaxconn): every caller sets it
 	Binds   []string
 	Placed  bool
+	Pin     bool     // the backend has the pin table's two lines (pinTableLines)
 	Ports   []string // with Placed: the port of each server's bind
 	Servers []haproxyServer
 }

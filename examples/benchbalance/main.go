@@ -17,8 +17,10 @@
 //
 // -scenario long-lived-burst is the production world instead: clients living an
 // hour on average, each from its own loopback address, three heavy clients connecting
-// within a second at 180 s, and four arms: leastconn, the quick start as shipped
-// (default), the README's minimal config with its shed line on (shed), and the oracle.
+// within a second at 180 s, and six arms: leastconn, the quick start as shipped
+// (default), the README's minimal config with its shed line on (shed), each of those two
+// with the pin table's two lines in its HAProxy backend and the weighter given that
+// HAProxy's configuration file (pin, pin+shed), and the oracle.
 // It prints the same figures per arm, and the lines lost, sheds per hour per server and
 // heavy clients on one server; -scenario drift has 30 % of the clients change rate ×10
 // or ÷10 once during the run instead of the burst; -scenario many has as many clients as
@@ -104,7 +106,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates")
 	fs.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
 	fs.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential); production scenarios: 1h unless given")
-	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (the production world: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) many (1 h clients, as many as the open-file limit allows, 16 servers, no burst) or restart (1 h clients; every HAProxy restarts at -restart-at, its clients reconnect within -restart-within)")
+	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (the production world: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, pin, pin + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) many (1 h clients, as many as the open-file limit allows, 16 servers, no burst) or restart (1 h clients; every HAProxy restarts at -restart-at, its clients reconnect within -restart-within)")
 	fs.DurationVar(&o.RestartAt, "restart-at", 180*time.Second, "restart: when every arm's HAProxy restarts")
 	fs.DurationVar(&o.RestartWithin, "restart-within", 5*time.Second, "restart: each client reconnects after a uniform delay within this")
 	fs.IntVar(&o.HeavyClients, "heavy", 3, "long-lived-burst: heavy clients connecting together")
@@ -279,7 +281,10 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 			note += "; fast signal reader " + res.Reader
 		}
 		if len(res.ShedLog) > 0 {
-			note += fmt.Sprintf("\n  sheds (time after the traffic started, server, client, datapoints/s): %s", strings.Join(res.ShedLog, "; "))
+			note += fmt.Sprintf("\n  sheds (time after the traffic started, server, client, datapoints/s): %s", strings.Join(res.ShedLog, "\n    "))
+		}
+		for _, p := range res.PinLog {
+			note += "\n  pins, " + p
 		}
 		if res.Changes == 0 {
 			note += "\n  the weighter's last log lines:\n" + res.LogTail
@@ -365,6 +370,8 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 	fmt.Fprintf(w, "  from %s's Quick start: %s\n", filepath.Base(o.Readme), qs.Line)
 	fmt.Fprintf(w, "shed: %s run --config <file> --listen <free port>: %s's minimal config (Quick start) with its socket and Prometheus, and its commented shed line on: %s\n",
 		o.Weighter, filepath.Base(o.Readme), shedLine)
+	fmt.Fprintf(w, "pin: default + --haproxy-config <the arm's haproxy.cfg>, whose backend has the two lines %q (the daemon pins heavy clients by default when it has the table and finds the listeners)\n", pinTableLines)
+	fmt.Fprintf(w, "pin+shed: shed + --haproxy-config <the arm's haproxy.cfg>, the same two lines in its backend\n")
 	fmt.Fprintf(w, "%s (leastconn, no weights set, no contstats, timeouts %s) ×%d; one %s per weighted arm, scraping its sinks every %s\n",
 		hap, o.sc.haproxyTimeout, len(o.arms), prom, o.Scrape)
 	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.3g datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (a client that leaves is replaced by a new one from a new address)\n",
@@ -381,7 +388,7 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 	}
 	if o.Scenario == scenarioRestart {
 		fmt.Fprintf(w, "restart: at %s every arm's HAProxy is stopped (SIGTERM: every connection closed) and started again on the same config and socket, no server-state file "+
-			"(runtime weights back to the config's); each client reconnects after a uniform delay within %s (the oracle's placed again by the oracle)\n", o.RestartAt, o.RestartWithin)
+			"(runtime weights back to the config's) and no peers section (a pin arm's table starts empty: its weighter writes the pins again); each client reconnects after a uniform delay within %s (the oracle's placed again by the oracle)\n", o.RestartAt, o.RestartWithin)
 	}
 	if o.manyWhy != "" {
 		fmt.Fprintf(w, "many: %s\n", o.manyWhy)

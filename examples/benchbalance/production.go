@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,12 +34,16 @@ type scenario struct {
 }
 
 // prodArms are the production scenarios' arms: leastconn, the quick start as shipped,
-// the same with the README's recommended shedding for the production world, and the
-// oracle (last: the clients' placed connection).
+// the same with the README's recommended shedding for the production world, each of
+// those two again with the pin table's two lines in its HAProxy backend and the
+// weighter given that HAProxy's configuration file (pin, pin+shed), and the oracle
+// (last: the clients' placed connection).
 var prodArms = []armSpec{
 	{Name: "leastconn", Kind: kindControl},
 	{Name: "default", Kind: kindWeighted},
 	{Name: "shed", Kind: kindWeighted, Shed: true},
+	{Name: "pin", Kind: kindWeighted, Pin: true},
+	{Name: "pin+shed", Kind: kindWeighted, Shed: true, Pin: true},
 	{Name: "oracle", Kind: kindOracle},
 }
 
@@ -63,6 +69,12 @@ func (l *lab) finish(ctx context.Context, prod *prodTraffic, res *seedResult) er
 	if l.o.HeavyClients > 0 {
 		res.HeavyEnd = l.heavyPerArm(ctx)
 	}
+	where := map[string]string{} // per pinning arm: its pins against where their clients are
+	for _, a := range l.arms {
+		if a.spec.Pin {
+			where[a.spec.Name] = pinsWhere(ctx, a.socket, l.backend)
+		}
+	}
 	res.Sheds = make([]float64, len(l.arms))
 	res.Readers = make([]string, len(l.arms))
 	for i, a := range l.arms {
@@ -83,7 +95,12 @@ func (l *lab) finish(ctx context.Context, prod *prodTraffic, res *seedResult) er
 	res.Received = l.drain(ctx)
 	for _, a := range l.arms {
 		if a.spec.Shed {
-			res.ShedLog = append(res.ShedLog, shedsLogged(a.logPath, prod.start)...)
+			if sheds := shedsLogged(a.logPath, prod.start); len(sheds) > 0 {
+				res.ShedLog = append(res.ShedLog, a.spec.Name+": "+strings.Join(sheds, "; "))
+			}
+		}
+		if a.spec.Pin {
+			res.PinLog = append(res.PinLog, a.spec.Name+": "+pinsLogged(a.logPath, prod.start)+"; at the end "+where[a.spec.Name])
 		}
 	}
 	return nil
@@ -194,6 +211,125 @@ func shedsLogged(path string, start time.Time) []string {
 		out = append(out, fmt.Sprintf("%.0fs %s %s %.0f/s", at.Sub(start).Seconds(), kv["server"], client, rate/float64(len(datapoint))))
 	}
 	return out
+}
+
+// pinsLogged sums up the pins a weighter logged: whether it said it pins ("pinning
+// heavy clients", or why not: "clients not pinned", "clients not measured"), each batch
+// written ("pins written": when after the traffic started at start, how many set and
+// cleared) and the pins in force after the last one.
+func pinsLogged(path string, start time.Time) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "no log"
+	}
+	var state string
+	var batches []string
+	set, cleared, pinned := 0, 0, "0"
+	for _, line := range strings.Split(string(b), "\n") {
+		kv := loadlab.LogFields(line)
+		switch kv["msg"] {
+		case "pinning heavy clients", "clients not pinned", "clients not measured", "pin table full", "pin table not read":
+			if state == "" || kv["msg"] != "pinning heavy clients" {
+				state = kv["msg"]
+				if r := kv["reason"]; r != "" {
+					state += " (" + r + ")"
+				}
+			}
+		case "pins written":
+			at, err := time.Parse(time.RFC3339Nano, kv["time"])
+			if err != nil {
+				continue
+			}
+			s, _ := strconv.Atoi(kv["set"])
+			c, _ := strconv.Atoi(kv["cleared"])
+			set, cleared, pinned = set+s, cleared+c, kv["pinned"]
+			batches = append(batches, fmt.Sprintf("%.0fs +%d-%d", at.Sub(start).Seconds(), s, c))
+		}
+	}
+	if state == "" {
+		state = "said nothing of pins"
+	}
+	out := fmt.Sprintf("%s; %d pins set, %d cleared, %s in force at the end", state, set, cleared, pinned)
+	if len(batches) > 0 {
+		out += " (writes: " + strings.Join(batches, ", ") + ")"
+	}
+	return out
+}
+
+// pinsWhere compares, at the end of a run, a pinning arm's pin table (`show table`: client
+// address → server_id) with where each pinned client's connection is (`show sess`): how
+// many pinned clients sit on their pin's server, how many elsewhere (a pin only steers a
+// client's next connection), and how many pins each server has.
+func pinsWhere(ctx context.Context, socket, backend string) string {
+	table, err := loadlab.RuntimeCommand(ctx, socket, "show table "+backend)
+	if err != nil {
+		return "pin table not read: " + err.Error()
+	}
+	sess, err := loadlab.RuntimeCommand(ctx, socket, "show sess")
+	if err != nil {
+		return "sessions not read: " + err.Error()
+	}
+	state, err := loadlab.RuntimeCommand(ctx, socket, "show servers state "+backend)
+	if err != nil {
+		return "servers not read: " + err.Error()
+	}
+	return comparePins(table, sess, state)
+}
+
+// comparePins is pinsWhere's count from the three replies.
+func comparePins(table, sess, state string) string {
+	names := map[string]string{} // srv_id → srv_name, from `show servers state`
+	for _, l := range strings.Split(state, "\n") {
+		if f := strings.Fields(l); len(f) > 3 && !strings.HasPrefix(l, "#") {
+			names[f[2]] = f[3]
+		}
+	}
+	on := map[string]string{} // client address → server of its connection
+	for _, l := range strings.Split(sess, "\n") {
+		var src, srv string
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "src="); ok {
+				src, _, _ = strings.Cut(v, ":")
+			} else if v, ok := strings.CutPrefix(f, "srv="); ok {
+				srv = v
+			}
+		}
+		if src != "" && srv != "" && srv != "<none>" {
+			on[src] = srv
+		}
+	}
+	pins, sits, away, gone := 0, 0, 0, 0
+	per := map[string]int{}
+	for _, l := range strings.Split(table, "\n") {
+		var key, id string
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "key="); ok {
+				key = v
+			} else if v, ok := strings.CutPrefix(f, "server_id="); ok {
+				id = v
+			}
+		}
+		if key == "" || id == "" {
+			continue
+		}
+		pins++
+		srv := names[id]
+		per[srv]++
+		switch on[key] {
+		case "":
+			gone++
+		case srv:
+			sits++
+		default:
+			away++
+		}
+	}
+	var counts []string
+	for _, s := range slices.Sorted(maps.Keys(per)) {
+		counts = append(counts, fmt.Sprintf("%s=%d", s, per[s]))
+	}
+	return fmt.Sprintf("%d pins: %d clients on their pin's server, %d connected elsewhere, %d not connected; pins per server %s",
+		pins, sits, away, gone, strings.Join(counts, " "))
 }
 
 // weighterFigures is what a weighter's /metrics says at the end of a run.

@@ -61,7 +61,8 @@ type seedResult struct {
 	Readers        []string  // the arm's weighter's fast_signal_reader ("" : no weighter)
 	HeavyAfter     []int     // most heavy clients on one server at the end of the first window after the burst (-1: not read)
 	HeavyEnd       []int     // the same at the end of the run
-	ShedLog        []string  // the shedding arm's sheds, as its weighter logged them
+	ShedLog        []string  // the shedding arms' sheds, as their weighters logged them ("arm: ...")
+	PinLog         []string  // the pinning arms' pins, as their weighters logged them ("arm: ...")
 	Restart        string    // -scenario restart: when the HAProxies restarted and how long it took
 }
 
@@ -177,7 +178,7 @@ func (l *lab) start(ctx context.Context, qs quickStart) error {
 		}
 		a.hap, a.fronts, err = startHAProxy(ctx, haproxyConf{
 			Socket: filepath.Join(l.dir, spec.Name+".sock"), Backend: l.backend,
-			Placed: spec.Kind == kindOracle, Timeout: l.o.sc.haproxyTimeout,
+			Placed: spec.Kind == kindOracle, Pin: spec.Pin, Timeout: l.o.sc.haproxyTimeout,
 			Maxconn: haproxyMaxconn(l.o.Traffic.Conns),
 		}, l.o.hapBin, l.dir, spec.Name, a.sinks)
 		if err != nil {
@@ -219,6 +220,11 @@ func (l *lab) startWeighter(ctx context.Context, qs quickStart, a *armRun) error
 			return err
 		}
 		args = []string{"run", "--config", path, "--listen", a.listen}
+	}
+	if a.spec.Pin {
+		// Where the daemon finds the listeners whose clients it measures (the frontend's
+		// bind): the arm's own HAProxy file, with the pin table's two lines.
+		args = append(args, "--haproxy-config", filepath.Join(l.dir, a.spec.Name+".cfg"))
 	}
 	a.logPath = filepath.Join(l.dir, a.spec.Name+"-weighter.log")
 	a.weigher, err = loadlab.StartChild(a.spec.Name+" haproxy-weighter", a.logPath, l.o.Weighter, args...)

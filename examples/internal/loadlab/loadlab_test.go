@@ -43,3 +43,17 @@ func TestTrafficPayloadAndPlace(t *testing.T) {
 		t.Error("MaxOverMean")
 	}
 }
+
+func TestLogFields(t *testing.T) {
+	got := LogFields(`time=2026-12-02T07:23:02.473Z level=INFO msg="session shed" client=127.200.0.2:52233 reason="a \"quoted\" word" n=3`)
+	want := map[string]string{"time": "2026-12-02T07:23:02.473Z", "level": "INFO", "msg": "session shed",
+		"client": "127.200.0.2:52233", "reason": `a "quoted" word`, "n": "3"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: got %q, want %q", k, got[k], v)
+		}
+	}
+}
