@@ -344,6 +344,9 @@ func daemonConfig(example []byte, o options, a arm, socket, graphiteURL, listen 
 	gr["url"] = graphiteURL
 	gr["target"] = strings.Replace(target, "0.0166667", scaleOf(o.Interval), 1)
 	gr["server_map"] = agents
+	// The example sheds and pins (its relays reconnect): the arms without
+	// take them out.
+	delete(b, "shed")
 	if a.Shed {
 		b["shed"] = map[string]any{"above": 1.5}
 	}

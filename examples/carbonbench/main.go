@@ -58,9 +58,9 @@ type arm struct {
 
 var allArms = []arm{
 	{Name: "leastconn", Says: "HAProxy's leastconn alone, no daemon"},
-	{Name: "default", Daemon: true, Says: "the example config (weights only; pin: false, as the table is there for the start's placement)"},
-	{Name: "shed", Daemon: true, Shed: true, Says: "the example config + shed: {above: 1.5}, pin: false"},
-	{Name: "pin+shed", Daemon: true, Shed: true, Pin: true, Says: "the example config + shed: {above: 1.5} + pinning (run --haproxy-config <the arm's haproxy.cfg>)"},
+	{Name: "default", Daemon: true, Says: "the example config without its shed line, pin: false (weights only; the table is there for the start's placement)"},
+	{Name: "shed", Daemon: true, Shed: true, Says: "the example config with its shed: {above: 1.5}, pin: false"},
+	{Name: "pin+shed", Daemon: true, Shed: true, Pin: true, Says: "the example config as it is: shed: {above: 1.5} and pinning (run --haproxy-config <the arm's haproxy.cfg>)"},
 }
 
 func parseFlags(args []string) (options, error) {
