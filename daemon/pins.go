@@ -266,3 +266,33 @@ func (d *Daemon) unpin(ctx context.Context, timeout time.Duration) error {
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// pinRetryEvery is how soon a backend that pins tries again after HAProxy
+// could not be read, while pinRetryFor has not passed since its last ok
+// cycle: a restarted HAProxy has an empty table, its clients reconnect
+// within seconds, and every one that arrives before the pins are written
+// again is placed by the weights alone. A restart takes about a second;
+// waiting the whole interval would miss half of the storm.
+const (
+	pinRetryEvery = 250 * time.Millisecond
+	pinRetryFor   = 30 * time.Second
+)
+
+// pinRetry returns when the runner should cycle again after c, for the
+// pins: now + pinRetryEvery after a cycle that could not read or write
+// HAProxy on a backend that wants pins, within pinRetryFor of its last ok
+// cycle; the zero time (no sooner than the schedule) otherwise. A HAProxy
+// down for longer is retried on the schedule, as any target.
+func (r *runner) pinRetry(c weighter.Cycle, now time.Time) time.Time {
+	pn := r.unit.Backend.Pinner
+	if c.Result != weighter.ResultTargetError || pn == nil || len(pn.Wanted()) == 0 {
+		return time.Time{}
+	}
+	r.mu.Lock()
+	lastOK := r.lastOK
+	r.mu.Unlock()
+	if lastOK.IsZero() || now.Sub(lastOK) > pinRetryFor {
+		return time.Time{}
+	}
+	return now.Add(pinRetryEvery)
+}

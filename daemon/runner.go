@@ -121,8 +121,13 @@ func (r *runner) run(ctx, stop context.Context) {
 		start = first
 	}
 	for stop.Err() == nil {
-		r.step(ctx)
+		c := r.step(ctx)
 		next, now := start.Add(r.next()), r.clock.Now()
+		if soon := r.pinRetry(c, now); !soon.IsZero() && soon.Before(next) {
+			// HAProxy is restarting and the backend's pins are lost
+			// with it: its clients come back within seconds.
+			next = soon
+		}
 		for !next.After(now) {
 			d := r.next()
 			if d <= 0 { // no interval (a Timing built by hand): do not spin here
