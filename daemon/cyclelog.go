@@ -28,6 +28,11 @@ import (
 // detail is at debug.
 type cycleLog struct {
 	log *slog.Logger
+	// retry is set by the runner for a cycle it runs sooner than its
+	// interval (pinRetry: pins, while HAProxy restarts): one failing
+	// again does not count towards the run's error and summaries, which
+	// are counted in cycles of the interval.
+	retry bool
 
 	// The run of cycles that did not end ok; zero cycles when the last one did.
 	cycles      int       // cycles in the run
@@ -182,6 +187,10 @@ func (l *cycleLog) ok(ln *line, c weighter.Cycle, end time.Time) {
 // run, or summarises the run when it is due.
 func (l *cycleLog) failed(ln *line, c weighter.Cycle, end time.Time) {
 	level, msg, detail := slog.LevelWarn, "cycle failed", []any{"result", c.Result, "err", c.Err}
+	if l.retry && l.cycles > 0 {
+		l.log.Debug("cycle failed again", append(detail, "retry", "sooner than the interval")...)
+		return
+	}
 	if l.cycles+1 >= persistCycles {
 		level = slog.LevelError
 	}

@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -41,4 +43,31 @@ func TestPinRetryAfterHAProxyFails(t *testing.T) {
 	assert.True(t, f.r.pinRetry(weighter.Cycle{Result: weighter.ResultOK}, now).IsZero())
 	later := now.Add(pinRetryFor + time.Second)
 	assert.True(t, f.r.pinRetry(failed, later).IsZero(), "down for longer than a restart: the schedule")
+}
+
+// A cycle the runner ran sooner than its interval (retry) that fails again
+// is the same failure: said at debug, not counted towards the run's error.
+func TestRetryFailureIsNotCounted(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	require.Equal(t, weighter.ResultOK, f.r.step(ctx).Result)
+	f.logs.Reset()
+	f.src.setErr(errors.New("connection refused"))
+	f.clock.Advance(10 * time.Second)
+	f.r.step(ctx) // the run's first failure: a warning
+	for range 6 { // retries, each sooner than the interval
+		f.r.cl.retry = true
+		f.clock.Advance(pinRetryEvery)
+		f.r.step(ctx)
+	}
+	f.r.cl.retry = false
+	logs := f.logs.String()
+	assert.Equal(t, 1, strings.Count(logs, `msg="cycle failed"`), logs)
+	assert.NotContains(t, logs, "level=ERROR", "a restart's retries make no error")
+	assert.Equal(t, 1, f.r.cl.cycles, "the retries are the first failure again")
+	f.clock.Advance(10 * time.Second)
+	f.r.step(ctx)
+	f.clock.Advance(10 * time.Second)
+	f.r.step(ctx)
+	assert.Contains(t, f.logs.String(), "level=ERROR", "the third failure of the interval is an error, as before")
 }

@@ -123,11 +123,15 @@ func (r *runner) run(ctx, stop context.Context) {
 	for stop.Err() == nil {
 		c := r.step(ctx)
 		next, now := start.Add(r.next()), r.clock.Now()
+		retry := false
 		if soon := r.pinRetry(c, now); !soon.IsZero() && soon.Before(next) {
 			// HAProxy is restarting and the backend's pins are lost
 			// with it: its clients come back within seconds.
-			next = soon
+			next, retry = soon, true
 		}
+		r.mu.Lock()
+		r.cl.retry = retry // the next cycle's failure, if any, is this one's again
+		r.mu.Unlock()
 		for !next.After(now) {
 			d := r.next()
 			if d <= 0 { // no interval (a Timing built by hand): do not spin here
