@@ -143,9 +143,6 @@ func (p *dumpParser) nextLine() (raw []byte, done bool, err error) {
 	case errors.Is(err, bufio.ErrBufferFull):
 		return nil, false, fmt.Errorf("%w: session dump line %d longer than %d bytes (%.80q)", ErrBadReply, p.lineNo, maxSessionLine, raw)
 	case errors.Is(err, io.EOF):
-		if p.d.bytes == 0 && len(raw) == 0 {
-			return nil, false, fmt.Errorf("%w: %w", ErrBadReply, errEmptyDump)
-		}
 		if len(raw) > 0 || !p.ended {
 			return nil, false, fmt.Errorf("%w: session dump cut short after %d bytes (no end line)", ErrBadReply, p.d.bytes)
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 )
 
 var (
@@ -87,13 +86,6 @@ func (b *RuntimeBackend) refSession(ref string) (Session, error) {
 	return s, nil
 }
 
-// exitingWorkerWait is how long shutdown waits before asking an old worker
-// that answered nothing again.
-const exitingWorkerWait = 200 * time.Millisecond
-
-// errEmptyDump: a session dump that ended before its first byte.
-var errEmptyDump = errors.New("session dump cut short after 0 bytes (no end line)")
-
 // shutdown checks the stream want names (its serial too when exact, its
 // client when set) in its process, then closes it there.
 func (b *RuntimeBackend) shutdown(ctx context.Context, want Session, exact bool) error {
@@ -108,16 +100,6 @@ func (b *RuntimeBackend) shutdown(ctx context.Context, want Session, exact bool)
 	what := want.Ref()
 	c := b.c.inWorker(want.Worker)
 	d, err := c.dumpSessions(ctx, "show sess "+id, nil)
-	if want.Worker != 0 && errors.Is(err, errEmptyDump) {
-		// An old worker that closed the master's connection without a
-		// word is exiting (its last stream ended): asked again a moment
-		// later, the master says it is not there.
-		select {
-		case <-ctx.Done():
-		case <-time.After(exitingWorkerWait):
-			d, err = c.dumpSessions(ctx, "show sess "+id, nil)
-		}
-	}
 	if err != nil {
 		return fmt.Errorf("backend %s: shutdown %s: %w", b.name, what, sessionError(want.Worker, err))
 	}
