@@ -1,6 +1,7 @@
 package fastsignal
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -92,5 +93,10 @@ func testShedStreamOfOldWorker(t *testing.T, version string) {
 	// Closing it again: it ended, with its worker (which had nothing else
 	// to serve).
 	err = hb.CloseSession(ctx, after)
-	assert.ErrorIs(t, err, weighter.ErrSessionGone)
+	// Gone; or, when the close reaches the worker while it exits, the
+	// master passes it to a CLI that closes before its first byte (a
+	// failed close the next cycle does not repeat). Never closed twice.
+	if !errors.Is(err, weighter.ErrSessionGone) {
+		assert.ErrorIs(t, err, haproxy.ErrBadReply, "closing it again: neither gone nor its exiting worker's empty reply")
+	}
 }
