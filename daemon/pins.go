@@ -110,7 +110,7 @@ func pinListeners(b config.Backend, sock haproxy.Config) ([]netip.AddrPort, []pi
 // (a reload): a backend without the table, which may never pin, is not
 // told about its listeners.
 func (l *cycleLog) sayPinNotes(u *managedBackend) {
-	if l.pin.state != "pinning" {
+	if l.pin.state != weighter.PinTableOK {
 		return
 	}
 	key := fmt.Sprint(u.pinNotes)
@@ -155,7 +155,7 @@ func listConnsForPins(u *managedBackend, c weighter.Cycle) {
 // pinLog is what a backend's log said of its pins, so that it says each
 // state once.
 type pinLog struct {
-	state     string // the last state logged: "", "pinning", "no table", "full", "error"
+	state     string // the table state last logged (PinPlan.TableState), "" before any
 	untracked bool   // untracked clients were said
 	notes     string // the pin notes said (sayPinNotes)
 	would     string // the dry run's last "would" set, said when it changes
@@ -169,24 +169,16 @@ func (l *cycleLog) pins(c weighter.Cycle) {
 	if p == nil {
 		return
 	}
-	state := "pinning"
-	switch {
-	case p.NoTable:
-		state = "no table"
-	case p.TableErr != "":
-		state = "error"
-	case p.Full:
-		state = "full"
-	}
+	state := p.TableState()
 	if state != l.pin.state {
 		switch state {
-		case "no table":
+		case weighter.PinTableMissing:
 			l.log.Info("clients not pinned", "reason", p.Reason,
 				"fix", "add `stick-table type ip size 100k expire 2h` and `stick match src` to the backend (pin: false silences this)")
-		case "full":
+		case weighter.PinTableFull:
 			l.log.Warn("pin table full", "table", p.Table, "pins", len(p.Pins),
 				"effect", "no new pin (HAProxy would evict other entries silently)", "fix", "a larger size on the backend's stick-table")
-		case "error":
+		case weighter.PinTableError:
 			l.log.Warn("pin table not read", "err", p.TableErr, "effect", "pins as they were; weighting goes on")
 		default:
 			l.log.Info("pinning heavy clients", "table", p.Table, "pins", len(p.Pins))

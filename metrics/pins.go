@@ -27,7 +27,7 @@ type pinMetrics struct {
 }
 
 // pinTableStates are the values of pin_table's state label.
-var pinTableStates = []string{"ok", "missing", "full", "error"}
+var pinTableStates = []string{weighter.PinTableOK, weighter.PinTableMissing, weighter.PinTableFull, weighter.PinTableError}
 
 func newPinMetrics(reg prometheus.Registerer) *pinMetrics {
 	m := &pinMetrics{
@@ -66,15 +66,7 @@ func (m *pinMetrics) observe(c weighter.Cycle) {
 		}
 		return
 	}
-	state := "ok"
-	switch {
-	case p.NoTable:
-		state = "missing"
-	case p.TableErr != "":
-		state = "error"
-	case p.Full:
-		state = "full"
-	}
+	state := p.TableState()
 	for _, s := range pinTableStates {
 		m.table.WithLabelValues(c.Backend, s).Set(b2f(s == state))
 	}

@@ -106,16 +106,8 @@ func pinsOf(now time.Time, c weighter.Cycle, h *History, clients *Clients) *pins
 	if p == nil {
 		return nil
 	}
-	v := &pinsView{DryRun: !c.Applied, Table: p.Table, State: "ok", Err: p.TableErr, Reason: p.Reason, Count: len(p.Pins),
+	v := &pinsView{DryRun: !c.Applied, Table: p.Table, State: p.TableState(), Err: p.TableErr, Reason: p.Reason, Count: len(p.Pins),
 		Set: len(p.Changes.Set), Clrd: len(p.Changes.Clear), Clients: clients}
-	switch {
-	case p.NoTable:
-		v.State = "missing"
-	case p.TableErr != "":
-		v.State = "error"
-	case p.Full:
-		v.State = "full"
-	}
 	if validImbalance(p.Imbalance) {
 		v.Imbalance = ratioText(p.Imbalance)
 	}

@@ -93,6 +93,29 @@ type PinPlan struct {
 	inForce, read map[string]string
 }
 
+// Pin table states (PinPlan.TableState): what the metrics label, the status
+// page shows and the log says once per change.
+const (
+	PinTableOK      = "ok"
+	PinTableMissing = "missing"
+	PinTableFull    = "full"
+	PinTableError   = "error"
+)
+
+// TableState says what the plan found of the pin table: ok, missing (no
+// table: the backend does not pin), error (not read) or full.
+func (p *PinPlan) TableState() string {
+	switch {
+	case p.NoTable:
+		return PinTableMissing
+	case p.TableErr != "":
+		return PinTableError
+	case p.Full:
+		return PinTableFull
+	}
+	return PinTableOK
+}
+
 // InForce returns the pins in the table once the plan's changes are
 // written, client → server; nil when the backend does not pin (no table)
 // or its table could not be read: its sheds are then a backend's that
