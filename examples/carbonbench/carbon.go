@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/carbonconf"
+
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
 
@@ -28,6 +30,12 @@ type cache struct {
 }
 
 func port(addr string) string { return addr[strings.LastIndexByte(addr, ':')+1:] }
+
+// portNum is addr's port as a number (0 when it has none).
+func portNum(addr string) int {
+	n, _ := strconv.Atoi(port(addr))
+	return n
+}
 
 // freePorts returns n free loopback addresses.
 func freePorts(n int) ([]string, error) {
@@ -47,36 +55,11 @@ func freePorts(n int) ([]string, error) {
 // with carbon's own metrics at one point per interval (the README's advice: a coarser
 // step keeps only each bucket's last count), as docs/testing.md's Graphite does.
 func writeCacheConf(dir string, caches []cache, interval time.Duration) error {
-	st := filepath.Join(dir, "storage")
-	first := caches[0]
-	conf := fmt.Sprintf(`[cache]
-STORAGE_DIR = %[1]s/
-LOCAL_DATA_DIR = %[1]s/whisper/
-WHITELISTS_DIR = %[1]s/lists/
-CONF_DIR = %[2]s/conf/
-LOG_DIR = %[2]s/log/
-PID_DIR = %[2]s/run/
-USER =
-MAX_CACHE_SIZE = inf
-MAX_UPDATES_PER_SECOND = inf
-MAX_CREATES_PER_MINUTE = inf
-LINE_RECEIVER_INTERFACE = 127.0.0.1
-LINE_RECEIVER_PORT = %[3]s
-ENABLE_UDP_LISTENER = False
-PICKLE_RECEIVER_INTERFACE = 127.0.0.1
-PICKLE_RECEIVER_PORT = %[4]s
-CACHE_QUERY_INTERFACE = 127.0.0.1
-CACHE_QUERY_PORT = %[5]s
-CARBON_METRIC_INTERVAL = %[6]d
-LOG_LISTENER_CONNECTIONS = False
-LOG_UPDATES = False
-LOG_CREATES = False
-ENABLE_MANHOLE = False
-`, st, dir, port(first.line), port(first.pickle), port(first.cacheQry), int(interval/time.Second))
-	for _, c := range caches[1:] {
-		conf += fmt.Sprintf("\n[cache:%s]\nLINE_RECEIVER_PORT = %s\nPICKLE_RECEIVER_PORT = %s\nCACHE_QUERY_PORT = %s\n",
-			c.name, port(c.line), port(c.pickle), port(c.cacheQry))
+	cs := make([]carbonconf.Cache, len(caches))
+	for k, c := range caches {
+		cs[k] = carbonconf.Cache{Name: c.name, Line: portNum(c.line), Pickle: portNum(c.pickle), CacheQuery: portNum(c.cacheQry)}
 	}
+	conf := carbonconf.Caches(dir, cs, int(interval/time.Second))
 	schemas := fmt.Sprintf("[carbon]\npattern = ^carbon\\.\nretentions = %ds:1d\n\n[all]\npattern = .*\nretentions = 60s:1d\n", int(interval/time.Second))
 	for _, d := range []string{"conf", "log", "run", "storage/whisper", "storage/lists"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/haproxy-weighter/haproxy-weighter/internal/carbonconf"
+
 	"github.com/haproxy-weighter/haproxy-weighter/weighter"
 )
 
@@ -167,37 +169,11 @@ func (g *Graphite) env() []string {
 
 func (g *Graphite) writeCarbonConf(t testing.TB, metricInterval int) {
 	t.Helper()
-	st := filepath.Join(g.dir, "storage")
-	first := g.instances[0]
-	conf := fmt.Sprintf(`[cache]
-STORAGE_DIR = %[1]s/
-LOCAL_DATA_DIR = %[1]s/whisper/
-WHITELISTS_DIR = %[1]s/lists/
-CONF_DIR = %[2]s/conf/
-LOG_DIR = %[2]s/log/
-PID_DIR = %[2]s/run/
-USER =
-MAX_CACHE_SIZE = inf
-MAX_UPDATES_PER_SECOND = inf
-MAX_CREATES_PER_MINUTE = inf
-LINE_RECEIVER_INTERFACE = 127.0.0.1
-LINE_RECEIVER_PORT = %[3]d
-ENABLE_UDP_LISTENER = False
-PICKLE_RECEIVER_INTERFACE = 127.0.0.1
-PICKLE_RECEIVER_PORT = %[4]d
-CACHE_QUERY_INTERFACE = 127.0.0.1
-CACHE_QUERY_PORT = %[5]d
-CARBON_METRIC_INTERVAL = %[6]d
-LOG_LISTENER_CONNECTIONS = False
-LOG_UPDATES = False
-LOG_CREATES = False
-ENABLE_MANHOLE = False
-`, st, g.dir, first.line, first.pickle, first.cacheQry, metricInterval)
-	// The other instances take the [cache] settings but their ports.
-	for _, in := range g.instances[1:] {
-		conf += fmt.Sprintf("\n[cache:%s]\nLINE_RECEIVER_PORT = %d\nPICKLE_RECEIVER_PORT = %d\nCACHE_QUERY_PORT = %d\n",
-			in.name, in.line, in.pickle, in.cacheQry)
+	caches := make([]carbonconf.Cache, len(g.instances))
+	for k, in := range g.instances {
+		caches[k] = carbonconf.Cache{Name: in.name, Line: in.line, Pickle: in.pickle, CacheQuery: in.cacheQry}
 	}
+	conf := carbonconf.Caches(g.dir, caches, metricInterval)
 	metricsWriteFile(t, filepath.Join(g.dir, "conf", "carbon.conf"), conf)
 	schemas := "[all]\npattern = .*\nretentions = 10s:1d\n"
 	if metricInterval > 0 {

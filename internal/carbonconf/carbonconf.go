@@ -1,0 +1,53 @@
+// Package carbonconf writes the carbon.conf of carbon-cache instances on
+// loopback, for the tests' Graphite (internal/testenv) and the carbon bench
+// (examples/carbonbench): one text, so that what the tests check is what the
+// bench measures.
+package carbonconf
+
+import "fmt"
+
+// Cache is one carbon-cache instance: its name (carbon's agent name is
+// <host>-<name>) and its loopback ports.
+type Cache struct {
+	Name                     string
+	Line, Pickle, CacheQuery int
+}
+
+// Caches returns carbon.conf for caches, storing under dir/storage and
+// keeping conf, log and pid files under dir: the first instance in [cache],
+// the others in [cache:NAME] with their own ports. metricInterval is
+// CARBON_METRIC_INTERVAL in seconds (how often each cache writes its own
+// metricsReceived count).
+func Caches(dir string, caches []Cache, metricInterval int) string {
+	first := caches[0]
+	conf := fmt.Sprintf(`[cache]
+STORAGE_DIR = %[1]s/storage/
+LOCAL_DATA_DIR = %[1]s/storage/whisper/
+WHITELISTS_DIR = %[1]s/storage/lists/
+CONF_DIR = %[1]s/conf/
+LOG_DIR = %[1]s/log/
+PID_DIR = %[1]s/run/
+USER =
+MAX_CACHE_SIZE = inf
+MAX_UPDATES_PER_SECOND = inf
+MAX_CREATES_PER_MINUTE = inf
+LINE_RECEIVER_INTERFACE = 127.0.0.1
+LINE_RECEIVER_PORT = %[2]d
+ENABLE_UDP_LISTENER = False
+PICKLE_RECEIVER_INTERFACE = 127.0.0.1
+PICKLE_RECEIVER_PORT = %[3]d
+CACHE_QUERY_INTERFACE = 127.0.0.1
+CACHE_QUERY_PORT = %[4]d
+CARBON_METRIC_INTERVAL = %[5]d
+LOG_LISTENER_CONNECTIONS = False
+LOG_UPDATES = False
+LOG_CREATES = False
+ENABLE_MANHOLE = False
+`, dir, first.Line, first.Pickle, first.CacheQuery, metricInterval)
+	// The other instances take the [cache] settings but their ports.
+	for _, c := range caches[1:] {
+		conf += fmt.Sprintf("\n[cache:%s]\nLINE_RECEIVER_PORT = %d\nPICKLE_RECEIVER_PORT = %d\nCACHE_QUERY_PORT = %d\n",
+			c.Name, c.Line, c.Pickle, c.CacheQuery)
+	}
+	return conf
+}
