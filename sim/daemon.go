@@ -452,7 +452,7 @@ func (r *simReader) clientRates() []weighter.Client {
 		conns = append(conns, o)
 	}
 	slices.SortFunc(conns, func(a, b one) int { return a.client - b.client })
-	var out []weighter.Client
+	out := []weighter.Client{} // listed, none open: not nil, which says "not listed"
 	for k := 0; k < len(conns); {
 		cl := weighter.Client{Addr: r.ip(conns[k].client)}
 		measured := false

@@ -94,6 +94,7 @@ func TestPinnerRulesHoldOverRandomInputs(t *testing.T) {
 		pn := mustPinner(t, pol)
 		table := map[string]string{}
 		at := now
+		var measured map[string]bool // the clients with a rate at the previous cycle
 		for cycle := range 12 {
 			at = at.Add(time.Duration(1+rng.IntN(20)) * time.Second)
 			if rng.IntN(10) == 0 {
@@ -104,6 +105,8 @@ func TestPinnerRulesHoldOverRandomInputs(t *testing.T) {
 			p := pn.Plan(at, in)
 			ctx := fmt.Sprintf("seed %d cycle %d: in %+v\nplan %+v", seed, cycle, in, p)
 			checkPinPlan(t, pol, in, wanted, p, ctx)
+			checkStorm(t, in, measured, p, ctx)
+			measured = measuredClients(in.Clients)
 			_, err := json.Marshal(p)
 			require.NoError(t, err, ctx)
 			if in.TableErr == nil || errors.Is(in.TableErr, ErrPinTableFull) {
@@ -175,11 +178,20 @@ func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]st
 	if !known || full {
 		require.Empty(t, p.Changes.Set, ctx)
 	}
+	storm := map[string]bool{}
+	for _, w := range p.Why {
+		if w.Storm {
+			storm[w.Client] = true
+		}
+	}
 	if in.Hold {
 		// Held loads decide no new pin; the pins the table lost are
-		// written again where the Pinner had them.
+		// written again where the Pinner had them, and a storm's
+		// clients are placed (they reconnect anyway).
 		for _, set := range p.Changes.Set {
-			require.Equal(t, wanted[set.Client], set.Server, "held: only a lost pin written again\n%s", ctx)
+			if !storm[set.Client] {
+				require.Equal(t, wanted[set.Client], set.Server, "held: only a lost pin written again\n%s", ctx)
+			}
 		}
 	}
 	require.LessOrEqual(t, len(p.Pins), pol.MaxPins, ctx)
@@ -200,7 +212,7 @@ func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]st
 	}
 	moves := 0
 	for _, s := range p.Changes.Set {
-		if old, ok := inTable[s.Client]; ok && !cleared[s.Client] && old != s.Server && pinnable[old] {
+		if old, ok := inTable[s.Client]; ok && !cleared[s.Client] && old != s.Server && pinnable[old] && !storm[s.Client] {
 			moves++
 		}
 	}
@@ -208,4 +220,33 @@ func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]st
 	if known && !in.Hold && !full {
 		require.Equal(t, pinMap(p.Pins), applyPins(in.Table.Pins, p.Changes), "the changes applied give the wanted pins\n%s", ctx)
 	}
+}
+
+// checkStorm: a client is placed as a storm's only when it had a rate at
+// the previous cycle and has none now (its connections closed or are new),
+// and only in a plan whose clients were listed.
+func checkStorm(t *testing.T, in PinInput, before map[string]bool, p PinPlan, ctx string) {
+	t.Helper()
+	now := measuredClients(in.Clients)
+	n := 0
+	for _, w := range p.Why {
+		if !w.Storm {
+			continue
+		}
+		n++
+		require.True(t, before[w.Client], "storm pin of %s, not measured at the previous cycle\n%s", w.Client, ctx)
+		require.False(t, now[w.Client], "storm pin of %s, measured now\n%s", w.Client, ctx)
+		require.NotNil(t, in.Clients, ctx)
+	}
+	require.LessOrEqual(t, n, p.Storm, ctx)
+}
+
+func measuredClients(cs []Client) map[string]bool {
+	out := map[string]bool{}
+	for _, c := range cs {
+		if c.Rate > 0 && !math.IsInf(c.Rate, 0) && c.Addr != "" {
+			out[c.Addr] = true
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -268,21 +269,73 @@ func TestPinnerWithoutATableOrWithAFullOne(t *testing.T) {
 	assert.Empty(t, p.InForce())
 }
 
-// After an HAProxy restart or reload the table is empty while the Pinner
-// still wants its pins: they are set again at once.
+// After an HAProxy reload without peers the table is empty while the
+// clients stay connected (to the old process) and the Pinner still wants
+// its pins: they are set again at once, where they were.
 func TestPinnerWritesItsPinsAgainToAnEmptiedTable(t *testing.T) {
 	pn := mustPinner(t, DefaultPin())
 	first := pn.Plan(now, carbon())
 	require.Len(t, first.Pins, 2)
-	in := carbon()
-	in.Sessions = nil // every client reconnecting: nowhere yet
-	for i := range in.Clients {
-		in.Clients[i].Rate = math.NaN()
-	}
-	p := pn.Plan(now.Add(5*time.Second), in)
+	p := pn.Plan(now.Add(5*time.Second), carbon())
 	assert.Equal(t, first.Pins, p.Changes.Set)
 	assert.Equal(t, first.Pins, p.Pins)
+	assert.Zero(t, p.Storm)
 	assert.Contains(t, p.Why[0].Reason, "again: the table lost it")
+}
+
+// After an HAProxy restart every client's connections are closed and come
+// back within seconds (a storm): the Pinner places all the clients it
+// measured before, heaviest first on the least loaded server, the light
+// ones too, instead of writing back the heavy ones' pins, chosen against
+// light clients that no longer sit where they did.
+func TestPinnerPlacesAStormByLastRates(t *testing.T) {
+	pn := mustPinner(t, DefaultPin())
+	first := pn.Plan(now, carbon())
+	require.Len(t, first.Pins, 2)
+	in := carbon()
+	in.Sessions = nil // every connection closed
+	in.Clients = in.Clients[:3]
+	for i := range in.Clients {
+		in.Clients[i].Rate = math.NaN() // reconnected already, not measured yet
+	}
+	in.Hold, in.HoldReason = true, "HAProxy reset the weights" // a storm is placed under a hold too
+	p := pn.Plan(now.Add(5*time.Second), in)
+	assert.Equal(t, 8, p.Storm)
+	assert.Equal(t, map[string]string{
+		"10.0.0.1": "s1", "10.0.0.2": "s2",
+		"10.0.1.0": "s3", "10.0.1.1": "s4", "10.0.1.2": "s3", "10.0.1.3": "s4", "10.0.1.4": "s3", "10.0.1.5": "s4",
+	}, pinMap(p.Pins))
+	assert.Equal(t, p.Pins, p.Changes.Set)
+	assert.InDelta(t, 2000/(4600.0/4), p.Projected, 1e-9)
+	assert.Contains(t, p.Reason, "8 clients reconnecting at once")
+	for _, w := range p.Why {
+		assert.True(t, w.Storm, w.Reason)
+	}
+
+	// The next cycle is no storm: the clients are back, measured, and the
+	// storm's pins stay.
+	back := carbon()
+	back.Table.Pins, back.Table.Used = p.Pins, len(p.Pins)
+	next := pn.Plan(now.Add(6*time.Second), back)
+	assert.Zero(t, next.Storm)
+	assert.Empty(t, next.Changes.Clear)
+}
+
+// A storm needs half the measured load gone: one server's clients
+// dropping is not one.
+func TestPinnerOneServersClientsAreNoStorm(t *testing.T) {
+	pn := mustPinner(t, DefaultPin())
+	pn.Plan(now, carbon())
+	in := carbon()
+	// s1's clients (both 2,000/s ones: 4,000 of 4,600) gone would be a
+	// storm; s2's (200 of 4,600) is not.
+	in.Clients = slices.DeleteFunc(in.Clients, func(c Client) bool { return c.Addr == "10.0.1.0" || c.Addr == "10.0.1.1" })
+	p := pn.Plan(now.Add(time.Second), in)
+	assert.Zero(t, p.Storm)
+	in = carbon()
+	in.Clients = in.Clients[2:]
+	p = pn.Plan(now.Add(2*time.Second), in)
+	assert.Equal(t, 2, p.Storm)
 }
 
 // Held (coverage guard): withdrawals happen, nothing is set.

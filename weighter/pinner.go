@@ -86,6 +86,10 @@ type PinPlan struct {
 	TableErr string `json:"table_error,omitempty"`
 	// Full: the table has no room for another entry (no new pin is set).
 	Full bool `json:"full,omitempty"`
+	// Storm is how many clients this plan pinned because their
+	// connections closed at once with most of the load (pinstorm.go); 0
+	// outside a storm.
+	Storm int `json:"storm,omitempty"`
 
 	// inForce are the pins in the table once Changes are written (as far
 	// as the table was read): where a shed client lands. read is the
@@ -139,6 +143,10 @@ type PinWhy struct {
 	// Gain is the drop of the projected max/mean the pin brings.
 	Gain   float64 `json:"gain"`
 	Reason string  `json:"reason"`
+	// Storm: the client is placed as one of a storm's (pinstorm.go): its
+	// connections closed with most of the load, and it reconnects anyway,
+	// so its pin moves whatever max_moves and a hold say.
+	Storm bool `json:"storm,omitempty"`
 }
 
 // DryRun is the line a dry run prints for it.
@@ -159,6 +167,7 @@ type Pinner struct {
 
 	mu   sync.Mutex
 	pins map[string]*pinState
+	mem  pinMemory
 }
 
 // NewPinner validates p and returns a Pinner with no pins.
@@ -234,6 +243,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	pn.mu.Lock()
 	defer pn.mu.Unlock()
 	plan := PinPlan{Time: now, Table: in.Table.Name}
+	storm := pn.mem.remember(in.Clients, pn.p.MaxPins)
 	if errors.Is(in.TableErr, ErrNoPinTable) {
 		clear(pn.pins)
 		plan.NoTable = true
@@ -356,6 +366,15 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 			delete(cur, c)
 			delete(pn.pins, c)
 		}
+	}
+
+	if storm != nil && known && !full {
+		plan.Changes.Clear = clears
+		pn.stormPlace(&plan, storm, bins, in.Sessions, index, cur, inTable, func(c string, w PinWhy) {
+			clearOne(c, w)
+			plan.Changes.Clear = clears
+		}, cleared, in.Table, in.Unit)
+		return plan
 	}
 
 	noSet, again := "", false
