@@ -187,6 +187,11 @@ func (l *cycleLog) pins(c weighter.Cycle) {
 	}
 	if c.Applied {
 		written := c.Result == weighter.ResultOK || c.Result == weighter.ResultSkippedCoverage
+		if written && p.StormBegan {
+			// Once per storm; its next cycles place again the clients
+			// not back yet (each pin at debug).
+			l.log.Info("reconnect storm pinned", "clients", p.Storm, "projected_max_mean", round2(p.Projected), "reason", p.Reason)
+		}
 		if written && !p.Changes.Empty() {
 			// A failed batch is the cycle's failure, logged as such.
 			l.log.Info("pins written", "set", len(p.Changes.Set), "cleared", len(p.Changes.Clear), "pinned", len(p.Pins))
@@ -271,12 +276,20 @@ const (
 )
 
 // pinRetry returns when the runner should cycle again after c, for the
-// pins: now + pinRetryEvery after a cycle that could not read or write
-// HAProxy on a backend that wants pins, within pinRetryFor of its last ok
-// cycle; the zero time (no sooner than the schedule) otherwise. A HAProxy
+// pins: now + pinRetryEvery after a cycle that placed a reconnect storm's
+// clients (weighter.PinPlan.Storm: more may be on their way back), and
+// after a cycle that could not read or write HAProxy on a backend that
+// wants pins, within pinRetryFor of its last ok cycle; the zero time (no
+// sooner than the schedule) otherwise. A HAProxy
 // down for longer is retried on the schedule, as any target.
 func (r *runner) pinRetry(c weighter.Cycle, now time.Time) time.Time {
 	pn := r.unit.Backend.Pinner
+	if p := c.Plan.Pins; p != nil && p.Storm > 0 && c.Applied &&
+		(c.Result == weighter.ResultOK || c.Result == weighter.ResultSkippedCoverage) {
+		// A reconnect storm: the clients not back yet are placed again
+		// every cycle against where the others landed; sooner is better.
+		return now.Add(pinRetryEvery)
+	}
 	if c.Result != weighter.ResultTargetError || pn == nil || len(pn.Wanted()) == 0 {
 		return time.Time{}
 	}

@@ -43,6 +43,17 @@ func TestPinRetryAfterHAProxyFails(t *testing.T) {
 	assert.True(t, f.r.pinRetry(weighter.Cycle{Result: weighter.ResultOK}, now).IsZero())
 	later := now.Add(pinRetryFor + time.Second)
 	assert.True(t, f.r.pinRetry(failed, later).IsZero(), "down for longer than a restart: the schedule")
+
+	// A reconnect storm's clients are placed again each cycle until they
+	// are back: the next cycle comes soon, when this one was written.
+	storm := weighter.Cycle{Result: weighter.ResultOK, Applied: true, Plan: weighter.Plan{Pins: &weighter.PinPlan{Storm: 3}}}
+	assert.Equal(t, later.Add(pinRetryEvery), f.r.pinRetry(storm, later), "a storm placed: soon")
+	storm.Result = weighter.ResultSkippedCoverage
+	assert.Equal(t, later.Add(pinRetryEvery), f.r.pinRetry(storm, later), "a storm placed under the coverage guard: soon")
+	storm.Applied = false
+	assert.True(t, f.r.pinRetry(storm, later).IsZero(), "a dry run: the schedule")
+	storm.Applied, storm.Plan.Pins.Storm = true, 0
+	assert.True(t, f.r.pinRetry(storm, later).IsZero(), "every client back: the schedule")
 }
 
 // A cycle the runner ran sooner than its interval (retry) that fails again

@@ -18,6 +18,7 @@ type pinMetrics struct {
 	clients   *prometheus.GaugeVec // pinned_clients
 	load      *prometheus.GaugeVec // pinned_load
 	writes    *prometheus.CounterVec
+	storms    *prometheus.CounterVec
 	table     *prometheus.GaugeVec
 	projected *prometheus.GaugeVec
 	learnt    *prometheus.GaugeVec // clients{state}
@@ -40,6 +41,9 @@ func newPinMetrics(reg prometheus.Registerer) *pinMetrics {
 				"(a client not measured counts 0).", "backend", "server"),
 		writes: counterVec("pin_writes_total",
 			"Stick-table entries written to HAProxy, by op: set (a pin created or moved), clear (a pin withdrawn).", "backend", "op"),
+		storms: counterVec("pin_storms_total",
+			"Reconnect storms pinned: cycles that found most of the measured client load's connections closed at once (an HAProxy restart) "+
+				"and pinned every client measured before by its last rate.", "backend"),
 		table: gaugeVec("pin_table",
 			"1 for the state of the backend's pin table: ok, missing (no stick table matched on the source: nothing is pinned), "+
 				"full (no new pin), error (not read: the pins stay as they were).", "backend", "state"),
@@ -50,7 +54,7 @@ func newPinMetrics(reg prometheus.Registerer) *pinMetrics {
 				"untracked (beyond the bound: never pinned).", "backend", "state"),
 		servers: map[string]map[string]bool{},
 	}
-	reg.MustRegister(m.pins, m.clients, m.load, m.writes, m.table, m.projected, m.learnt)
+	reg.MustRegister(m.pins, m.clients, m.load, m.writes, m.storms, m.table, m.projected, m.learnt)
 	return m
 }
 
@@ -77,11 +81,15 @@ func (m *pinMetrics) observe(c weighter.Cycle) {
 		m.projected.DeleteLabelValues(c.Backend)
 	}
 	set, clear := m.writes.WithLabelValues(c.Backend, "set"), m.writes.WithLabelValues(c.Backend, "clear")
+	storms := m.storms.WithLabelValues(c.Backend)
 	if c.Applied && (c.Result == weighter.ResultOK || c.Result == weighter.ResultSkippedCoverage) {
 		// Written: a failed batch is the cycle's haproxy_error, and a
 		// dry run writes nothing.
 		set.Add(float64(len(p.Changes.Set)))
 		clear.Add(float64(len(p.Changes.Clear)))
+		if p.StormBegan {
+			storms.Inc()
+		}
 	}
 	m.setServers(c, p)
 }
@@ -167,7 +175,7 @@ func (m *pinMetrics) forgetPlan(backend string) {
 	m.mu.Unlock()
 	l := prometheus.Labels{"backend": backend}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.pins, m.clients, m.load, m.writes, m.table, m.projected} {
+		m.pins, m.clients, m.load, m.writes, m.storms, m.table, m.projected} {
 		v.DeletePartialMatch(l)
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 // pinMetricNames are the series pinning exports per backend.
 var pinMetricNames = []string{"haproxy_weighter_pins", "haproxy_weighter_pinned_clients", "haproxy_weighter_pinned_load",
-	"haproxy_weighter_pin_writes_total", "haproxy_weighter_pin_table", "haproxy_weighter_pin_projected_imbalance"}
+	"haproxy_weighter_pin_writes_total", "haproxy_weighter_pin_storms_total", "haproxy_weighter_pin_table", "haproxy_weighter_pin_projected_imbalance"}
 
 // clientSource is a fast signal that lists clients: each server's load is
 // its bytes/s (one connection each), and the clients are the socket
@@ -175,6 +175,14 @@ func TestPinMetricsDryRunAndErrors(t *testing.T) {
 	m.Observe(cycle(weighter.ResultSkippedCoverage, true, set))
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.pins.writes.WithLabelValues("be", "set")), "a held cycle writes its pins")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.pins.writes.WithLabelValues("be", "clear")))
+	assert.Zero(t, testutil.ToFloat64(m.pins.storms.WithLabelValues("be")))
+	storm := set
+	storm.Storm, storm.StormBegan = 2, true
+	m.Observe(cycle(weighter.ResultOK, false, storm))
+	m.Observe(cycle(weighter.ResultTargetError, true, storm))
+	assert.Zero(t, testutil.ToFloat64(m.pins.storms.WithLabelValues("be")), "a storm's pins not written: no storm counted")
+	m.Observe(cycle(weighter.ResultSkippedCoverage, true, storm))
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.pins.storms.WithLabelValues("be")), "a storm placed under the coverage guard")
 
 	unread := weighter.PinPlan{Pins: set.Pins, TableErr: "show table: timeout"}
 	m.Observe(cycle(weighter.ResultOK, true, unread))
@@ -218,10 +226,12 @@ haproxy_weighter_clients{backend="be",state="untracked"} 3
 		require.NoError(t, err)
 		return n
 	}
-	assert.Equal(t, 1+2+2+2+4+1, count())
+	// pins, pinned_clients and pinned_load (2 servers each), writes (set,
+	// clear), storms, table (4 states), projected.
+	assert.Equal(t, 1+2+2+2+1+4+1, count())
 
 	m.Observe(cycle(nil, weighter.ResultSourceError, "s1", "new")) // no pin plan: a failed read
-	assert.Equal(t, 12, count(), "a failed read keeps the last")
+	assert.Equal(t, 13, count(), "a failed read keeps the last")
 	m.Observe(cycle(nil, weighter.ResultOK, "s1", "new"))
 	assert.Zero(t, count(), "a backend that does not pin")
 

@@ -19,7 +19,7 @@ func planPins(b *Weigher, now time.Time, p Plan, servers []ServerState, sig *Sig
 		planned[s.Server] = s
 	}
 	for _, st := range servers {
-		sv := PinServer{Name: st.Name, Load: math.NaN(), Factor: 1}
+		sv := PinServer{Name: st.Name, Load: math.NaN(), Factor: 1, Conns: st.Sessions}
 		sp, inPlan := planned[st.Name]
 		if inPlan {
 			sv.Load = sp.Load

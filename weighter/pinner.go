@@ -27,6 +27,10 @@ type PinServer struct {
 	Pinnable bool
 	// Why says why it cannot take a pin ("drained", "down", …), for reasons.
 	Why string
+	// Conns is its open connections as HAProxy counts them (scur): in a
+	// storm, those the socket table has not measured yet are clients back
+	// on it.
+	Conns int
 }
 
 func (sv PinServer) factor() float64 {
@@ -86,10 +90,12 @@ type PinPlan struct {
 	TableErr string `json:"table_error,omitempty"`
 	// Full: the table has no room for another entry (no new pin is set).
 	Full bool `json:"full,omitempty"`
-	// Storm is how many clients this plan pinned because their
-	// connections closed at once with most of the load (pinstorm.go); 0
-	// outside a storm.
-	Storm int `json:"storm,omitempty"`
+	// Storm is how many clients this plan pinned as a reconnect storm's
+	// (pinstorm.go): their connections closed at once with most of the
+	// load, and they are not back yet; 0 outside a storm. StormBegan: this
+	// plan found the storm.
+	Storm      int  `json:"storm,omitempty"`
+	StormBegan bool `json:"storm_began,omitempty"`
 
 	// inForce are the pins in the table once Changes are written (as far
 	// as the table was read): where a shed client lands. read is the
@@ -166,8 +172,9 @@ type Pinner struct {
 	p PinPolicy
 
 	mu   sync.Mutex
-	pins map[string]*pinState
-	mem  pinMemory
+	pins  map[string]*pinState
+	mem   pinMemory
+	storm *pinStorm // the storm under way; nil outside one
 }
 
 // NewPinner validates p and returns a Pinner with no pins.
@@ -243,9 +250,16 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	pn.mu.Lock()
 	defer pn.mu.Unlock()
 	plan := PinPlan{Time: now, Table: in.Table.Name}
-	storm := pn.mem.remember(in.Clients, pn.p.MaxPins)
+	began := pn.mem.remember(in.Clients, pn.p.MaxPins)
+	if began != nil {
+		pn.storm = &pinStorm{clients: began, until: now.Add(pinStormFor)}
+	}
+	if pn.storm != nil && (now.After(pn.storm.until) || in.Clients == nil) {
+		pn.storm = nil
+	}
 	if errors.Is(in.TableErr, ErrNoPinTable) {
 		clear(pn.pins)
+		pn.storm = nil
 		plan.NoTable = true
 		plan.Reason = in.TableErr.Error()
 		if !strings.HasPrefix(plan.Reason, ErrNoPinTable.Error()) {
@@ -368,13 +382,16 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 	}
 
-	if storm != nil && known && !full {
+	if pn.storm != nil && known && !full {
 		plan.Changes.Clear = clears
-		pn.stormPlace(&plan, storm, bins, in.Sessions, index, cur, inTable, func(c string, w PinWhy) {
+		placed := pn.stormPlace(&plan, began != nil, in, bins, index, cur, inTable, func(c string, w PinWhy) {
 			clearOne(c, w)
 			plan.Changes.Clear = clears
-		}, cleared, in.Table, in.Unit)
-		return plan
+		}, cleared)
+		if placed {
+			return plan
+		}
+		pn.storm = nil // every client of the storm is back
 	}
 
 	noSet, again := "", false

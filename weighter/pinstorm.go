@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // A storm is most of a backend's client load losing its connections at
@@ -43,26 +44,39 @@ type pinMemory struct {
 	total float64
 }
 
-// remember records the clients measured at this plan (at most limit, the
-// heaviest) and returns the ones measured at the previous plan that are not
-// measured now, heaviest first, when they carried pinStormShare or more of
-// the load measured then; nil when this plan is no storm. Clients not
-// listed (nil) forget everything: no storm can be told from them.
+// remember records the clients connected at this plan with their rates (at
+// most limit, the heaviest): the rate measured now, or, for a client whose
+// connections are all new (not measured yet), the one remembered from
+// before. It returns the clients remembered at the previous plan that are
+// not measured now (gone, or back on new connections), heaviest first, when
+// they carried pinStormShare or more of the load remembered then; nil when
+// this plan is no storm. Clients not listed (nil) forget everything: no
+// storm can be told from them.
 func (m *pinMemory) remember(clients []Client, limit int) []knownClient {
 	if clients == nil {
 		m.known, m.total = nil, 0
 		return nil
 	}
-	measured := make(map[string]bool, len(clients))
+	now := clientsByAddr(clients)
 	total := 0.0
 	h := &knownHeap{}
-	for _, c := range clients {
-		if c.Addr == "" || !(c.Rate > 0) || isInf(c.Rate) {
+	done := make(map[string]bool, len(now))
+	for _, listed := range clients { // in the list's order: the same sums every run
+		a := listed.Addr
+		if a == "" || done[a] {
 			continue
 		}
-		measured[c.Addr] = true
-		total += c.Rate
-		k := knownClient{addr: c.Addr, rate: c.Rate, conns: c.Conns}
+		done[a] = true
+		c := now[a]
+		k := knownClient{addr: a, rate: c.Rate, conns: c.Conns}
+		if !(k.rate > 0) || isInf(k.rate) {
+			old, ok := m.known[a]
+			if c.Conns == 0 || !ok {
+				continue
+			}
+			k.rate = old.rate // back on a new connection: as before
+		}
+		total += k.rate
 		switch {
 		case h.Len() < limit:
 			heap.Push(h, k)
@@ -72,28 +86,50 @@ func (m *pinMemory) remember(clients []Client, limit int) []knownClient {
 		}
 	}
 	var gone []knownClient
-	goneLoad := 0.0
 	for a, k := range m.known {
-		if !measured[a] {
+		if c, ok := now[a]; !ok || !(c.Rate > 0) || isInf(c.Rate) {
 			gone = append(gone, k)
-			goneLoad += k.rate
 		}
+	}
+	slices.SortFunc(gone, func(a, b knownClient) int { // heaviest first; summed in one order
+		return cmp.Or(cmp.Compare(b.rate, a.rate), strings.Compare(a.addr, b.addr))
+	})
+	goneLoad := 0.0
+	for _, k := range gone {
+		goneLoad += k.rate
 	}
 	storm := m.total > 0 && !isInf(total) && goneLoad >= pinStormShare*m.total
 	m.known = make(map[string]knownClient, h.Len())
 	for _, k := range *h {
-		if _, dup := m.known[k.addr]; !dup || k.rate > m.known[k.addr].rate {
-			m.known[k.addr] = k
-		}
+		m.known[k.addr] = k
 	}
 	m.total = total
 	if !storm {
 		return nil
 	}
-	slices.SortFunc(gone, func(a, b knownClient) int {
-		return cmp.Or(cmp.Compare(b.rate, a.rate), strings.Compare(a.addr, b.addr))
-	})
 	return gone
+}
+
+// clientsByAddr merges the entries of one address (a list may have
+// several): its most connections and its highest rate.
+func clientsByAddr(clients []Client) map[string]Client {
+	out := make(map[string]Client, len(clients))
+	for _, c := range clients {
+		if c.Addr == "" {
+			continue
+		}
+		old, ok := out[c.Addr]
+		if !ok {
+			out[c.Addr] = c
+			continue
+		}
+		old.Conns = max(old.Conns, c.Conns)
+		if finite(c.Rate) > finite(old.Rate) {
+			old.Rate = c.Rate
+		}
+		out[c.Addr] = old
+	}
+	return out
 }
 
 // lighter orders known clients: the lighter first, then by address.
@@ -119,41 +155,118 @@ func (h *knownHeap) Pop() any {
 	return x
 }
 
-// stormPlace pins the storm's clients, heaviest first, each to the pinnable
-// server with the least projected load: the load its open, measured
-// connections carry now (sessions) plus the clients placed before it.
+// pinStorm is a storm under way: the clients whose connections closed,
+// heaviest first, and when the Pinner stops waiting for them.
+type pinStorm struct {
+	clients []knownClient
+	until   time.Time
+}
+
+// pinStormFor bounds a storm: a client not back within it is placed by the
+// rules outside a storm. A restarted HAProxy's clients are back within
+// seconds.
+const pinStormFor = 30 * time.Second
+
+// stormPlace pins the storm's clients that are not back yet, heaviest
+// first, each to the pinnable server with the least projected load: what
+// its open connections carry as measured now, the clients back but not
+// measured yet (on their pin when it is in the table; else spread over the
+// servers by their connections the socket table has not measured), and the
+// clients placed before it. Every cycle of
+// the storm places those still away again: the ones that came back before
+// their pin was written sit where the weights put them, and the pins of the
+// others make up for it. It returns false, having planned nothing, when
+// every client of the storm is back.
+//
 // Pins of other clients stay as they are (written again when the table lost
 // them) and come first within max_pins; a storm client left without a new
 // pin (max_pins, the table's room, or a client of several connections
 // heavier than a server's share of the storm, which the weights spread)
 // keeps the pin it had while there is room, and loses it otherwise.
-func (pn *Pinner) stormPlace(plan *PinPlan, storm []knownClient, bins []pinBin, sessions []ShedSession, index map[string]int,
-	cur, inTable map[string]string, clearOne func(string, PinWhy), cleared map[string]bool, table PinTable, unit string) {
+func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinBin, index map[string]int,
+	cur, inTable map[string]string, clearOne func(string, PinWhy), cleared map[string]bool) bool {
+	now := clientsByAddr(in.Clients)
+	var away []knownClient
+	// The clients back but not measured yet: one whose pin is in the
+	// table came back to it (pinned); one without (back before its pin
+	// was written) sits where the weights put it (back, spread below).
+	back := 0.0
+	type onPin struct {
+		server string
+		rate   float64
+	}
+	var pinned []onPin
+	for _, k := range pn.storm.clients {
+		switch c, ok := now[k.addr]; {
+		case !ok || c.Conns == 0:
+			away = append(away, k)
+		case !(c.Rate > 0) || isInf(c.Rate):
+			if s, ok := inTable[k.addr]; ok && !cleared[k.addr] {
+				pinned = append(pinned, onPin{s, k.rate})
+			} else {
+				back += k.rate
+			}
+		}
+	}
+	if len(away) == 0 {
+		return false
+	}
+
 	var pool []int
+	measured := make([]int, len(bins))
 	for i := range bins {
 		bins[i].proj = 0
 		if bins[i].pinnable {
 			pool = append(pool, i)
 		}
 	}
-	for _, s := range sessions {
+	for _, s := range in.Sessions {
 		if i, ok := index[s.Server]; ok && s.Rate > 0 && !isInf(s.Rate) {
+			// A client's rate counts the same on every server: a
+			// server's calibration factor also carries the other
+			// balancers' share, which a reconnecting client does not
+			// add to.
 			bins[i].proj += s.Rate
+			measured[i]++
+		}
+	}
+	// The clients back but not measured: on the servers whose connections
+	// the socket table has not measured yet, in proportion; evenly when
+	// HAProxy's counts do not tell.
+	for _, p := range pinned {
+		if i, ok := index[p.server]; ok {
+			bins[i].proj += p.rate
+			measured[i]++ // one of its connections not measured is this client's
+		}
+	}
+	fresh, freshSum := make([]float64, len(bins)), 0.0
+	for _, sv := range in.Servers {
+		if i, ok := index[sv.Name]; ok && sv.Conns > measured[i] {
+			fresh[i] = float64(sv.Conns - measured[i])
+			freshSum += fresh[i]
+		}
+	}
+	for _, i := range pool {
+		switch {
+		case freshSum > 0:
+			bins[i].proj += back * fresh[i] / freshSum
+		case len(pool) > 0:
+			bins[i].proj += back / float64(len(pool))
 		}
 	}
 	total := 0.0
-	for _, k := range storm {
+	for _, k := range away {
 		total += k.rate
 	}
 	share := total / float64(max(len(pool), 1))
-	inStorm := make(map[string]bool, len(storm))
-	for _, k := range storm {
+	inStorm := make(map[string]bool, len(away))
+	for _, k := range away {
 		inStorm[k.addr] = true
 	}
 
 	// written: the pin is in the table as read and stays; otherwise it
 	// takes a place of the table's room.
-	room := pinRoom(table, inTable, plan.Changes.Clear)
+	room := pinRoom(in.Table, inTable, plan.Changes.Clear)
 	written := func(c, server string) bool { s, ok := inTable[c]; return ok && s == server && !cleared[c] }
 	inTableNow := func(c string) bool { _, ok := inTable[c]; return ok && !cleared[c] }
 	var why []PinWhy
@@ -171,7 +284,7 @@ func (pn *Pinner) stormPlace(plan *PinPlan, storm []knownClient, bins []pinBin, 
 		return true
 	}
 
-	// The pins of the clients still connected (or long gone) first.
+	// The pins of the clients connected (or long gone) first.
 	var kept []Pin
 	for c, s := range cur {
 		if !inStorm[c] {
@@ -193,7 +306,7 @@ func (pn *Pinner) stormPlace(plan *PinPlan, storm []knownClient, bins []pinBin, 
 	}
 	heap.Init(h)
 	var left []knownClient
-	for _, k := range storm {
+	for _, k := range away {
 		if h.Len() == 0 || k.conns > 1 && k.rate > share && len(pool) > 1 {
 			left = append(left, k) // many users behind one address: the weights spread it
 			continue
@@ -201,7 +314,7 @@ func (pn *Pinner) stormPlace(plan *PinPlan, storm []knownClient, bins []pinBin, 
 		to := h.idx[0]
 		if !take(Pin{Client: k.addr, Server: bins[to].name}, PinWhy{Client: k.addr, Rate: k.rate, To: bins[to].name, Storm: true,
 			Reason: fmt.Sprintf("pin %s (%s %s before its connections closed) to %s: clients reconnecting at once are placed heaviest first on the least loaded server",
-				k.addr, RateText(k.rate), unitText(unit), bins[to].name)}) {
+				k.addr, RateText(k.rate), unitText(in.Unit), bins[to].name)}) {
 			left = append(left, k)
 			continue
 		}
@@ -220,7 +333,8 @@ func (pn *Pinner) stormPlace(plan *PinPlan, storm []knownClient, bins []pinBin, 
 		}
 	}
 
-	plan.Reason = fmt.Sprintf("%d clients reconnecting at once (their connections closed since the last cycle) pinned by their last rates", plan.Storm)
+	plan.StormBegan = began
+	plan.Reason = fmt.Sprintf("reconnect storm: %d clients not back yet pinned by their last rates", plan.Storm)
 	if n := len(left); n > 0 {
 		plan.Reason += fmt.Sprintf("; %d left to the weights (max_pins, the table's room, or several connections heavier than a server's share)", n)
 	}
@@ -233,4 +347,5 @@ func (pn *Pinner) stormPlace(plan *PinPlan, storm []knownClient, bins []pinBin, 
 		plan.Projected = top / (sum / float64(len(pool)))
 	}
 	pn.finish(plan, plan.Changes.Clear, inTable, true, why)
+	return true
 }
