@@ -171,7 +171,7 @@ type pinState struct {
 type Pinner struct {
 	p PinPolicy
 
-	mu   sync.Mutex
+	mu    sync.Mutex
 	pins  map[string]*pinState
 	mem   pinMemory
 	storm *pinStorm // the storm under way; nil outside one
