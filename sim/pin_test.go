@@ -210,11 +210,11 @@ func TestPinArmsMoveTheCarbonRelays(t *testing.T) {
 	}
 }
 
-// TestPinArmsRepinAfterRestart: a restarted HAProxy's table is empty; the
-// daemon writes its pins again at its next cycle, and a heavy client coming
-// back after that lands on its pin (one back before it is balanced as
-// any). A reload with a peers section keeps the table: every one lands on
-// its pin.
+// TestPinArmsRepinAfterRestart: a restart closes every connection, a
+// reconnect storm: at its next cycle the daemon pins every relay it measured
+// before and not back yet, and the two 2,000/s relays end up on two
+// servers. A relay back before that cycle is balanced as any; with a
+// peers section (the table kept) it lands on its pin from before.
 func TestPinArmsRepinAfterRestart(t *testing.T) {
 	for _, peers := range []bool{false, true} {
 		sc := CarbonScenario()
@@ -225,7 +225,7 @@ func TestPinArmsRepinAfterRestart(t *testing.T) {
 		m, err := newModel(sc, ShippedPinPipeline(ShippedPinName, weighter.DefaultPin(), nil), str, owners(sc, str))
 		require.NoError(t, err)
 		var before map[int]int
-		emptied, rewritten := false, math.Inf(1)
+		emptied, stormAt := false, math.Inf(1)
 		m.onStep = func(m *model, now float64) {
 			b := m.lbs[0].b
 			switch {
@@ -236,8 +236,11 @@ func TestPinArmsRepinAfterRestart(t *testing.T) {
 			}
 		}
 		m.onCycle = func(lb *balancer, c weighter.Cycle) {
-			if m.now > restart && math.IsInf(rewritten, 1) && len(lb.b.pins) == len(before) {
-				rewritten = m.now
+			if c.Plan.Pins != nil && c.Plan.Pins.StormBegan {
+				assert.True(t, math.IsInf(stormAt, 1), "peers %v: a second storm at %.1f s", peers, m.now)
+				assert.GreaterOrEqual(t, m.now, restart, "peers %v: a storm before the restart", peers)
+				assert.Positive(t, c.Plan.Pins.Storm, "peers %v: the storm pinned no client", peers)
+				stormAt = m.now
 			}
 		}
 		_, err = m.run()
@@ -245,21 +248,23 @@ func TestPinArmsRepinAfterRestart(t *testing.T) {
 		lb := m.lbs[0]
 		require.NotEmpty(t, before, "pins before the restart")
 		assert.Equal(t, !peers, emptied, "peers %v: the restart emptied the table", peers)
-		require.Less(t, rewritten, restart+2.01, "peers %v: the pins are there again within a cycle", peers)
-		landed := 0
+		require.LessOrEqual(t, stormAt, restart+2.01, "peers %v: the storm pinned within a cycle", peers)
+		heavyOn := map[int]bool{}
+		early := 0
 		for id, c := range lb.b.conns {
-			server, pinned := before[c.client]
-			if !pinned || lb.since[id] <= restart {
+			if !c.open || lb.since[id] <= restart {
 				continue
 			}
-			if peers || lb.since[id] > rewritten {
-				assert.Equal(t, server, c.server, "peers %v: client %d back at %.1f s, after the pins", peers, c.client, lb.since[id]-restart)
-				landed++
+			if str.arrivals[c.client].Rate == 2000 {
+				heavyOn[c.server] = true
+			}
+			if server, pinned := before[c.client]; peers && pinned && lb.since[id] < stormAt {
+				assert.Equal(t, server, c.server, "client %d back at %.1f s, before the storm's pins: on its pin from before", c.client, lb.since[id]-restart)
+				early++
 			}
 		}
-		if peers {
-			assert.Equal(t, len(before), landed, "with peers every pinned client came back to its pin")
-		}
+		assert.Len(t, heavyOn, 2, "peers %v: the two 2,000/s relays on two servers after the storm", peers)
+		t.Logf("peers %v: storm pinned %.1f s after the restart; %d pinned relays back before it", peers, stormAt-restart, early)
 	}
 }
 
