@@ -49,3 +49,25 @@ func BenchmarkPinnerPlan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPinnerStorm measures a reconnect storm: one op is a plan with
+// every client measured, then one with every connection closed (an HAProxy
+// restart), which fills max_pins (1,000): the table's pins of clients not
+// in the storm, then the heaviest of the storm's.
+func BenchmarkPinnerStorm(b *testing.B) {
+	in := pinBench(10_000, 100_000)
+	gone := in
+	gone.Clients, gone.Sessions = []Client{}, nil
+	gone.Table.Pins, gone.Table.Used = nil, 0
+	pn := mustPinner(b, DefaultPin())
+	at := now
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(time.Second)
+		pn.Plan(at, in)
+		at = at.Add(time.Second)
+		if p := pn.Plan(at, gone); p.Storm == 0 || len(p.Pins) != DefaultPin().MaxPins {
+			b.Fatalf("storm pinned %d clients, %d pins in all, want %d: %s", p.Storm, len(p.Pins), DefaultPin().MaxPins, p.Reason)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"container/heap"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,9 +24,10 @@ import (
 // every one of them reconnects anyway. The light ones' pins are withdrawn
 // by the usual rule, `forget` after the storm, once they have served.
 
-// pinStormShare is the share of the client load measured at the previous
-// plan whose connections must have closed (or been replaced by new ones not
-// measured yet) since, for the plan to be a storm. Half: a server's clients
+// pinStormShare is the share of the load of the clients remembered at the
+// previous plan (the heaviest max_pins) whose connections must have closed
+// (or been replaced by new ones not measured yet) since, for the plan to be
+// a storm. Half: a server's clients
 // dropping (one server of two or more restarting) is not a storm, every
 // client of an HAProxy dropping is.
 const pinStormShare = 0.5
@@ -38,7 +40,9 @@ type knownClient struct {
 }
 
 // pinMemory is what the Pinner remembers of the clients between plans: the
-// heaviest measured at the previous plan, and the whole load measured then.
+// heaviest max_pins connected at the previous plan, and their load. A storm
+// is told from those alone: of 100,000 clients the heaviest thousand carry
+// the load that matters, and a restart takes them all.
 type pinMemory struct {
 	known map[string]knownClient
 	total float64
@@ -57,26 +61,26 @@ func (m *pinMemory) remember(clients []Client, limit int) []knownClient {
 		m.known, m.total = nil, 0
 		return nil
 	}
-	now := clientsByAddr(clients)
-	total := 0.0
+	// One pass over up to 100,000 clients, no map of them: the heaviest
+	// `limit` in a heap, and which of those remembered are measured now.
+	measured := make(map[string]bool, len(m.known))
 	h := &knownHeap{}
-	done := make(map[string]bool, len(now))
-	for _, listed := range clients { // in the list's order: the same sums every run
-		a := listed.Addr
-		if a == "" || done[a] {
+	for _, c := range clients {
+		if c.Addr == "" {
 			continue
 		}
-		done[a] = true
-		c := now[a]
-		k := knownClient{addr: a, rate: c.Rate, conns: c.Conns}
-		if !(k.rate > 0) || isInf(k.rate) {
-			old, ok := m.known[a]
-			if c.Conns == 0 || !ok {
+		k := knownClient{addr: c.Addr, rate: c.Rate, conns: c.Conns}
+		old, wasKnown := m.known[c.Addr]
+		if k.rate > 0 && !isInf(k.rate) {
+			if wasKnown {
+				measured[c.Addr] = true
+			}
+		} else {
+			if c.Conns == 0 || !wasKnown {
 				continue
 			}
 			k.rate = old.rate // back on a new connection: as before
 		}
-		total += k.rate
 		switch {
 		case h.Len() < limit:
 			heap.Push(h, k)
@@ -87,7 +91,7 @@ func (m *pinMemory) remember(clients []Client, limit int) []knownClient {
 	}
 	var gone []knownClient
 	for a, k := range m.known {
-		if c, ok := now[a]; !ok || !(c.Rate > 0) || isInf(c.Rate) {
+		if !measured[a] {
 			gone = append(gone, k)
 		}
 	}
@@ -98,24 +102,34 @@ func (m *pinMemory) remember(clients []Client, limit int) []knownClient {
 	for _, k := range gone {
 		goneLoad += k.rate
 	}
-	storm := m.total > 0 && !isInf(total) && goneLoad >= pinStormShare*m.total
+	storm := m.total > 0 && goneLoad >= pinStormShare*m.total
+	// An address listed twice counts with its heaviest entry.
 	m.known = make(map[string]knownClient, h.Len())
 	for _, k := range *h {
-		m.known[k.addr] = k
+		if old, dup := m.known[k.addr]; !dup || k.rate > old.rate {
+			m.known[k.addr] = k
+		}
 	}
-	m.total = total
+	kept := slices.SortedFunc(maps.Values(m.known), func(a, b knownClient) int { return strings.Compare(a.addr, b.addr) })
+	m.total = 0
+	for _, k := range kept { // summed in one order
+		m.total += k.rate
+	}
+	if isInf(m.total) {
+		m.known, m.total = nil, 0
+	}
 	if !storm {
 		return nil
 	}
 	return gone
 }
 
-// clientsByAddr merges the entries of one address (a list may have
-// several): its most connections and its highest rate.
-func clientsByAddr(clients []Client) map[string]Client {
-	out := make(map[string]Client, len(clients))
+// clientsOf merges the entries of the addresses in want (a list may have
+// several for one): its most connections and its highest rate.
+func clientsOf(clients []Client, want map[string]bool) map[string]Client {
+	out := make(map[string]Client, len(want))
 	for _, c := range clients {
-		if c.Addr == "" {
+		if !want[c.Addr] {
 			continue
 		}
 		old, ok := out[c.Addr]
@@ -185,7 +199,11 @@ const pinStormFor = 30 * time.Second
 // keeps the pin it had while there is room, and loses it otherwise.
 func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinBin, index map[string]int,
 	cur, inTable map[string]string, clearOne func(string, PinWhy), cleared map[string]bool) bool {
-	now := clientsByAddr(in.Clients)
+	want := make(map[string]bool, len(pn.storm.clients))
+	for _, k := range pn.storm.clients {
+		want[k.addr] = true
+	}
+	now := clientsOf(in.Clients, want)
 	var away []knownClient
 	// The clients back but not measured yet: one whose pin is in the
 	// table came back to it (pinned); one without (back before its pin
