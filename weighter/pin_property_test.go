@@ -91,7 +91,7 @@ func TestPinnerRulesHoldOverRandomInputs(t *testing.T) {
 	for seed := range uint64(400) {
 		rng := rand.New(rand.NewPCG(seed, 0x9117))
 		pol := PinPolicy{Heavy: []float64{0.1, 0.25, 1}[rng.IntN(3)], MaxPins: 1 + rng.IntN(6), MinGain: rng.Float64() * 0.3,
-			MaxMoves: rng.IntN(3), Forget: duration.Duration(time.Duration(1+rng.IntN(60)) * time.Second)}
+			MaxMoves: rng.IntN(3), Forget: duration.Duration(time.Duration(1+rng.IntN(60)) * time.Second), Shared: rng.IntN(3) == 0}
 		pn := mustPinner(t, pol)
 		table := map[string]string{}
 		at := now
@@ -218,8 +218,24 @@ func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]st
 		}
 	}
 	require.LessOrEqual(t, moves, pol.MaxMoves, ctx)
+	want := pinMap(p.Pins)
+	if pol.Shared && known {
+		// Another balancer's entries (not the Pinner's before the plan)
+		// stay where they are, unless their server cannot take a pin.
+		for c, s := range inTable {
+			if _, mine := wanted[c]; mine {
+				continue
+			}
+			require.Equal(t, !pinnable[s], cleared[c], "shared: another balancer's pin of %s on %s (pinnable %v) cleared %v\n%s", c, s, pinnable[s], cleared[c], ctx)
+			if !cleared[c] { // withdrawn, it may be pinned anew as the Pinner's
+				require.NotContains(t, pinMap(p.Changes.Set), c, "shared: another balancer's pin of %s set\n%s", c, ctx)
+				require.NotContains(t, want, c, "shared: another balancer's pin of %s taken as the Pinner's\n%s", c, ctx)
+				want[c] = s
+			}
+		}
+	}
 	if known && !in.Hold && !full {
-		require.Equal(t, pinMap(p.Pins), applyPins(in.Table.Pins, p.Changes), "the changes applied give the wanted pins\n%s", ctx)
+		require.Equal(t, want, applyPins(in.Table.Pins, p.Changes), "the changes applied give the wanted pins\n%s", ctx)
 	}
 }
 

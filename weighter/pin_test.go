@@ -489,3 +489,46 @@ func TestPinnerSpreadsAClientOfManyConnections(t *testing.T) {
 		assert.NotEqual(t, "10.0.0.9", s.Client)
 	}
 }
+
+// A shared table (HAProxy's peers replicate it between balancers): an
+// entry this Pinner did not write is another balancer's. It stays where it
+// is past forget, is never moved, and weighs in the placement of this
+// balancer's own heavy clients; only a server that cannot take a pin loses
+// it.
+func TestPinnerSharedTableLeavesOtherBalancersPins(t *testing.T) {
+	pol := DefaultPin()
+	pol.Shared = true
+	pn := mustPinner(t, pol)
+	in := carbon()
+	// Another balancer pinned 10.0.0.2 (2,000/s here too) to s2.
+	in.Table.Pins, in.Table.Used = []Pin{{"10.0.0.2", "s2"}}, 1
+	p := pn.Plan(now, in)
+	assert.Equal(t, []Pin{{"10.0.0.1", "s1"}}, p.Pins, "the own pin only: 10.0.0.1 stays where it sits, s2 taken")
+	assert.NotContains(t, pinMap(p.Changes.Set), "10.0.0.2")
+	assert.Empty(t, p.Changes.Clear)
+	assert.Equal(t, "s2", p.InForce()["10.0.0.2"], "the other balancer's pin is in force")
+
+	// Long past forget, the client quiet here: the other's pin stays; the
+	// Pinner's own goes.
+	quiet := carbon()
+	quiet.Clients = []Client{{Addr: "10.0.9.9", Rate: 1, Conns: 1}}
+	quiet.Table.Pins, quiet.Table.Used = []Pin{{"10.0.0.1", "s1"}, {"10.0.0.2", "s2"}}, 2
+	p = pn.Plan(now.Add(time.Duration(pol.Forget)+time.Minute), quiet)
+	assert.Equal(t, []string{"10.0.0.1"}, p.Changes.Clear, "only the Pinner's own pin forgotten")
+
+	// s2 drained here: the other's pin is withdrawn from this table.
+	drained := carbon()
+	drained.Table.Pins, drained.Table.Used = []Pin{{"10.0.0.2", "s2"}}, 1
+	drained.Servers[1].Pinnable, drained.Servers[1].Why = false, "drain"
+	p = pn.Plan(now.Add(time.Duration(pol.Forget)+2*time.Minute), drained)
+	assert.Contains(t, p.Changes.Clear, "10.0.0.2")
+	assert.Contains(t, p.Why[0].Reason, "(another balancer's): it cannot take a pin (drain)")
+
+	// Not shared: the same entry is this daemon's to manage (forgotten).
+	pn = mustPinner(t, DefaultPin())
+	in = carbon()
+	in.Table.Pins, in.Table.Used = []Pin{{"10.0.0.2", "s2"}}, 1
+	pn.Plan(now, in)
+	p = pn.Plan(now.Add(time.Duration(pol.Forget)+time.Minute), quiet)
+	assert.Contains(t, p.Changes.Clear, "10.0.0.2")
+}

@@ -233,6 +233,7 @@ type pinClient struct {
 	on      []pinShare
 	pinned  int  // the bin its current pin names; -1 none
 	inTable bool // its pin is in the table as read
+	foreign bool // its pin is another balancer's (a shared table): it stays
 	to      int  // the bin the plan pins it to; -1 none
 	chosen  bool // it has a pin after this plan
 	moved   bool
@@ -313,6 +314,32 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 			cur[c] = st.server
 		}
 	}
+	// A shared table (replicated between balancers by HAProxy's peers):
+	// an entry this Pinner did not write is another balancer's. It stays
+	// where it is, in force for the plan, and is never the Pinner's to
+	// move, forget or count in max_pins; only withdrawn from a server that
+	// cannot take a pin, as every pin is (HAProxy's peers do not replicate
+	// a clear: each balancer's daemon clears its own table).
+	foreign := map[string]string{}
+	if pn.p.Shared {
+		for c, s := range cur {
+			if pn.pins[c] == nil {
+				foreign[c] = s
+				delete(cur, c)
+			}
+		}
+	}
+	for _, c := range sortedKeys(foreign) {
+		s := foreign[c]
+		if i, ok := index[s]; !ok || !bins[i].pinnable {
+			why := "it is no server of the backend"
+			if ok {
+				why = "it cannot take a pin (" + cmp.Or(bins[i].why, "not ready") + ")"
+			}
+			clearOne(c, PinWhy{Client: c, From: s, Reason: fmt.Sprintf("clear the pin of %s on %s (another balancer's): %s", c, s, why)})
+			delete(foreign, c)
+		}
+	}
 
 	// Withdrawal first, always: a pin beats a drain.
 	for _, c := range sortedKeys(cur) {
@@ -346,7 +373,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	spread := func(c Client) bool {
 		return c.Conns > 1 && c.Rate > 0 && !isInf(c.Rate) && c.Rate*meanFactor > heavyMean
 	}
-	clients := pinClients(in.Clients, cur, heavy)
+	clients := pinClients(in.Clients, cur, foreign, heavy)
 	nSpread := 0
 	for _, c := range sortedKeys(cur) {
 		if cl, ok := clients[c]; ok && n > 0 && heavyMean > 0 && spread(cl) {
@@ -384,7 +411,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 
 	if pn.storm != nil && known && !full {
 		plan.Changes.Clear = clears
-		placed := pn.stormPlace(&plan, began != nil, in, bins, index, cur, inTable, func(c string, w PinWhy) {
+		placed := pn.stormPlace(&plan, began != nil, in, bins, index, cur, foreign, inTable, func(c string, w PinWhy) {
 			clearOne(c, w)
 			plan.Changes.Clear = clears
 		}, cleared)
@@ -459,12 +486,21 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 		placed = append(placed, pc)
 	}
+	for c, s := range foreign {
+		pc := &pinClient{addr: c, rate: math.NaN(), at: -1, pinned: index[s], to: -1, inTable: true, foreign: true}
+		if cl, ok := clients[c]; ok {
+			pc.rate, pc.conns = cl.Rate, cl.Conns
+		}
+		placed = append(placed, pc)
+	}
 	for _, cl := range clients {
-		if _, ok := cur[cl.Addr]; !ok && heavy(cl) && spread(cl) {
+		_, mine := cur[cl.Addr]
+		_, theirs := foreign[cl.Addr]
+		if !mine && !theirs && heavy(cl) && spread(cl) {
 			nSpread++
 			continue
 		}
-		if _, ok := cur[cl.Addr]; !ok && heavy(cl) {
+		if !mine && !theirs && heavy(cl) {
 			placed = append(placed, &pinClient{addr: cl.Addr, rate: cl.Rate, conns: cl.Conns, at: -1, pinned: -1, to: -1})
 		}
 	}
@@ -485,10 +521,16 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	// by weight, within max_pins and the table's room.
 	room := pinRoom(in.Table, inTable, clears)
 	var chosen []*pinClient
+	own := 0 // chosen that are the Pinner's own (max_pins counts those)
 	for _, pc := range placed {
-		if pc.inTable && len(chosen) < pn.p.MaxPins {
+		switch {
+		case pc.foreign:
 			pc.chosen = true
 			chosen = append(chosen, pc)
+		case pc.inTable && own < pn.p.MaxPins:
+			pc.chosen = true
+			chosen = append(chosen, pc)
+			own++
 		}
 	}
 	left, leftWhy := 0, ""
@@ -496,7 +538,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		switch {
 		case pc.inTable:
 			continue
-		case len(chosen) >= pn.p.MaxPins:
+		case own >= pn.p.MaxPins:
 			leftWhy = fmt.Sprintf("max_pins %d", pn.p.MaxPins)
 		case room <= 0:
 			leftWhy = fmt.Sprintf("table room %d", in.Table.Size-in.Table.Used)
@@ -504,6 +546,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 			room--
 			pc.chosen = true
 			chosen = append(chosen, pc)
+			own++
 			continue
 		}
 		left++
@@ -589,7 +632,7 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 
 	var why []PinWhy
 	for _, pc := range chosen {
-		if pc.to < 0 {
+		if pc.to < 0 || pc.foreign {
 			continue
 		}
 		plan.Pins = append(plan.Pins, Pin{Client: pc.addr, Server: bins[pc.to].name})
@@ -724,7 +767,7 @@ func (pn *Pinner) finish(plan *PinPlan, clears []string, inTable map[string]stri
 func (pn *Pinner) moves(bins []pinBin, chosen []*pinClient, mean, mf float64) {
 	onBin := map[int][]*pinClient{}
 	for _, pc := range chosen {
-		if pc.pinned >= 0 && pc.to >= 0 && bins[pc.to].target && pc.load > 0 {
+		if !pc.foreign && pc.pinned >= 0 && pc.to >= 0 && bins[pc.to].target && pc.load > 0 {
 			onBin[pc.to] = append(onBin[pc.to], pc)
 		}
 	}
@@ -897,14 +940,16 @@ func pinMeanFactor(bins []pinBin) float64 {
 // pinClients are the clients the plan looks at, by address: the pinned
 // ones and the heavy ones (of 100,000 clients, a few hundred). An address
 // listed twice counts with its heaviest entry.
-func pinClients(in []Client, pinned map[string]string, heavy func(Client) bool) map[string]Client {
+func pinClients(in []Client, pinned, foreign map[string]string, heavy func(Client) bool) map[string]Client {
 	out := map[string]Client{}
 	for _, c := range in {
 		if c.Addr == "" {
 			continue
 		}
 		if !heavy(c) {
-			if _, ok := pinned[c.Addr]; !ok {
+			_, mine := pinned[c.Addr]
+			_, theirs := foreign[c.Addr]
+			if !mine && !theirs {
 				continue
 			}
 		}

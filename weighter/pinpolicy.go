@@ -26,6 +26,15 @@ type PinPolicy struct {
 	// Forget (> 0): a pinned client not seen heavy for this long loses its
 	// pin (a quiet client goes back to the weights' balancing).
 	Forget duration.Duration `yaml:"forget" json:"forget"`
+	// Shared: the stick table is replicated between balancers by an
+	// HAProxy peers section, so that a client has one pin on every
+	// balancer. An entry this daemon did not write is another balancer's
+	// daemon's: it stays where it is, counts in the projection, and is
+	// never moved, forgotten or counted in MaxPins here; it is withdrawn
+	// only from a server that cannot take a pin (HAProxy's peers do not
+	// replicate a clear, so each daemon clears its own table). Off: every
+	// entry of the table is this daemon's to manage.
+	Shared bool `yaml:"shared" json:"shared"`
 }
 
 // DefaultPin returns the recommended pinning factors. Heavy is a quarter of

@@ -181,6 +181,11 @@ type pinStorm struct {
 // seconds.
 const pinStormFor = 30 * time.Second
 
+// pinStormDone: the storm is over once the clients still away carry less
+// than this share of its load (the rest may never come back: a client that
+// left for good looks the same as one on its way).
+const pinStormDone = 0.1
+
 // stormPlace pins the storm's clients that are not back yet, heaviest
 // first, each to the pinnable server with the least projected load: what
 // its open connections carry as measured now, the clients back but not
@@ -198,7 +203,7 @@ const pinStormFor = 30 * time.Second
 // heavier than a server's share of the storm, which the weights spread)
 // keeps the pin it had while there is room, and loses it otherwise.
 func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinBin, index map[string]int,
-	cur, inTable map[string]string, clearOne func(string, PinWhy), cleared map[string]bool) bool {
+	cur, foreign, inTable map[string]string, clearOne func(string, PinWhy), cleared map[string]bool) bool {
 	want := make(map[string]bool, len(pn.storm.clients))
 	for _, k := range pn.storm.clients {
 		want[k.addr] = true
@@ -216,6 +221,11 @@ func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinB
 	var pinned []onPin
 	for _, k := range pn.storm.clients {
 		switch c, ok := now[k.addr]; {
+		case foreign[k.addr] != "":
+			// Another balancer's pin (a shared table): it goes there.
+			if !ok || c.Conns == 0 || !(c.Rate > 0) || isInf(c.Rate) {
+				pinned = append(pinned, onPin{foreign[k.addr], k.rate})
+			}
 		case !ok || c.Conns == 0:
 			away = append(away, k)
 		case !(c.Rate > 0) || isInf(c.Rate):
@@ -226,7 +236,14 @@ func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinB
 			}
 		}
 	}
-	if len(away) == 0 {
+	stormLoad, awayLoad := 0.0, 0.0
+	for _, k := range pn.storm.clients {
+		stormLoad += k.rate
+	}
+	for _, k := range away {
+		awayLoad += k.rate
+	}
+	if len(away) == 0 || awayLoad < pinStormDone*stormLoad {
 		return false
 	}
 
@@ -254,7 +271,7 @@ func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinB
 	for _, p := range pinned {
 		if i, ok := index[p.server]; ok {
 			bins[i].proj += p.rate
-			measured[i]++ // one of its connections not measured is this client's
+			measured[i]++ // one of its connections not measured is this client's (or will be)
 		}
 	}
 	fresh, freshSum := make([]float64, len(bins)), 0.0
@@ -272,11 +289,16 @@ func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinB
 			bins[i].proj += back / float64(len(pool))
 		}
 	}
-	total := 0.0
-	for _, k := range away {
-		total += k.rate
+	share := awayLoad / float64(max(len(pool), 1))
+	// What a server carries on average once the storm is back: an away
+	// client keeps the pin it has unless the least loaded server is lower
+	// by min_gain of it (a pin moved every cycle by noise is a write every
+	// cycle).
+	mean := 0.0
+	for _, i := range pool {
+		mean += bins[i].proj
 	}
-	share := total / float64(max(len(pool), 1))
+	mean = (mean + awayLoad) / float64(max(len(pool), 1))
 	inStorm := make(map[string]bool, len(away))
 	for _, k := range away {
 		inStorm[k.addr] = true
@@ -330,6 +352,11 @@ func (pn *Pinner) stormPlace(plan *PinPlan, began bool, in PinInput, bins []pinB
 			continue
 		}
 		to := h.idx[0]
+		if s, ok := inTable[k.addr]; ok && !cleared[k.addr] {
+			if at, ok := index[s]; ok && bins[at].pinnable && bins[at].proj <= bins[to].proj+pn.p.MinGain*mean {
+				to = at
+			}
+		}
 		if !take(Pin{Client: k.addr, Server: bins[to].name}, PinWhy{Client: k.addr, Rate: k.rate, To: bins[to].name, Storm: true,
 			Reason: fmt.Sprintf("pin %s (%s %s before its connections closed) to %s: clients reconnecting at once are placed heaviest first on the least loaded server",
 				k.addr, RateText(k.rate), unitText(in.Unit), bins[to].name)}) {
