@@ -88,7 +88,7 @@ func (b *Backend) haproxyExpectations(socket string) haproxycfg.Expected {
 		statBytes = b.Source.NeedsHAProxy() && bytes
 	}
 	slices.Sort(servers)
-	pin, _, _ := b.PinSettings()
+	pin, policy, _ := b.PinSettings()
 	return haproxycfg.Expected{Name: b.Name, Socket: socket, Servers: servers, StatBytes: statBytes, FastSignal: b.UsesFastSignal(),
-		Pin: pin == PinOn, PinIfTable: pin == PinAuto}
+		Pin: pin == PinOn, PinIfTable: pin == PinAuto, PinShared: policy.Shared}
 }

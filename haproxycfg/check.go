@@ -33,6 +33,9 @@ type Expected struct {
 	// has the table (the default): its stick lines are checked when it has
 	// any, and a backend without one is not warned about.
 	PinIfTable bool
+	// PinShared is set when the daemon's pin policy says the table is
+	// shared between balancers (pin.shared).
+	PinShared bool
 }
 
 // Warning is one thing in the configuration file that keeps the daemon
@@ -111,6 +114,7 @@ func (f *File) checkBackend(b Expected) []Warning {
 	}
 	if b.Pin || (b.PinIfTable && s.hasStick()) {
 		out = append(out, f.checkPins(s, b.Name)...)
+		out = append(out, f.checkPinPeers(s, b.Name, b.PinShared)...)
 	}
 	return out
 }

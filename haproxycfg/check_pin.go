@@ -65,6 +65,35 @@ func (f *File) checkPins(s *section, backend string) []Warning {
 	return out
 }
 
+// checkPinPeers warns when the pin table is replicated to other balancers
+// (`peers <section>` on the stick-table, a section naming more than one
+// peer) and the daemon does not know it (pin.shared off): it would take the
+// other balancers' pins for its own and forget those of clients it does not
+// see, and they would come back from the peers at the next update.
+func (f *File) checkPinPeers(s *section, backend string, shared bool) []Warning {
+	table, ok := s.own(keyword("stick-table"))
+	if !ok || shared {
+		return nil
+	}
+	name := optionValue(table.words[1:], "peers")
+	p := f.named("peers", name)
+	if name == "" || p == nil {
+		return nil
+	}
+	n := 0
+	for _, d := range p.body {
+		if len(d.words) >= 2 && (d.words[0] == "peer" || d.words[0] == "server") {
+			n++
+		}
+	}
+	if n < 2 {
+		return nil // the local host alone: the table kept across a reload
+	}
+	return []Warning{f.warn(table, backend,
+		"the pin table is replicated to %d peers (peers %s): other balancers' daemons write pins in it too; set `pin: {shared: true}` so that this daemon leaves theirs alone",
+		n, name)}
+}
+
 // hasStick reports whether the section has a stick-table or a stick rule:
 // a backend meant to pin (or to stick) whose lines are then checked.
 func (s *section) hasStick() bool {

@@ -250,6 +250,8 @@ func TestCheckPinLines(t *testing.T) {
 		"stick-on.cfg": {{"stick on", "stick on makes HAProxy write stick-table entries itself, which overwrite the daemon's pins; use `stick match src` alone"}},
 		"store.cfg": {{"stick store-request",
 			"stick store-request makes HAProxy write stick-table entries itself, which overwrite the daemon's pins; use `stick match src` alone"}},
+		"shared.cfg": {{"stick-table",
+			"the pin table is replicated to 2 peers (peers mesh): other balancers' daemons write pins in it too; set `pin: {shared: true}` so that this daemon leaves theirs alone"}},
 		"no-expire.cfg": {{"stick-table",
 			"stick-table without expire: an entry never leaves (a client gone keeps its pin until the table is full, when HAProxy evicts entries silently); add expire, as in `stick-table type ip size 100k expire 2h`"}},
 	}
@@ -290,6 +292,11 @@ func TestCheckPinLines(t *testing.T) {
 				assert.Empty(t, gotAuto, "a backend without a stick line, pinned only if it has the table")
 			} else {
 				assert.Equal(t, expected, gotAuto)
+			}
+			if name == "shared.cfg" {
+				shared := append([]Expected(nil), backends...)
+				shared[0].PinShared = true
+				assert.Empty(t, f.Check(shared), "pin.shared set: nothing to say")
 			}
 		})
 	}
