@@ -193,8 +193,15 @@ func (l *cycleLog) pins(c weighter.Cycle) {
 			l.log.Info("reconnect storm pinned", "clients", p.Storm, "projected_max_mean", round2(p.Projected), "reason", p.Reason)
 		}
 		if written && !p.Changes.Empty() {
-			// A failed batch is the cycle's failure, logged as such.
-			l.log.Info("pins written", "set", len(p.Changes.Set), "cleared", len(p.Changes.Clear), "pinned", len(p.Pins))
+			// A failed batch is the cycle's failure, logged as such. A
+			// storm's later cycles (every 250 ms while its clients come
+			// back) place again those still away: said at debug, the
+			// storm itself once at info.
+			level := slog.LevelInfo
+			if p.Storm > 0 && !p.StormBegan {
+				level = slog.LevelDebug
+			}
+			l.log.Log(context.Background(), level, "pins written", "set", len(p.Changes.Set), "cleared", len(p.Changes.Clear), "pinned", len(p.Pins))
 		}
 		for _, w := range p.Why {
 			l.log.Debug("pin", "client", w.Client, "from", w.From, "to", w.To, "reason", w.Reason)

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -81,4 +83,26 @@ func TestRetryFailureIsNotCounted(t *testing.T) {
 	f.clock.Advance(10 * time.Second)
 	f.r.step(ctx)
 	assert.Contains(t, f.logs.String(), "level=ERROR", "the third failure of the interval is an error, as before")
+}
+
+// A reconnect storm is said once at info, with its first batch; the
+// batches of its later cycles (every 250 ms while the clients come back)
+// are at debug.
+func TestStormLoggedOnce(t *testing.T) {
+	var out bytes.Buffer
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, nil)), ready: true, fastKnown: true}
+	cycle := func(p weighter.PinPlan) weighter.Cycle {
+		return weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Applied: true, Plan: weighter.Plan{Pins: &p}}
+	}
+	set := weighter.PinChanges{Set: []weighter.Pin{{Client: "10.0.0.1", Server: "s1"}}}
+	l.pins(cycle(weighter.PinPlan{Storm: 3, StormBegan: true, Projected: 1.02, Changes: set, Pins: set.Set}))
+	for range 5 {
+		l.pins(cycle(weighter.PinPlan{Storm: 2, Changes: set, Pins: set.Set}))
+	}
+	logs := out.String()
+	assert.Equal(t, 1, strings.Count(logs, `msg="reconnect storm pinned"`), logs)
+	assert.Contains(t, logs, "clients=3 projected_max_mean=1.02")
+	assert.Equal(t, 1, strings.Count(logs, `msg="pins written"`), "the storm's later batches at debug:\n%s", logs)
+	l.pins(cycle(weighter.PinPlan{Changes: set, Pins: set.Set})) // the storm over
+	assert.Equal(t, 2, strings.Count(out.String(), `msg="pins written"`), out.String())
 }
