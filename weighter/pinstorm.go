@@ -21,15 +21,17 @@ import (
 // last rates, heaviest first, each on the server with the least load
 // projected so far (the load of the connections still open, measured, plus
 // the clients placed before it): the whole placement is free once, since
-// every one of them reconnects anyway. The light ones' pins are withdrawn
-// by the usual rule, `forget` after the storm, once they have served.
+// every one of them reconnects anyway. While they come back (the daemon
+// cycles every 250 ms then), each cycle places again those still away
+// against where the others landed (stormPlace). The light ones' pins are
+// withdrawn by the usual rule, `forget` after the storm, once they have
+// served.
 
 // pinStormShare is the share of the load of the clients remembered at the
 // previous plan (the heaviest max_pins) whose connections must have closed
 // (or been replaced by new ones not measured yet) since, for the plan to be
-// a storm. Half: a server's clients
-// dropping (one server of two or more restarting) is not a storm, every
-// client of an HAProxy dropping is.
+// a storm. Half: a server's clients dropping (one server of two or more
+// restarting) is not a storm, every client of an HAProxy dropping is.
 const pinStormShare = 0.5
 
 // knownClient is a client measured at the previous plan.
