@@ -55,11 +55,7 @@ func freePorts(n int) ([]string, error) {
 // with carbon's own metrics at one point per interval (the README's advice: a coarser
 // step keeps only each bucket's last count), as docs/testing.md's Graphite does.
 func writeCacheConf(dir string, caches []cache, interval time.Duration) error {
-	cs := make([]carbonconf.Cache, len(caches))
-	for k, c := range caches {
-		cs[k] = carbonconf.Cache{Name: c.name, Line: portNum(c.line), Pickle: portNum(c.pickle), CacheQuery: portNum(c.cacheQry)}
-	}
-	conf := carbonconf.Caches(dir, cs, int(interval/time.Second))
+	conf := carbonconf.Caches(dir, confCaches(caches), int(interval/time.Second))
 	schemas := fmt.Sprintf("[carbon]\npattern = ^carbon\\.\nretentions = %ds:1d\n\n[all]\npattern = .*\nretentions = 60s:1d\n", int(interval/time.Second))
 	for _, d := range []string{"conf", "log", "run", "storage/whisper", "storage/lists"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -108,31 +104,21 @@ LOG_LISTENER_CONNECTIONS = False
 	return os.WriteFile(filepath.Join(dir, "conf", "storage-schemas.conf"), []byte("[all]\npattern = .*\nretentions = 60s:1d\n"), 0o644)
 }
 
-// graphiteSettings is graphite-web's settings module for the caches' storage.
-func graphiteSettings(dir string, caches []cache) string {
-	var hosts []string
-	for _, c := range caches {
-		hosts = append(hosts, fmt.Sprintf("'%s:%s'", c.cacheQry, c.name))
+// confCaches are the caches as carbonconf takes them.
+func confCaches(caches []cache) []carbonconf.Cache {
+	cs := make([]carbonconf.Cache, len(caches))
+	for k, c := range caches {
+		cs[k] = carbonconf.Cache{Name: c.name, Line: portNum(c.line), Pickle: portNum(c.pickle), CacheQuery: portNum(c.cacheQry)}
 	}
-	return fmt.Sprintf(`import os
-SECRET_KEY = 'haproxy-weighter-carbonbench'
-STORAGE_DIR = %[1]q
-WHISPER_DIR = os.path.join(STORAGE_DIR, 'whisper')
-STANDARD_DIRS = [WHISPER_DIR]
-INDEX_FILE = os.path.join(STORAGE_DIR, 'index')
-LOG_DIR = %[2]q
-DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3', 'NAME': %[3]q}}
-CARBONLINK_HOSTS = [%[4]s]
-ALLOWED_HOSTS = ['*']
-`, filepath.Join(dir, "storage"), filepath.Join(dir, "log"), filepath.Join(dir, "graphite.db"), strings.Join(hosts, ", "))
+	return cs
 }
 
-// settingsModule is the name of graphiteSettings' module in the arm's directory.
+// settingsModule is the name of graphite-web's settings module in the arm's directory.
 const settingsModule = "carbonbench_graphite_settings"
 
 // startGraphiteWeb starts graphite-web under gunicorn on addr and waits until it renders.
 func startGraphiteWeb(ctx context.Context, dir, addr string, caches []cache) (*loadlab.Child, error) {
-	if err := os.WriteFile(filepath.Join(dir, settingsModule+".py"), []byte(graphiteSettings(dir, caches)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, settingsModule+".py"), []byte(carbonconf.GraphiteSettings(dir, "haproxy-weighter-carbonbench", confCaches(caches), "")), 0o644); err != nil {
 		return nil, err
 	}
 	cmd := fmt.Sprintf("cd %q && PYTHONPATH=%q GRAPHITE_SETTINGS_MODULE=%s DJANGO_SETTINGS_MODULE=graphite.settings exec %s -m gunicorn --bind %s --workers 1 graphite.wsgi:application",

@@ -1,10 +1,14 @@
 // Package carbonconf writes the carbon.conf of carbon-cache instances on
-// loopback, for the tests' Graphite (internal/testenv) and the carbon bench
+// loopback, and graphite-web's settings module reading them, for the tests' Graphite (internal/testenv) and the carbon bench
 // (examples/carbonbench): one text, so that what the tests check is what the
 // bench measures.
 package carbonconf
 
-import "fmt"
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+)
 
 // Cache is one carbon-cache instance: its name (carbon's agent name is
 // <host>-<name>) and its loopback ports.
@@ -50,4 +54,26 @@ ENABLE_MANHOLE = False
 			c.Name, c.Line, c.Pickle, c.CacheQuery)
 	}
 	return conf
+}
+
+// GraphiteSettings returns graphite-web's settings module for caches'
+// storage under dir (conf, log and the sqlite database there too), each
+// cache asked over its CacheQuery port on 127.0.0.1; extra is appended
+// (Python lines).
+func GraphiteSettings(dir, secret string, caches []Cache, extra string) string {
+	var hosts []string
+	for _, c := range caches {
+		hosts = append(hosts, fmt.Sprintf("'127.0.0.1:%d:%s'", c.CacheQuery, c.Name))
+	}
+	return fmt.Sprintf(`import os
+SECRET_KEY = %[5]q
+STORAGE_DIR = %[1]q
+WHISPER_DIR = os.path.join(STORAGE_DIR, 'whisper')
+STANDARD_DIRS = [WHISPER_DIR]
+INDEX_FILE = os.path.join(STORAGE_DIR, 'index')
+LOG_DIR = %[2]q
+DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3', 'NAME': %[3]q}}
+CARBONLINK_HOSTS = [%[4]s]
+ALLOWED_HOSTS = ['*']
+`, filepath.Join(dir, "storage"), filepath.Join(dir, "log"), filepath.Join(dir, "graphite.db"), strings.Join(hosts, ", "), secret) + extra
 }

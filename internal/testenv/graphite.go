@@ -90,7 +90,8 @@ func StartGraphiteWith(t testing.TB, opts GraphiteOptions) *Graphite {
 	webPort := FreePort(t)
 	g.URL = "http://127.0.0.1:" + strconv.Itoa(webPort)
 	g.writeCarbonConf(t, int(opts.MetricInterval/time.Second))
-	metricsWriteFile(t, filepath.Join(g.dir, graphiteSettingsModule+".py"), graphiteSettings(g.dir, g.instances))
+	metricsWriteFile(t, filepath.Join(g.dir, graphiteSettingsModule+".py"), carbonconf.GraphiteSettings(g.dir, "haproxy-weighter-test", g.caches(),
+		fmt.Sprintf("open(os.path.join(%q, 'settings-loaded'), 'w').close()\n", g.dir)))
 
 	for _, in := range g.instances {
 		g.carbon = append(g.carbon, startMetricsProc(t, g.dir, nil, "/usr/bin/carbon-cache",
@@ -169,11 +170,7 @@ func (g *Graphite) env() []string {
 
 func (g *Graphite) writeCarbonConf(t testing.TB, metricInterval int) {
 	t.Helper()
-	caches := make([]carbonconf.Cache, len(g.instances))
-	for k, in := range g.instances {
-		caches[k] = carbonconf.Cache{Name: in.name, Line: in.line, Pickle: in.pickle, CacheQuery: in.cacheQry}
-	}
-	conf := carbonconf.Caches(g.dir, caches, metricInterval)
+	conf := carbonconf.Caches(g.dir, g.caches(), metricInterval)
 	metricsWriteFile(t, filepath.Join(g.dir, "conf", "carbon.conf"), conf)
 	schemas := "[all]\npattern = .*\nretentions = 10s:1d\n"
 	if metricInterval > 0 {
@@ -188,23 +185,13 @@ func (g *Graphite) writeCarbonConf(t testing.TB, metricInterval int) {
 	}
 }
 
-func graphiteSettings(dir string, instances []carbonInstance) string {
-	var hosts []string
-	for _, in := range instances {
-		hosts = append(hosts, fmt.Sprintf("'127.0.0.1:%d:%s'", in.cacheQry, in.name))
+// caches are the instances as carbonconf takes them.
+func (g *Graphite) caches() []carbonconf.Cache {
+	caches := make([]carbonconf.Cache, len(g.instances))
+	for k, in := range g.instances {
+		caches[k] = carbonconf.Cache{Name: in.name, Line: in.line, Pickle: in.pickle, CacheQuery: in.cacheQry}
 	}
-	return fmt.Sprintf(`import os
-SECRET_KEY = 'haproxy-weighter-test'
-STORAGE_DIR = %[1]q
-WHISPER_DIR = os.path.join(STORAGE_DIR, 'whisper')
-STANDARD_DIRS = [WHISPER_DIR]
-INDEX_FILE = os.path.join(STORAGE_DIR, 'index')
-LOG_DIR = %[2]q
-DATABASES = {'default': {'ENGINE': 'django.db.backends.sqlite3', 'NAME': %[3]q}}
-CARBONLINK_HOSTS = [%[4]s]
-ALLOWED_HOSTS = ['*']
-open(os.path.join(%[5]q, 'settings-loaded'), 'w').close()
-`, filepath.Join(dir, "storage"), filepath.Join(dir, "log"), filepath.Join(dir, "graphite.db"), strings.Join(hosts, ", "), dir)
+	return caches
 }
 
 // Write sends points to carbon's plaintext port (NaN values are skipped: they are
