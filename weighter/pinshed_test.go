@@ -22,9 +22,9 @@ func carbonShed(pins map[string]string) ShedInput {
 }
 
 // On a backend that pins, a close of a client pinned elsewhere is a move:
-// max_share, the room rule and the cooldown give way to the check that it
-// lowers the busier of the two servers; a client pinned to the hot server
-// is never closed (it would come back).
+// max_share and the room rule give way to the check that it lowers the
+// busier of the two servers; the cooldown holds (one move per client); a
+// client pinned to the hot server is never closed (it would come back).
 func TestShedderMovesPinnedClients(t *testing.T) {
 	pol := DefaultShed()
 	pol.For, pol.MinAge = 1, 0
@@ -39,12 +39,15 @@ func TestShedderMovesPinnedClients(t *testing.T) {
 	assert.Empty(t, p.Sheds)
 	assert.Contains(t, p.Reason, "2 too heavy for any server")
 
-	// Pinned: the one pinned away moves, even in cooldown.
+	// Pinned: the one pinned away moves, once its cooldown is over.
 	pol.MaxShare = 0.02
 	sh = must(NewShedder(pol))
 	pins := map[string]string{"10.0.0.1": "s1", "10.0.0.2": "s2"}
 	sh.Commit(now.Add(-time.Minute), []ShedSession{{Client: "10.0.0.2:1"}})
 	p = sh.Plan(now, carbonShed(pins))
+	assert.Empty(t, p.Sheds, "moved again within its cooldown")
+	assert.Contains(t, p.Reason, "1 client in cooldown or unknown")
+	p = sh.Plan(now.Add(time.Duration(pol.Cooldown)), carbonShed(pins))
 	require.Len(t, p.Sheds, 1, p.Reason)
 	assert.Equal(t, "0x2", p.Sheds[0].Session.ID)
 	assert.Equal(t, "s2", p.Sheds[0].To)
@@ -65,8 +68,9 @@ func TestShedderMovesPinnedClients(t *testing.T) {
 
 // Over random loads, sessions and pins: a shed of a client pinned elsewhere
 // lowers the busier of the hot server and the pin's server; no session of a
-// client pinned to the hot server is closed; an unpinned session keeps to
-// max_share and the cooldown as on a backend that does not pin.
+// client pinned to the hot server is closed; no client in cooldown is
+// closed, pinned or not; an unpinned session keeps to max_share as on a
+// backend that does not pin.
 func TestShedderPinnedMovesProperty(t *testing.T) {
 	for seed := range uint64(1000) {
 		rng := rand.New(rand.NewPCG(seed, 0x5bed))
@@ -100,6 +104,7 @@ func TestShedderPinnedMovesProperty(t *testing.T) {
 			addr, _ := clientAddr(s.Session.Client)
 			to, pinned := in.Pins[addr]
 			require.NotEqual(t, p.Server, to, "a session pinned to the hot server closed\n%s", ctx)
+			require.False(t, cooled && addr == "10.0.0.1", "a client in cooldown closed\n%s", ctx)
 			if pinned && to != "" {
 				require.Equal(t, to, s.To, ctx)
 				require.Less(t, max(loads[p.Server]-s.Session.Rate, loads[to]+s.Session.Rate), loads[p.Server], ctx)
@@ -109,7 +114,6 @@ func TestShedderPinnedMovesProperty(t *testing.T) {
 			}
 			unpinned++
 			loads[p.Server] -= s.Session.Rate
-			require.False(t, cooled && addr == "10.0.0.1", "a client in cooldown closed, not pinned elsewhere\n%s", ctx)
 		}
 		require.LessOrEqual(t, unpinned, share, "unpinned sessions keep to max_share\n%s", ctx)
 	}

@@ -142,8 +142,9 @@ type ShedInput struct {
 	// when the backend does not pin). A close of a session whose client is
 	// pinned elsewhere is a move to a chosen server, not a lottery: the
 	// guards that keep a shed from moving the problem (max_share, the
-	// room on the least loaded server, the per-address cooldown) give way
-	// to one check, that the move lowers the busier of the two servers.
+	// room on the least loaded server) give way to one check, that the
+	// move lowers the busier of the two servers. The per-address
+	// cooldown still holds: one move per client per cooldown.
 	Pins map[string]string
 }
 
@@ -425,9 +426,10 @@ func (s *Shedder) falling(st *shedStreak) bool {
 // without going above above × mean.
 //
 // A session whose client is pinned to another server (pins) lands there:
-// neither the cooldown nor room applies to it (the landing is chosen, so
-// the client is not bounced by lottery), and it is taken when its move
-// lowers the busier of the hot server and its pin's server. A session
+// room does not apply to it (the landing is chosen, so the client is not
+// bounced by lottery), and it is taken when its move lowers the busier of
+// the hot server and its pin's server. The cooldown does apply: one move
+// puts a pinned client where it should be. A session
 // whose client is pinned to the hot server itself would come back to it:
 // never taken. pinnedOnly: max_share allows no close but a move to a pin.
 func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []landing, sessions []ShedSession, budget int, pins map[string]string, pinnedOnly bool) ([]ShedSession, string) {
@@ -449,12 +451,15 @@ func (s *Shedder) choose(now time.Time, h hotServer, mean, room float64, land []
 			young++
 		case ok && pins[addr] == h.name:
 			pinnedHere++
+		case !ok || s.cooling(now, addr):
+			// One move per client per cooldown, to its pin or not: a
+			// pinned client lands where it should, so a second move
+			// within the cooldown would be ping-pong with its new server.
+			cooling++
 		case pinned:
 			cands = append(cands, c)
 		case pinnedOnly:
 			share++
-		case !ok || s.cooling(now, addr):
-			cooling++
 		case !(h.factor*c.Rate < room):
 			heavy++
 		default:
