@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,6 +158,8 @@ func TestSmokeRun(t *testing.T) {
 				"pins, pin: ", "pins, pin+shed: ", "pins per server"}},
 		{scenarioMany, []string{"-conns", "40"},
 			[]string{"scenario many", "many: 40 clients: -conns", "leastconn p50 / p90", "gap closed shed", "sheds/h/server", "over 16s × 16 servers"}},
+		{scenarioShort, []string{"-conns", "40", "-lifetime", "4s", "-returning"},
+			[]string{"scenario short-lived", "mean life 4s (-returning: a client that leaves comes back from its address", "pin+shed p50 / p90", "gap closed pin+shed", "\n1      pin  "}},
 		{scenarioRestart, []string{"-conns", "40", "-restart-at", "9s", "-restart-within", "2s", "-window", "2s", "-ramp", "3s"},
 			[]string{"scenario restart", "restart: at 9s every arm's HAProxy is stopped", "leastconn p50 / p90", "gap closed shed", "; HAProxies restarted at 9",
 				"arrival: the first 40 clients connect at uniform moments within 3s (-ramp)", "\n1 before    ", "\n1 after     "}},
@@ -272,6 +278,59 @@ func TestScenarioFlags(t *testing.T) {
 	assert.Equal(t, labArms, o.arms)
 	_, err = parseFlags([]string{"-scenario", "nope"})
 	assert.Error(t, err)
+
+	// short-lived: the lab's lives and length with the production arms.
+	o, err = parseFlags([]string{"-scenario", scenarioShort, "-returning"})
+	require.NoError(t, err)
+	assert.Equal(t, 20*time.Second, o.Traffic.Lifetime)
+	assert.Equal(t, 5*time.Minute, o.Duration)
+	assert.Equal(t, prodArms, o.arms)
+	assert.Equal(t, 0, o.HeavyClients)
+	assert.True(t, o.Returning)
+	_, err = parseFlags([]string{"-returning"})
+	assert.ErrorContains(t, err, "-scenario short-lived")
+}
+
+// With -returning a client that leaves comes back from its own address; without it a
+// new client from a new address takes its place. Real sockets on loopback: the
+// addresses a listener sees.
+func TestReturningClientsKeepTheirAddress(t *testing.T) {
+	for _, returning := range []bool{false, true} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		var mu sync.Mutex
+		conns, addrs := 0, map[string]bool{}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				conns++
+				addrs[c.RemoteAddr().(*net.TCPAddr).IP.String()] = true
+				mu.Unlock()
+				go func() { _, _ = io.Copy(io.Discard, c); c.Close() }()
+			}
+		}()
+		o, err := parseFlags([]string{"-scenario", scenarioShort, "-conns", "3", "-lifetime", "100ms", "-ramp", "0", fmt.Sprintf("-returning=%t", returning)})
+		require.NoError(t, err)
+		place := func(float64) (string, func()) { return ln.Addr().String(), func() {} }
+		traffic := newProdTraffic(o, 1, []string{ln.Addr().String()}, place)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		traffic.run(ctx)
+		cancel()
+		ln.Close()
+		mu.Lock()
+		// Two connections (the arm and the placed one) per session.
+		assert.Greater(t, conns, 2*3*3, "returning=%t: sessions ended and began again", returning)
+		if returning {
+			assert.Len(t, addrs, 3, "returning: each client back from its address")
+		} else {
+			assert.Greater(t, len(addrs), 3*3, "not returning: each new client from a new address")
+		}
+		mu.Unlock()
+	}
 }
 
 // many: as many clients as the open-file limit allows at 8 descriptors a client in this

@@ -46,6 +46,8 @@ type prodTraffic struct {
 
 	ramp time.Duration // the first clients connect at uniform moments within it (at least one tick)
 
+	returning bool // a client that leaves comes back from its address with its rate
+
 	restartAt     time.Duration // a connection that breaks in [restartAt, restartAt+30s) redials after a uniform delay within restartWithin
 	restartWithin time.Duration
 
@@ -69,6 +71,7 @@ func newProdTraffic(o options, seed uint64, addrs []string, place func(float64) 
 		life: o.Traffic.Lifetime, seed: seed,
 		heavy: o.HeavyClients, heavyRate: o.HeavyRate, burstAt: o.BurstAt, burstWithin: o.BurstWithin,
 		sent: make([]atomic.Int64, len(addrs)+1), ramp: max(o.Ramp, loadlab.Tick),
+		returning: o.Returning,
 	}
 	if o.Scenario == scenarioRestart {
 		t.restartAt, t.restartWithin = o.RestartAt, o.RestartWithin
@@ -118,18 +121,33 @@ func (t *prodTraffic) run(ctx context.Context) {
 }
 
 // client plays one client after another from the same stream of the seed: when one
-// leaves, a new one with a fresh rate, life and address connects.
+// leaves, a new one with a fresh rate, life and address connects; with -returning the
+// same one comes back after 0.1-2 s from its address, with its rate, for a fresh life.
 func (t *prodTraffic) client(ctx context.Context, rng *rand.Rand) {
 	// The first connections spread over -ramp (at least one tick, as the lab's): each
 	// placed by the weights of its moment. One draw either way: the seed's clients stay.
 	if !loadlab.SleepCtx(ctx, time.Duration(rng.Int64N(int64(t.ramp)))) {
 		return
 	}
+	var addr net.IP
+	var rate float64
 	for ctx.Err() == nil {
-		rate, life := loadlab.DrawClient(rng, t.median, t.sigma, t.maxRate, t.life)
+		drawn, life := loadlab.DrawClient(rng, t.median, t.sigma, t.maxRate, t.life)
 		drift := t.driftShare > 0 && rng.Float64() < t.driftShare
-		t.session(ctx, rng, clientAddr(t.nextAddr.Add(1)-1), rate, life, drift)
+		switch {
+		case addr == nil || !t.returning: // a seed's stream as before -returning was
+			addr, rate = clientAddr(t.nextAddr.Add(1)-1), drawn
+		case !loadlab.SleepCtx(ctx, returnDelay(rng)):
+			return
+		}
+		t.session(ctx, rng, addr, rate, life, drift)
 	}
+}
+
+// returnDelay is how long a returning client stays away: uniform in [0.1 s, 2 s), as
+// a relay or an agent reconnects (the simulator's returning clients).
+func returnDelay(rng *rand.Rand) time.Duration {
+	return 100*time.Millisecond + time.Duration(rng.Int64N(int64(1900*time.Millisecond)))
 }
 
 // clientAddr is the n-th ordinary client's address: 127.1.0.1, 127.1.0.2, … (last octet

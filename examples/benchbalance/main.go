@@ -27,7 +27,11 @@
 // the open-file limit allows (8 descriptors a client in this process with 4 arms: many.go)
 // on 16 servers, the lab's rates scaled to the lab's total, and no burst; -scenario
 // restart stops and starts every arm's HAProxy at 180 s (same config and socket, no
-// server-state file) and its clients all reconnect within 5 s (restart.go).
+// server-state file) and its clients all reconnect within 5 s (restart.go); -scenario
+// short-lived is the lab's world (20 s clients, no burst, a 5 min run) with the production
+// arms and clients from their own addresses. -returning, on any but the lab: a client that
+// leaves comes back from its address with its rate, for a new life, as a relay or an agent
+// does (what a pin is for); without it a new client from a new address takes its place.
 package main
 
 import (
@@ -77,6 +81,8 @@ type options struct {
 
 	Ramp time.Duration // the first clients connect at uniform moments within it
 
+	Returning bool // a client that leaves comes back from its address with its rate
+
 	manyWhy string // -scenario many: how many clients and why
 
 	hapBin, promBin string
@@ -106,7 +112,8 @@ func parseFlags(args []string) (options, error) {
 	fs.Float64Var(&o.Traffic.Sigma, "sigma", 1.5, "lognormal sigma of connection rates")
 	fs.Float64Var(&o.Traffic.MaxRate, "max-rate", 100000, "cap on one connection's rate, bytes/s")
 	fs.DurationVar(&o.Traffic.Lifetime, "lifetime", 20*time.Second, "mean lifetime of a connection (exponential); production scenarios: 1h unless given")
-	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (the production world: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, pin, pin + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) many (1 h clients, as many as the open-file limit allows, 16 servers, no burst) or restart (1 h clients; every HAProxy restarts at -restart-at, its clients reconnect within -restart-within)")
+	fs.StringVar(&o.Scenario, "scenario", scenarioLab, "lab (3 arms, 20 s clients), long-lived-burst (the production world: 1 h clients from their own addresses, 3 heavy ones at 180 s; leastconn, default, default + shed, pin, pin + shed, oracle) drift (1 h clients, 30 % change rate ×10 or ÷10 once) many (1 h clients, as many as the open-file limit allows, 16 servers, no burst), restart (1 h clients; every HAProxy restarts at -restart-at, its clients reconnect within -restart-within) or short-lived (the lab's 20 s clients and 5 min with the six production arms, each client from its own address)")
+	fs.BoolVar(&o.Returning, "returning", false, "every scenario but lab: a client that leaves comes back from its own address with its rate after 0.1-2 s, for a new life (a relay, an agent: what a pin is for); without it, a new client from a new address takes its place")
 	fs.DurationVar(&o.RestartAt, "restart-at", 180*time.Second, "restart: when every arm's HAProxy restarts")
 	fs.DurationVar(&o.RestartWithin, "restart-within", 5*time.Second, "restart: each client reconnects after a uniform delay within this")
 	fs.IntVar(&o.HeavyClients, "heavy", 3, "long-lived-burst: heavy clients connecting together")
@@ -122,15 +129,19 @@ func parseFlags(args []string) (options, error) {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	sc, ok := scenarios[o.Scenario]
 	if !ok {
-		return o, fmt.Errorf("-scenario: lab, %s, %s, %s or %s, not %q", scenarioBurst, scenarioDrift, scenarioMany, scenarioRestart, o.Scenario)
+		return o, fmt.Errorf("-scenario: lab, %s, %s, %s, %s or %s, not %q", scenarioBurst, scenarioDrift, scenarioMany, scenarioRestart, scenarioShort, o.Scenario)
 	}
 	o.sc, o.arms = sc, sc.arms
+	if o.Scenario == scenarioLab && o.Returning {
+		return o, errors.New("-returning: the lab's clients all connect from 127.0.0.1; use -scenario short-lived for its world with clients of their own addresses")
+	}
 	if o.Scenario != scenarioLab {
-		// The production world's defaults: hour-long clients, a run of 6 min.
-		if !given["lifetime"] {
+		// The production world's defaults: hour-long clients, a run of 6 min
+		// (short-lived keeps the lab's 20 s and 5 min).
+		if !given["lifetime"] && o.Scenario != scenarioShort {
 			o.Traffic.Lifetime = time.Hour
 		}
-		if !given["duration"] {
+		if !given["duration"] && o.Scenario != scenarioShort {
 			o.Duration = 6 * time.Minute
 		}
 		if o.Scenario != scenarioBurst && !given["heavy"] {
@@ -374,8 +385,12 @@ func writeScenarioHeader(w io.Writer, o options, qs quickStart) error {
 	fmt.Fprintf(w, "pin+shed: shed + --haproxy-config <the arm's haproxy.cfg>, the same two lines in its backend\n")
 	fmt.Fprintf(w, "%s (leastconn, no weights set, no contstats, timeouts %s) ×%d; one %s per weighted arm, scraping its sinks every %s\n",
 		hap, o.sc.haproxyTimeout, len(o.arms), prom, o.Scrape)
-	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.3g datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (a client that leaves is replaced by a new one from a new address)\n",
-		t.Conns, t.Median/float64(len(datapoint)), t.Sigma, t.MaxRate/float64(len(datapoint)), t.Lifetime)
+	leaves := "a client that leaves is replaced by a new one from a new address"
+	if o.Returning {
+		leaves = "-returning: a client that leaves comes back from its address with its rate after 0.1-2 s, for a new life"
+	}
+	fmt.Fprintf(w, "traffic: %d clients, each from its own address 127.x.y.z with one connection to each HAProxy, lognormal rates (median %.3g datapoints/s, sigma %.1f, cap %.0f/s), mean life %s (%s)\n",
+		t.Conns, t.Median/float64(len(datapoint)), t.Sigma, t.MaxRate/float64(len(datapoint)), t.Lifetime, leaves)
 	if o.Ramp > loadlab.Tick {
 		fmt.Fprintf(w, "arrival: the first %d clients connect at uniform moments within %s (-ramp), each placed by its arm as of its moment, as on a balancer whose clients arrived over hours; the figures start at %s\n",
 			t.Conns, o.Ramp, o.Warmup)

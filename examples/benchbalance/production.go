@@ -25,6 +25,7 @@ const (
 	scenarioDrift   = "drift"            // hour-long clients, 30 % of them ×10 or ÷10 once during the run
 	scenarioMany    = "many"             // hour-long clients, as many as the open-file limit allows, on 16 servers
 	scenarioRestart = "restart"          // hour-long clients; every HAProxy restarts at 180 s and its clients reconnect within 5 s
+	scenarioShort   = "short-lived"      // the lab's 20 s clients with the production arms, each client from its own address
 )
 
 // scenario is what a -scenario sets besides the flags it defaults.
@@ -53,6 +54,7 @@ var scenarios = map[string]scenario{
 	scenarioDrift:   {arms: prodArms, haproxyTimeout: "1h"},
 	scenarioMany:    {arms: prodArms, haproxyTimeout: "1h"},
 	scenarioRestart: {arms: prodArms, haproxyTimeout: "1h"},
+	scenarioShort:   {arms: prodArms, haproxyTimeout: "5m"},
 }
 
 // heavyReadAt is when the heavy clients' servers are read: the end of the first figures
