@@ -118,7 +118,7 @@ func (l *cycleLog) clone(log *slog.Logger) *cycleLog {
 	// The first write after a reload is logged at once, as after a start:
 	// it says the new configuration weighs. Routine writes not yet
 	// summarised stay and are summarised by the new runner.
-	c.wroteOnce = false
+	c.wroteOnce, c.pin.wroteOnce = false, false
 	return &c
 }
 

@@ -159,11 +159,23 @@ type pinLog struct {
 	untracked bool   // untracked clients were said
 	notes     string // the pin notes said (sayPinNotes)
 	would     string // the dry run's last "would" set, said when it changes
+	wroteOnce bool   // a batch of pins was said since start or reload
+	routine   routinePins
 }
 
-// pins logs the cycle's pins: the table found or missing, once each; every
-// batch of pins written (at info: how many set, cleared and in force; each
-// pin at debug); in a dry run what would be written, when it changes.
+// routinePins are the batches of pins written and not said on their own
+// since the last summary of them.
+type routinePins struct {
+	since        time.Time // the plan time of the first
+	writes       int       // batches
+	set, cleared int
+}
+
+// pins logs the cycle's pins: the table found or missing, once each; the
+// first batch of pins written since start or reload and a storm's first at
+// info (how many set, cleared and in force), every other batch in a summary
+// at most every writtenEvery, as routine weight writes are (each pin at
+// debug); in a dry run what would be written, when it changes.
 func (l *cycleLog) pins(c weighter.Cycle) {
 	p := c.Plan.Pins
 	if p == nil {
@@ -197,14 +209,30 @@ func (l *cycleLog) pins(c weighter.Cycle) {
 			// storm's later cycles (every 250 ms while its clients come
 			// back) place again those still away: said at debug, the
 			// storm itself once at info.
-			level := slog.LevelInfo
-			if p.Storm > 0 && !p.StormBegan {
-				level = slog.LevelDebug
+			set, cleared := len(p.Changes.Set), len(p.Changes.Clear)
+			switch {
+			case p.Storm > 0 && !p.StormBegan:
+				l.log.Debug("pins written", "set", set, "cleared", cleared, "pinned", len(p.Pins))
+			case !l.pin.wroteOnce || p.StormBegan:
+				l.pin.wroteOnce = true
+				l.log.Info("pins written", "set", set, "cleared", cleared, "pinned", len(p.Pins))
+			default:
+				r := &l.pin.routine
+				if r.writes == 0 {
+					r.since = c.Plan.Time
+				}
+				r.writes, r.set, r.cleared = r.writes+1, r.set+set, r.cleared+cleared
+				l.log.Debug("pins written", "set", set, "cleared", cleared, "pinned", len(p.Pins))
 			}
-			l.log.Log(context.Background(), level, "pins written", "set", len(p.Changes.Set), "cleared", len(p.Changes.Clear), "pinned", len(p.Pins))
 		}
 		for _, w := range p.Why {
 			l.log.Debug("pin", "client", w.Client, "from", w.From, "to", w.To, "reason", w.Reason)
+		}
+		if r := &l.pin.routine; r.writes > 0 && c.Plan.Time.Sub(r.since) >= writtenEvery {
+			// Checked at every applied cycle, written or not, so the last
+			// batches of a quiet spell are said without a timer.
+			l.log.Info("pins written", "writes", r.writes, "set", r.set, "cleared", r.cleared, "pinned", len(p.Pins), "since", r.since)
+			*r = routinePins{}
 		}
 		return
 	}

@@ -103,6 +103,47 @@ func TestStormLoggedOnce(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs, `msg="reconnect storm pinned"`), logs)
 	assert.Contains(t, logs, "clients=3 projected_max_mean=1.02")
 	assert.Equal(t, 1, strings.Count(logs, `msg="pins written"`), "the storm's later batches at debug:\n%s", logs)
-	l.pins(cycle(weighter.PinPlan{Changes: set, Pins: set.Set})) // the storm over
-	assert.Equal(t, 2, strings.Count(out.String(), `msg="pins written"`), out.String())
+	l.pins(cycle(weighter.PinPlan{Changes: set, Pins: set.Set})) // the storm over: a routine batch
+	assert.Equal(t, 1, strings.Count(out.String(), `msg="pins written"`), out.String())
+}
+
+// The first batch of pins since start is said at once; later ones are
+// summed in one line at most every writtenEvery (cycle time), said at the
+// first cycle past it, written or not; each at debug; a reload says its
+// first at once.
+func TestRoutinePinWritesSummarised(t *testing.T) {
+	var out bytes.Buffer
+	l := &cycleLog{log: slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug})), ready: true, fastKnown: true}
+	t0 := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	cycle := func(at time.Duration, set, cleared, pinned int) weighter.Cycle {
+		p := weighter.PinPlan{Pins: make([]weighter.Pin, pinned)}
+		p.Changes.Set, p.Changes.Clear = make([]weighter.Pin, set), make([]string, cleared)
+		return weighter.Cycle{Backend: "be", Result: weighter.ResultOK, Applied: true, Plan: weighter.Plan{Time: t0.Add(at), Pins: &p}}
+	}
+	infos := func() []string {
+		var got []string
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, "level=INFO") && strings.Contains(line, `msg="pins written"`) {
+				_, attrs, _ := strings.Cut(line, `msg="pins written" `)
+				got = append(got, attrs)
+			}
+		}
+		return got
+	}
+	l.pins(cycle(0, 6, 0, 6))
+	require.Equal(t, []string{"set=6 cleared=0 pinned=6"}, infos(), "the first batch at once")
+	for i := range 20 { // 40 s of batches: summed, not said
+		l.pins(cycle(time.Duration(2+2*i)*time.Second, 1, i%2, 7))
+	}
+	l.pins(cycle(50*time.Second, 0, 0, 7)) // nothing written, not due yet
+	require.Len(t, infos(), 1, out.String())
+	l.pins(cycle(62*time.Second, 0, 0, 7)) // nothing written: due since the first routine batch at 2 s
+	require.Equal(t, []string{"set=6 cleared=0 pinned=6", "writes=20 set=20 cleared=10 pinned=7 since=2026-12-07T10:00:02.000Z"}, infos())
+	l.pins(cycle(200*time.Second, 0, 0, 7))
+	require.Len(t, infos(), 2, "a quiet spell says nothing")
+
+	l = l.clone(l.log) // a reload: its first batch at once
+	l.pins(cycle(202*time.Second, 2, 1, 8))
+	require.Equal(t, "set=2 cleared=1 pinned=8", infos()[2])
+	assert.Equal(t, 20, strings.Count(out.String(), `level=DEBUG msg="pins written"`), "every routine batch at debug:\n%s", out.String())
 }
