@@ -210,18 +210,17 @@ func (l *cycleLog) pins(c weighter.Cycle) {
 			// back) place again those still away: said at debug, the
 			// storm itself once at info.
 			set, cleared := len(p.Changes.Set), len(p.Changes.Clear)
-			switch {
-			case p.Storm > 0 && !p.StormBegan:
-				l.log.Debug("pins written", "set", set, "cleared", cleared, "pinned", len(p.Pins))
-			case !l.pin.wroteOnce || p.StormBegan:
+			stormLater := p.Storm > 0 && !p.StormBegan
+			if !stormLater && (!l.pin.wroteOnce || p.StormBegan) {
 				l.pin.wroteOnce = true
 				l.log.Info("pins written", "set", set, "cleared", cleared, "pinned", len(p.Pins))
-			default:
-				r := &l.pin.routine
-				if r.writes == 0 {
-					r.since = c.Plan.Time
+			} else {
+				if r := &l.pin.routine; !stormLater {
+					if r.writes == 0 {
+						r.since = c.Plan.Time
+					}
+					r.writes, r.set, r.cleared = r.writes+1, r.set+set, r.cleared+cleared
 				}
-				r.writes, r.set, r.cleared = r.writes+1, r.set+set, r.cleared+cleared
 				l.log.Debug("pins written", "set", set, "cleared", cleared, "pinned", len(p.Pins))
 			}
 		}

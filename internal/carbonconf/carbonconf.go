@@ -1,7 +1,7 @@
 // Package carbonconf writes the carbon.conf of carbon-cache instances on
-// loopback, and graphite-web's settings module reading them, for the tests' Graphite (internal/testenv) and the carbon bench
-// (examples/carbonbench): one text, so that what the tests check is what the
-// bench measures.
+// loopback, and graphite-web's settings module reading them, for the tests'
+// Graphite (internal/testenv) and the carbon bench (examples/carbonbench):
+// one text, so that what the tests check is what the bench measures.
 package carbonconf
 
 import (
