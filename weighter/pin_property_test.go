@@ -86,16 +86,19 @@ func randomPinInput(rng *rand.Rand, table map[string]string) PinInput {
 // a server that cannot take a pin; every pin on such a server is cleared;
 // no client is set or cleared twice; new entries fit the table's room; the
 // pins stay within max_pins; no more than max_moves pins move; the changes
-// applied to the table give the wanted pins; the plan is valid JSON.
+// applied to the table give the wanted pins; no pin moves within settle of
+// its placement; the plan is valid JSON.
 func TestPinnerRulesHoldOverRandomInputs(t *testing.T) {
 	for seed := range uint64(400) {
 		rng := rand.New(rand.NewPCG(seed, 0x9117))
 		pol := PinPolicy{Heavy: []float64{0.1, 0.25, 1}[rng.IntN(3)], MaxPins: 1 + rng.IntN(6), MinGain: rng.Float64() * 0.3,
-			MaxMoves: rng.IntN(3), Forget: duration.Duration(time.Duration(1+rng.IntN(60)) * time.Second), Shared: rng.IntN(3) == 0}
+			MaxMoves: rng.IntN(3), Forget: duration.Duration(time.Duration(1+rng.IntN(60)) * time.Second), Shared: rng.IntN(3) == 0,
+			Settle: duration.Duration([]time.Duration{0, 5 * time.Second, 30 * time.Second}[rng.IntN(3)])}
 		pn := mustPinner(t, pol)
 		table := map[string]string{}
 		at := now
 		measured := map[string]bool{} // the clients with a rate at a cycle before
+		placed := map[string]placement{}
 		for cycle := range 12 {
 			at = at.Add(time.Duration(1+rng.IntN(20)) * time.Second)
 			if rng.IntN(10) == 0 {
@@ -107,6 +110,7 @@ func TestPinnerRulesHoldOverRandomInputs(t *testing.T) {
 			ctx := fmt.Sprintf("seed %d cycle %d: in %+v\nplan %+v", seed, cycle, in, p)
 			checkPinPlan(t, pol, in, wanted, p, ctx)
 			checkStorm(t, in, measured, p, ctx)
+			checkSettle(t, pol, at, in, wanted, placed, p, ctx)
 			maps.Copy(measured, measuredClients(in.Clients))
 			_, err := json.Marshal(p)
 			require.NoError(t, err, ctx)
@@ -236,6 +240,54 @@ func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]st
 	}
 	if known && !in.Hold && !full {
 		require.Equal(t, want, applyPins(in.Table.Pins, p.Changes), "the changes applied give the wanted pins\n%s", ctx)
+	}
+}
+
+// placement is where and when a plan set a client's pin.
+type placement struct {
+	server string
+	at     time.Time
+}
+
+// checkSettle: a pin the Pinner set (and still wants, in the table as it
+// left it, on a server that can still take it) does not move, but for a
+// storm, within settle of being set; and it records the plan's placements.
+func checkSettle(t *testing.T, pol PinPolicy, at time.Time, in PinInput, wanted map[string]string, placed map[string]placement, p PinPlan, ctx string) {
+	t.Helper()
+	inTable := map[string]string{}
+	if in.TableErr == nil || errors.Is(in.TableErr, ErrPinTableFull) {
+		for _, pin := range in.Table.Pins {
+			if _, dup := inTable[pin.Client]; !dup {
+				inTable[pin.Client] = pin.Server
+			}
+		}
+	}
+	pinnable := map[string]bool{}
+	for _, sv := range in.Servers {
+		if _, seen := pinnable[sv.Name]; !seen {
+			pinnable[sv.Name] = sv.Pinnable
+		}
+	}
+	storm, cleared := map[string]bool{}, map[string]bool{}
+	for _, w := range p.Why {
+		storm[w.Client] = storm[w.Client] || w.Storm
+	}
+	for _, c := range p.Changes.Clear {
+		cleared[c] = true
+	}
+	for _, set := range p.Changes.Set {
+		pl, ok := placed[set.Client]
+		if ok && !storm[set.Client] && !cleared[set.Client] && pinnable[pl.server] && pl.server != set.Server && wanted[set.Client] == pl.server && inTable[set.Client] == pl.server {
+			require.GreaterOrEqual(t, at.Sub(pl.at), time.Duration(pol.Settle), "the pin of %s moved from %s to %s within settle of being set\n%s", set.Client, pl.server, set.Server, ctx)
+		}
+	}
+	for _, c := range p.Changes.Clear {
+		delete(placed, c)
+	}
+	for _, set := range p.Changes.Set {
+		if pl, ok := placed[set.Client]; !ok || pl.server != set.Server {
+			placed[set.Client] = placement{set.Server, at}
+		}
 	}
 }
 

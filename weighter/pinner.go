@@ -162,6 +162,9 @@ func (w PinWhy) DryRun() string { return "would " + w.Reason }
 type pinState struct {
 	server string
 	heavy  time.Time // the last time the client was seen heavy (or pinned)
+	// since is when the pin got its server (zero: not known, a pin found
+	// in the table): it is not moved again within the policy's settle.
+	since time.Time
 }
 
 // Pinner plans the pins of one backend. It remembers the pins it wants
@@ -237,7 +240,9 @@ type pinClient struct {
 	to      int  // the bin the plan pins it to; -1 none
 	chosen  bool // it has a pin after this plan
 	moved   bool
-	gain    float64
+	// settling: its pin is younger than settle (no move yet).
+	settling bool
+	gain     float64
 }
 
 // pinShare is a part of a client's rate matched on one bin.
@@ -393,7 +398,9 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 			st = &pinState{server: cur[c], heavy: now}
 			pn.pins[c] = st
 		}
-		st.server = cur[c]
+		if st.server != cur[c] {
+			st.server, st.since = cur[c], time.Time{} // changed by someone else
+		}
 		if cl, ok := clients[c]; ok && heavy(cl) {
 			st.heavy = now
 		}
@@ -481,6 +488,9 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	for c, s := range cur {
 		pc := &pinClient{addr: c, rate: math.NaN(), at: -1, pinned: index[s], to: -1}
 		_, pc.inTable = inTable[c]
+		if st := pn.pins[c]; st != nil && !st.since.IsZero() && now.Sub(st.since) < time.Duration(pn.p.Settle) {
+			pc.settling = true
+		}
 		if cl, ok := clients[c]; ok {
 			pc.rate, pc.conns = cl.Rate, cl.Conns
 		}
@@ -697,7 +707,7 @@ func (pn *Pinner) unwritten(plan *PinPlan) {
 		switch old, ok := plan.read[p.Client]; {
 		case st == nil:
 		case ok:
-			st.server = old
+			st.server, st.since = old, time.Time{}
 		default:
 			delete(pn.pins, p.Client)
 		}
@@ -749,10 +759,11 @@ func (pn *Pinner) finish(plan *PinPlan, clears []string, inTable map[string]stri
 	keep := make(map[string]bool, len(plan.Pins))
 	for _, p := range plan.Pins {
 		keep[p.Client] = true
-		if st := pn.pins[p.Client]; st != nil {
-			st.server = p.Server
-		} else {
-			pn.pins[p.Client] = &pinState{server: p.Server, heavy: plan.Time}
+		switch st := pn.pins[p.Client]; {
+		case st == nil:
+			pn.pins[p.Client] = &pinState{server: p.Server, heavy: plan.Time, since: plan.Time}
+		case st.server != p.Server:
+			st.server, st.since = p.Server, plan.Time
 		}
 	}
 	for c := range pn.pins {
@@ -796,7 +807,7 @@ func (pn *Pinner) moves(bins []pinBin, chosen []*pinClient, mean, mf float64) {
 		var best *pinClient
 		bestMax := bins[hi].proj
 		for _, pc := range onBin[hi] {
-			if pc.moved {
+			if pc.moved || pc.settling {
 				continue
 			}
 			from := bins[hi].proj - pc.load*bins[hi].factor/mf
