@@ -108,9 +108,8 @@ func TestPinnerRulesHoldOverRandomInputs(t *testing.T) {
 			in := randomPinInput(rng, table)
 			p := pn.Plan(at, in)
 			ctx := fmt.Sprintf("seed %d cycle %d: in %+v\nplan %+v", seed, cycle, in, p)
-			checkPinPlan(t, pol, in, wanted, p, ctx)
+			checkPinPlan(t, pol, in, wanted, placed, at, p, ctx)
 			checkStorm(t, in, measured, p, ctx)
-			checkSettle(t, pol, at, in, wanted, placed, p, ctx)
 			maps.Copy(measured, measuredClients(in.Clients))
 			_, err := json.Marshal(p)
 			require.NoError(t, err, ctx)
@@ -126,7 +125,9 @@ func TestPinnerRulesHoldOverRandomInputs(t *testing.T) {
 	}
 }
 
-func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]string, p PinPlan, ctx string) {
+// checkPinPlan checks one plan; placed is where and when the earlier plans
+// set each pin (for settle), and the plan's own placements are added to it.
+func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]string, placed map[string]placement, at time.Time, p PinPlan, ctx string) {
 	t.Helper()
 	pinnable := map[string]bool{}
 	seen := map[string]bool{}
@@ -222,6 +223,23 @@ func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]st
 		}
 	}
 	require.LessOrEqual(t, moves, pol.MaxMoves, ctx)
+	// A pin the Pinner set (and still wants, in the table as it left it, on
+	// a server that can still take it) does not move within settle, but
+	// for a storm.
+	for _, set := range p.Changes.Set {
+		pl, ok := placed[set.Client]
+		if ok && !storm[set.Client] && !cleared[set.Client] && pinnable[pl.server] && pl.server != set.Server && wanted[set.Client] == pl.server && inTable[set.Client] == pl.server {
+			require.GreaterOrEqual(t, at.Sub(pl.at), time.Duration(pol.Settle), "the pin of %s moved from %s to %s within settle of being set\n%s", set.Client, pl.server, set.Server, ctx)
+		}
+	}
+	for _, c := range p.Changes.Clear {
+		delete(placed, c)
+	}
+	for _, set := range p.Changes.Set {
+		if pl, ok := placed[set.Client]; !ok || pl.server != set.Server {
+			placed[set.Client] = placement{set.Server, at}
+		}
+	}
 	want := pinMap(p.Pins)
 	if pol.Shared && known {
 		// Another balancer's entries (not the Pinner's before the plan)
@@ -247,48 +265,6 @@ func checkPinPlan(t *testing.T, pol PinPolicy, in PinInput, wanted map[string]st
 type placement struct {
 	server string
 	at     time.Time
-}
-
-// checkSettle: a pin the Pinner set (and still wants, in the table as it
-// left it, on a server that can still take it) does not move, but for a
-// storm, within settle of being set; and it records the plan's placements.
-func checkSettle(t *testing.T, pol PinPolicy, at time.Time, in PinInput, wanted map[string]string, placed map[string]placement, p PinPlan, ctx string) {
-	t.Helper()
-	inTable := map[string]string{}
-	if in.TableErr == nil || errors.Is(in.TableErr, ErrPinTableFull) {
-		for _, pin := range in.Table.Pins {
-			if _, dup := inTable[pin.Client]; !dup {
-				inTable[pin.Client] = pin.Server
-			}
-		}
-	}
-	pinnable := map[string]bool{}
-	for _, sv := range in.Servers {
-		if _, seen := pinnable[sv.Name]; !seen {
-			pinnable[sv.Name] = sv.Pinnable
-		}
-	}
-	storm, cleared := map[string]bool{}, map[string]bool{}
-	for _, w := range p.Why {
-		storm[w.Client] = storm[w.Client] || w.Storm
-	}
-	for _, c := range p.Changes.Clear {
-		cleared[c] = true
-	}
-	for _, set := range p.Changes.Set {
-		pl, ok := placed[set.Client]
-		if ok && !storm[set.Client] && !cleared[set.Client] && pinnable[pl.server] && pl.server != set.Server && wanted[set.Client] == pl.server && inTable[set.Client] == pl.server {
-			require.GreaterOrEqual(t, at.Sub(pl.at), time.Duration(pol.Settle), "the pin of %s moved from %s to %s within settle of being set\n%s", set.Client, pl.server, set.Server, ctx)
-		}
-	}
-	for _, c := range p.Changes.Clear {
-		delete(placed, c)
-	}
-	for _, set := range p.Changes.Set {
-		if pl, ok := placed[set.Client]; !ok || pl.server != set.Server {
-			placed[set.Client] = placement{set.Server, at}
-		}
-	}
 }
 
 // checkStorm: a client is placed as a storm's only when it had a rate at a
