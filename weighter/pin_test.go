@@ -245,6 +245,37 @@ func TestPinnerLetsANewPinSettle(t *testing.T) {
 	require.Len(t, p.Changes.Set, 1, p.Reason)
 }
 
+// A pinned client between two connections still counts on its pin's
+// server, with its last rate, for pinAbsentGrace: counted as nothing, its
+// server looked the emptiest and a new heavy client was pinned there, to meet
+// it when it came back.
+func TestPinnerCountsAPinnedClientThatIsAwayOnItsPin(t *testing.T) {
+	pn := mustPinner(t, DefaultPin())
+	in := PinInput{Servers: pinServers(1500, 3500, 1500), Table: PinTable{Name: "be", Size: 100}}
+	addClient(&in, "10.0.0.1", "s1", 1000)
+	addClient(&in, "10.0.0.2", "s2", 3000)
+	p := pn.Plan(now, in)
+	require.ElementsMatch(t, []Pin{{"10.0.0.1", "s1"}, {"10.0.0.2", "s2"}}, p.Changes.Set, p.Reason)
+
+	// Five seconds on, 10.0.0.1 is between two connections (s1 down to its
+	// light clients; a quarter of the load away, no storm) and a new heavy
+	// client, 10.0.0.3, sits on s3.
+	away := func(pn *Pinner, at time.Time) PinPlan {
+		in := PinInput{Servers: pinServers(500, 3500, 2000), Table: PinTable{Name: "be", Size: 100, Used: 2, Pins: p.Pins}}
+		addClient(&in, "10.0.0.2", "s2", 3000)
+		addClient(&in, "10.0.0.3", "s3", 1000)
+		return pn.Plan(at, in)
+	}
+	got := away(pn, now.Add(5*time.Second))
+	assert.Equal(t, []Pin{{"10.0.0.3", "s3"}}, got.Changes.Set, "s1 holds 10.0.0.1 when it is back: %s %+v", got.Reason, got.Why)
+
+	// Away for longer than the grace, it holds no room: s1 is the emptiest.
+	fresh := mustPinner(t, DefaultPin())
+	fresh.Plan(now, in)
+	got = away(fresh, now.Add(pinAbsentGrace+time.Second))
+	assert.Equal(t, []Pin{{"10.0.0.3", "s1"}}, got.Changes.Set, "%s %+v", got.Reason, got.Why)
+}
+
 // A quiet client's pin is withdrawn after forget; a heavy one keeps it.
 func TestPinnerForgetsQuietClients(t *testing.T) {
 	pol := DefaultPin()

@@ -165,7 +165,21 @@ type pinState struct {
 	// since is when the pin got its server (zero: not known, a pin found
 	// in the table): it is not moved again within the policy's settle.
 	since time.Time
+	// rate is the client's last measured rate, at seen: a pinned client
+	// between two connections (it left and is coming back, to its pin) is
+	// counted on its pin's server with it for pinAbsentGrace.
+	rate float64
+	seen time.Time
 }
+
+// pinAbsentGrace is how long a pinned client that is not connected still
+// counts on its pin's server with its last rate. A returning client is back
+// in seconds (a reconnect, a restart's storm); counted as nothing in that gap,
+// its server looked empty and the plan sent another heavy client there,
+// which met it when it came back (two of the three heaviest on one server,
+// on the real bench). Longer than a storm's spread, short against forget:
+// a client that left for good stops holding room on its server soon.
+const pinAbsentGrace = 30 * time.Second
 
 // Pinner plans the pins of one backend. It remembers the pins it wants
 // (so that a table HAProxy emptied, a restart, is written again at once) and
@@ -242,7 +256,10 @@ type pinClient struct {
 	moved   bool
 	// settling: its pin is younger than settle (no move yet).
 	settling bool
-	gain     float64
+	// absent: the last measured rate of a pinned client not connected now,
+	// expected back on its pin (0: none, or not for long enough).
+	absent float64
+	gain   float64
 }
 
 // pinShare is a part of a client's rate matched on one bin.
@@ -404,6 +421,9 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		if cl, ok := clients[c]; ok && heavy(cl) {
 			st.heavy = now
 		}
+		if cl, ok := clients[c]; ok && cl.Rate > 0 && !isInf(cl.Rate) {
+			st.rate, st.seen = cl.Rate, now
+		}
 		if in.Clients == nil {
 			continue // the clients were not listed: no one is quiet for it
 		}
@@ -488,11 +508,15 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 	for c, s := range cur {
 		pc := &pinClient{addr: c, rate: math.NaN(), at: -1, pinned: index[s], to: -1}
 		_, pc.inTable = inTable[c]
-		if st := pn.pins[c]; st != nil && !st.since.IsZero() && now.Sub(st.since) < time.Duration(pn.p.Settle) {
+		st := pn.pins[c]
+		if st != nil && !st.since.IsZero() && now.Sub(st.since) < time.Duration(pn.p.Settle) {
 			pc.settling = true
 		}
 		if cl, ok := clients[c]; ok {
 			pc.rate, pc.conns = cl.Rate, cl.Conns
+		}
+		if !(pc.rate > 0) && st != nil && st.rate > 0 && now.Sub(st.seen) < pinAbsentGrace {
+			pc.absent = st.rate
 		}
 		placed = append(placed, pc)
 	}
@@ -515,8 +539,13 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		}
 	}
 	for _, pc := range placed {
-		if pc.rate > 0 && !isInf(pc.rate) {
+		switch {
+		case pc.rate > 0 && !isInf(pc.rate):
 			pc.load = pc.rate * meanFactor
+		case pc.absent > 0:
+			// On no server now (so on no bin's measured load), on its
+			// pin's when it is back.
+			pc.load = pc.absent * meanFactor
 		}
 	}
 	// Heaviest first.
@@ -682,6 +711,12 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		plan.Reason = note
 	}
 	pn.finish(&plan, clears, inTable, true, why)
+	for _, pc := range chosen {
+		// A pin set now has its client's rate from this plan on.
+		if st := pn.pins[pc.addr]; st != nil && st.seen.IsZero() && pc.rate > 0 && !isInf(pc.rate) {
+			st.rate, st.seen = pc.rate, now
+		}
+	}
 	if plan.Changes.Empty() && plan.Reason == "" {
 		switch {
 		case len(plan.Pins) == 0:
