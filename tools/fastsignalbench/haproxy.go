@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // maxconnSpare is how many connections HAProxy accepts beyond the measured ones: the probe,
@@ -156,14 +156,14 @@ func processCPU(pid int) (time.Duration, error) {
 	return time.Duration(ts.Nano()), nil
 }
 
-// freePort returns a loopback port free now (HAProxy binds it a moment later).
+// freePort returns a loopback port free now (HAProxy binds it a moment
+// later), never one given before in this process.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Get()
 	if err != nil {
 		return 0, fmt.Errorf("free port: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return port, nil
 }
 
 // syncBuffer collects a process's output.
