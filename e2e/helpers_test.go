@@ -103,24 +103,28 @@ func planTable(t *testing.T, out string) map[string]int {
 
 // daemon is a running `haproxy-weighter run`.
 type daemon struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	logs   *testenv.SyncBuffer
-	url    string
-	exited chan error
+	t    *testing.T
+	cmd  *exec.Cmd
+	logs *testenv.SyncBuffer
+	url  string
+	// exited is closed once the process has exited and been waited for:
+	// cmd.ProcessState may be read after it, not before (Wait writes it).
+	exited chan struct{}
 }
 
 func startDaemon(t *testing.T, listen string, args ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, logs: &testenv.SyncBuffer{}, url: "http://" + listen, exited: make(chan error, 1)}
+	d := &daemon{t: t, logs: &testenv.SyncBuffer{}, url: "http://" + listen, exited: make(chan struct{})}
 	d.cmd = exec.Command(binary, append([]string{"run", "--log-format", "json"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { d.exited <- d.cmd.Wait() }()
+	go func() { _ = d.cmd.Wait(); close(d.exited) }()
 	t.Cleanup(func() {
-		if d.cmd.ProcessState == nil {
+		select {
+		case <-d.exited:
+		default:
 			_ = d.cmd.Process.Kill()
 			<-d.exited
 		}

@@ -1,17 +1,25 @@
 // Package freeport hands out TCP ports for the tests' and benches' own
 // servers (HAProxy listeners, sinks, Prometheus): free a moment ago, never
-// one an outgoing connection could take, and never the same one twice in a
-// process.
+// one an outgoing connection could take, never the same one twice in a
+// process, and none another process was given within the last minute.
 package freeport
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
+
+// reserveFor is how long a port handed out stays reserved against other
+// processes: long enough for the caller to start what binds it (an HAProxy,
+// a carbon-cache, a daemon) on a loaded machine.
+const reserveFor = time.Minute
 
 var (
 	mu    sync.Mutex
@@ -32,7 +40,10 @@ var (
 // it on 0.0.0.0 or [::] too. Never twice: a port checked free and released
 // is free again until its caller binds it, so two callers asking before
 // either binds were given the same port (a bench's HAProxy bound two
-// servers' listeners on one port, and one server got no connection).
+// servers' listeners on one port, and one server got no connection). Nor to
+// two processes: go test runs packages in parallel processes, and a bench
+// may run beside them; a port handed out is reserved for reserveFor
+// (reserve), and no other process's Get hands it out meanwhile.
 func Get() (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -47,8 +58,13 @@ func Get() (int, error) {
 		if given[port] {
 			continue
 		}
+		release, ok := reserve(port)
+		if !ok {
+			continue // another process has it
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 		if err != nil {
+			release()
 			last = err
 			continue
 		}
@@ -71,6 +87,30 @@ func Get() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no port free that was not given before (last drawn: %v)", last)
+}
+
+// reserve holds an abstract unix socket named for port for reserveFor: while
+// it is held, reserve of the same port fails in every process of the host's
+// network namespace. Abstract: nothing on disk, released when the process
+// exits. ok is false when another process holds the port; where abstract
+// sockets cannot be made at all, the port is handed out unreserved.
+func reserve(port int) (release func(), ok bool) {
+	l, err := net.Listen("unix", reservation(port))
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, false
+	case err != nil:
+		return func() {}, true
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = l.Close() }) }
+	time.AfterFunc(reserveFor, release)
+	return release, true
+}
+
+// reservation is the abstract socket's name for port.
+func reservation(port int) string {
+	return fmt.Sprintf("@haproxy-weighter-freeport-%d", port)
 }
 
 // Loopback is Get as a 127.0.0.1 address.

@@ -39,3 +39,12 @@ func TestGetNeverGivesAPortTwice(t *testing.T) {
 		seen[port] = true
 	}
 }
+
+// A port handed out is reserved against other processes: its abstract
+// socket cannot be bound while the reservation lasts.
+func TestGetReservesThePortAgainstOtherProcesses(t *testing.T) {
+	port, err := Get()
+	require.NoError(t, err)
+	_, err = net.Listen("unix", reservation(port))
+	require.Error(t, err, "port %d is not reserved", port)
+}
