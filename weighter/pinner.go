@@ -256,8 +256,9 @@ type pinClient struct {
 	moved   bool
 	// settling: its pin is younger than settle (no move yet).
 	settling bool
-	// absent: the last measured rate of a pinned client not connected now,
-	// expected back on its pin (0: none, or not for long enough).
+	// absent: the last measured rate of a pinned client with no rate now
+	// (between two connections, or silent this read), expected back on its
+	// pin at that rate (0: none, or not measured for pinAbsentGrace).
 	absent float64
 	gain   float64
 }
@@ -418,11 +419,13 @@ func (pn *Pinner) Plan(now time.Time, in PinInput) PinPlan {
 		if st.server != cur[c] {
 			st.server, st.since = cur[c], time.Time{} // changed by someone else
 		}
-		if cl, ok := clients[c]; ok && heavy(cl) {
-			st.heavy = now
-		}
-		if cl, ok := clients[c]; ok && cl.Rate > 0 && !isInf(cl.Rate) {
-			st.rate, st.seen = cl.Rate, now
+		if cl, ok := clients[c]; ok {
+			if heavy(cl) {
+				st.heavy = now
+			}
+			if cl.Rate > 0 && !isInf(cl.Rate) {
+				st.rate, st.seen = cl.Rate, now
+			}
 		}
 		if in.Clients == nil {
 			continue // the clients were not listed: no one is quiet for it
