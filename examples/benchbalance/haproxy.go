@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // haproxyCfg is HAProxy as a user has it in front of long-lived clients: leastconn, an
@@ -85,7 +86,7 @@ func startHAProxy(ctx context.Context, conf haproxyConf, hap, dir, name string, 
 		nBinds = len(sinks)
 	}
 	for range nBinds {
-		a, err := loadlab.FreePort()
+		a, err := freeport.Loopback()
 		if err != nil {
 			return nil, nil, err
 		}

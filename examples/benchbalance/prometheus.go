@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // metricName is the sinks' counter, the metric of the README's quick-start query.
@@ -76,7 +77,7 @@ func findPrometheus(flagValue string) (string, error) {
 // with name (one Prometheus per weighted arm, as each arm's servers are another user's).
 // The child is returned even with an error, so that it can be stopped.
 func startPrometheus(ctx context.Context, bin, dir, name, target string, scrape time.Duration) (*loadlab.Child, string, error) {
-	addr, err := loadlab.FreePort()
+	addr, err := freeport.Loopback()
 	if err != nil {
 		return nil, "", err
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // datapoint is the line every client sends over and over: one datapoint, 50 bytes, so a
@@ -210,7 +211,7 @@ func (l *lab) startWeighter(ctx context.Context, qs quickStart, a *armRun) error
 	if err != nil {
 		return err
 	}
-	if a.listen, err = loadlab.FreePort(); err != nil {
+	if a.listen, err = freeport.Loopback(); err != nil {
 		return err
 	}
 	args := weighterArgs(qs.Args, a.socket, promURL, a.listen)

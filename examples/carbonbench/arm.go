@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 const backend = "be_carbon"
@@ -120,7 +121,7 @@ func runArm(ctx context.Context, o options, a arm, example []byte, host, dir str
 	}
 
 	// HAProxy 2.6 in front of the caches.
-	front, err := loadlab.FreePort()
+	front, err := freeport.Loopback()
 	if err != nil {
 		return res, err
 	}
@@ -220,7 +221,7 @@ func runArm(ctx context.Context, o options, a arm, example []byte, host, dir str
 	// The daemon.
 	var logPath string
 	if a.Daemon {
-		listen, err := loadlab.FreePort()
+		listen, err := freeport.Loopback()
 		if err != nil {
 			return res, err
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/internal/carbonconf"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
 )
@@ -41,7 +42,7 @@ func portNum(addr string) int {
 func freePorts(n int) ([]string, error) {
 	out := make([]string, n)
 	for i := range out {
-		a, err := loadlab.FreePort()
+		a, err := freeport.Loopback()
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // phases samples every second; after Phase1 it starts haproxy-weighter, after
@@ -102,7 +103,7 @@ func (d *demo) sample(ctx context.Context, at time.Duration, phase int, prev, cu
 
 // startWeighter writes the daemon's config and starts `haproxy-weighter run`.
 func (d *demo) startWeighter(ctx context.Context) error {
-	listen, err := loadlab.FreePort()
+	listen, err := freeport.Loopback()
 	if err != nil {
 		return err
 	}

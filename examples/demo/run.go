@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // demo holds everything one run started, so that stopping it is one place.
@@ -114,7 +115,7 @@ func (d *demo) startHAProxy(ctx context.Context, hap, name, socket string) ([]*l
 	if err != nil {
 		return nil, nil, "", err
 	}
-	front, err := loadlab.FreePort()
+	front, err := freeport.Loopback()
 	if err != nil {
 		return sinks, nil, "", err
 	}

@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/haproxy-weighter/haproxy-weighter/examples/internal/loadlab"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 type options struct {
@@ -125,7 +126,7 @@ func run(ctx context.Context, o options) error {
 	defer loadlab.CloseSinks(sinks)
 
 	// HAProxy: one frontend, one backend of every sink.
-	feAddr, err := loadlab.FreePort()
+	feAddr, err := freeport.Loopback()
 	if err != nil {
 		return err
 	}
@@ -171,7 +172,7 @@ backend be
 		return err
 	}
 	defer gen.Close()
-	promAddr, err := loadlab.FreePort()
+	promAddr, err := freeport.Loopback()
 	if err != nil {
 		return err
 	}
@@ -215,7 +216,7 @@ scrape_configs:
 	}
 
 	// The daemon.
-	listen, err := loadlab.FreePort()
+	listen, err := freeport.Loopback()
 	if err != nil {
 		return err
 	}

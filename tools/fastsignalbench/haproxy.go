@@ -15,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
-	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // maxconnSpare is how many connections HAProxy accepts beyond the measured ones: the probe,
@@ -154,16 +153,6 @@ func processCPU(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("cpu time of %d: %w", pid, err)
 	}
 	return time.Duration(ts.Nano()), nil
-}
-
-// freePort returns a loopback port free now (HAProxy binds it a moment
-// later), never one given before in this process.
-func freePort() (int, error) {
-	port, err := freeport.Get()
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	return port, nil
 }
 
 // syncBuffer collects a process's output.

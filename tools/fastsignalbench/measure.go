@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/haproxy-weighter/haproxy-weighter/haproxy"
+	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // readTimeout bounds one read: far above any interval measured, so that a slow read is
@@ -127,7 +128,7 @@ func startRig(ctx context.Context, o options, n int) (*rig, error) {
 	}
 	var front, probeFront int
 	for _, port := range []*int{&front, &probeFront} {
-		if *port, err = freePort(); err != nil {
+		if *port, err = freeport.Get(); err != nil {
 			return r, err
 		}
 	}

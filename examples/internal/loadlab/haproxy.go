@@ -14,8 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/haproxy-weighter/haproxy-weighter/internal/freeport"
 )
 
 // FindHAProxy resolves the haproxy binary, which Debian puts in /usr/sbin (often not in
@@ -102,19 +100,6 @@ func ParseStat(reply, backend string) (map[string]ServerStat, error) {
 		out[name] = ServerStat{Weight: w, Conns: n}
 	}
 	return out, nil
-}
-
-// FreePort returns a loopback address with a port nobody listens on right
-// now, not given before in this process and below the kernel's ephemeral
-// range (freeport.Get): the kernel's own free port, asked for twice before
-// either was bound, once gave a bench's oracle HAProxy two servers' listeners
-// on one port.
-func FreePort() (string, error) {
-	addr, err := freeport.Loopback()
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	return addr, nil
 }
 
 // MaxOverMean is the imbalance of one set of loads: the busiest server's load over the
